@@ -1,0 +1,31 @@
+# Every target builds its own virtual environment from pyproject.toml: a fresh clone needs only python3.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+
+.PHONY: setup test lint typecheck unit demo clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[s3,test,dev]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check aioiceberg tests benchmarks
+	$(VENV)/bin/ruff format --check aioiceberg tests benchmarks
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+unit: $(STAMP)
+	$(VENV)/bin/pytest -n 2 -q
+
+test: lint typecheck unit
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

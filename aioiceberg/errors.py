@@ -1,0 +1,121 @@
+"""Every exception aioiceberg raises.
+
+Each class says whether repeating the operation can help (``retryable``), so retry
+loops ask the error instead of keeping lists of exception types.
+"""
+
+from __future__ import annotations
+
+
+class IcebergError(Exception):
+    """Base of every aioiceberg error."""
+
+    retryable: bool = False
+
+
+class ValidationError(IcebergError, ValueError):
+    """An argument or a model object breaks a rule of the format."""
+
+
+class InvalidMetadataError(IcebergError):
+    """A metadata object (JSON or Avro) is malformed; names the object and what is wrong."""
+
+    def __init__(self, message: str, *, location: str | None = None) -> None:
+        self.location = location
+        super().__init__(f"{location}: {message}" if location else message)
+
+
+class CorruptFileError(InvalidMetadataError):
+    """A file's bytes are damaged: truncated, bit-flipped, wrong magic, bad footer."""
+
+
+class UnsupportedError(IcebergError):
+    """A feature, type, transform or format version this build cannot handle."""
+
+
+class UnsupportedFormatVersionError(UnsupportedError, InvalidMetadataError):
+    """A metadata or manifest file declares a format version we do not know."""
+
+    def __init__(self, message: str, *, location: str | None = None) -> None:
+        InvalidMetadataError.__init__(self, message, location=location)
+
+
+class NotFoundError(IcebergError):
+    """Something looked up does not exist."""
+
+
+class TableNotFoundError(NotFoundError):
+    pass
+
+
+class NamespaceNotFoundError(NotFoundError):
+    pass
+
+
+class AlreadyExistsError(IcebergError):
+    pass
+
+
+class TableAlreadyExistsError(AlreadyExistsError):
+    pass
+
+
+class NamespaceAlreadyExistsError(AlreadyExistsError):
+    pass
+
+
+class ExpressionError(IcebergError, ValueError):
+    """A row filter cannot be parsed or bound."""
+
+
+class StoreError(IcebergError):
+    """Storage failed; ``retryable`` says whether the same call may succeed later."""
+
+    def __init__(self, message: str, *, location: str | None = None, retryable: bool = False) -> None:
+        self.location = location
+        self.retryable = retryable
+        super().__init__(f"{location}: {message}" if location else message)
+
+
+class ObjectNotFoundError(StoreError, NotFoundError):
+    def __init__(self, message: str = "object not found", *, location: str | None = None) -> None:
+        super().__init__(message, location=location, retryable=False)
+
+
+class PreconditionFailedError(StoreError):
+    """A conditional write lost: the object exists (create-only) or changed (write-if-match)."""
+
+    def __init__(self, message: str = "precondition failed", *, location: str | None = None) -> None:
+        super().__init__(message, location=location, retryable=False)
+
+
+class WriteOutcomeUnknownError(StoreError):
+    """A conditional write was sent but its outcome was never seen: it may have landed."""
+
+    def __init__(self, message: str = "write outcome unknown", *, location: str | None = None) -> None:
+        super().__init__(message, location=location, retryable=False)
+
+
+class ConditionalWritesUnsupportedError(StoreError, UnsupportedError):
+    """The store does not honour If-None-Match / If-Match, so commits through it are unsafe."""
+
+    def __init__(self, message: str, *, location: str | None = None) -> None:
+        super().__init__(message, location=location, retryable=False)
+
+
+class CommitFailedError(IcebergError):
+    """A commit's requirements no longer hold; retrying after a refresh may succeed."""
+
+    retryable = True
+
+
+class CommitConflictError(CommitFailedError):
+    """Concurrent changes conflict with this one, or retries are exhausted; the table is unchanged."""
+
+    retryable = False
+
+
+class CommitStateUnknownError(IcebergError):
+    """The commit may or may not have landed; nothing was deleted. Check the table before retrying."""
+
+    retryable = False
