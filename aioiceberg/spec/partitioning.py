@@ -16,7 +16,7 @@ from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.transforms import Transform
 from aioiceberg.spec.types import NestedField, StructType
 
-__all__ = ["PARTITION_DATA_ID_START", "PartitionField", "PartitionSpec", "UNPARTITIONED"]
+__all__ = ["PARTITION_DATA_ID_START", "UNPARTITIONED", "PartitionField", "PartitionSpec"]
 
 PARTITION_DATA_ID_START = 1000
 
@@ -50,7 +50,7 @@ class PartitionSpec:
     @property
     def is_unpartitioned(self) -> bool:
         """True when no field partitions data (void and unknown transforms don't)."""
-        return all(f.transform.is_void for f in self.fields)
+        return all(f.transform.is_void or f.transform.is_unknown for f in self.fields)
 
     @property
     def last_assigned_field_id(self) -> int:
@@ -85,8 +85,9 @@ class PartitionSpec:
     def partition_path(self, values: Sequence[Any], schema: Schema) -> str:
         """The conventional directory for a partition tuple, e.g. ``ts_day=2024-05-01/id_bucket=3``."""
         if len(values) != len(self.fields):
-            raise ValidationError(f"partition tuple has {len(values)} values, spec {self.spec_id} has "
-                                  f"{len(self.fields)} fields")
+            raise ValidationError(
+                f"partition tuple has {len(values)} values, spec {self.spec_id} has {len(self.fields)} fields"
+            )
         parts = []
         for f, value in zip(self.fields, values, strict=True):
             source_type = schema.find_type(f.source_id)
@@ -136,6 +137,8 @@ def default_partition_name(transform: Transform, source_name: str) -> str:
     return f"{source_name}_{text}"
 
 
-def fields_from_ids(items: Iterable[tuple[tuple[int, ...], Transform, str]], start: int) -> list[PartitionField]:
+def fields_from_ids(
+    items: Iterable[tuple[tuple[int, ...], Transform, str]], start: int
+) -> list[PartitionField]:
     """Assign partition field ids from ``start`` in order."""
     return [PartitionField(src, start + i, t, n) for i, (src, t, n) in enumerate(items)]
