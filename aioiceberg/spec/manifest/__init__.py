@@ -1,0 +1,47 @@
+"""Manifests and manifest lists: domain objects and their Avro encodings (v1-v3)."""
+
+from aioiceberg.spec.manifest.avro_schemas import (
+    manifest_entry_schema,
+    manifest_list_schema,
+    partition_record_schema,
+)
+from aioiceberg.spec.manifest.data_file import DataFile, DataFileContent, FileFormat
+from aioiceberg.spec.manifest.entry import ManifestEntry, ManifestEntryStatus
+from aioiceberg.spec.manifest.manifest_file import ManifestContent, ManifestFile, PartitionFieldSummary
+from aioiceberg.spec.manifest.metadata import Manifest, ManifestMetadata
+from aioiceberg.spec.manifest.reader import (
+    iter_manifest_entries,
+    read_manifest,
+    read_manifest_list,
+    read_manifest_metadata,
+)
+from aioiceberg.spec.manifest.writer import (
+    assign_first_row_ids,
+    partition_summaries,
+    write_manifest,
+    write_manifest_list,
+)
+
+__all__ = [
+    "DataFile",
+    "DataFileContent",
+    "FileFormat",
+    "Manifest",
+    "ManifestContent",
+    "ManifestEntry",
+    "ManifestEntryStatus",
+    "ManifestFile",
+    "ManifestMetadata",
+    "PartitionFieldSummary",
+    "assign_first_row_ids",
+    "iter_manifest_entries",
+    "manifest_entry_schema",
+    "manifest_list_schema",
+    "partition_record_schema",
+    "partition_summaries",
+    "read_manifest",
+    "read_manifest_list",
+    "read_manifest_metadata",
+    "write_manifest",
+    "write_manifest_list",
+]

@@ -1,0 +1,490 @@
+"""Decode manifests and manifest lists from bytes into domain objects.
+
+fastavro turns the bytes into dicts; everything else here is the lean step from those
+dicts to ``ManifestEntry`` / ``ManifestFile``, with the spec's inheritance rules applied.
+Any damage (bad magic, truncation, flipped bits, values outside their enums) surfaces as
+``CorruptFileError`` naming the file; unknown format versions as
+``UnsupportedFormatVersionError``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import fastavro
+
+from aioiceberg.errors import (
+    CorruptFileError,
+    IcebergError,
+    InvalidMetadataError,
+    UnsupportedFormatVersionError,
+)
+from aioiceberg.spec.manifest.avro_schemas import SUPPORTED_FORMAT_VERSIONS
+from aioiceberg.spec.manifest.data_file import DataFile, DataFileContent, FileFormat
+from aioiceberg.spec.manifest.entry import ManifestEntry, ManifestEntryStatus
+from aioiceberg.spec.manifest.manifest_file import ManifestContent, ManifestFile, PartitionFieldSummary
+from aioiceberg.spec.manifest.metadata import Manifest, ManifestMetadata
+
+__all__ = ["iter_manifest_entries", "read_manifest", "read_manifest_list", "read_manifest_metadata"]
+
+AVRO_MAGIC = b"Obj\x01"
+
+_STATUS = {s.value: s for s in ManifestEntryStatus}
+_DATA_CONTENT = {c.value: c for c in DataFileContent}
+_MANIFEST_CONTENT = {c.value: c for c in ManifestContent}
+_FORMATS: dict[str, FileFormat] = {}
+for _f in FileFormat:
+    _FORMATS[_f.value] = _f
+    _FORMATS[_f.value.lower()] = _f
+_SUPPORTED_TEXT = ", ".join(map(str, SUPPORTED_FORMAT_VERSIONS))
+_CONTENT_NAMES = {"data": ManifestContent.DATA, "deletes": ManifestContent.DELETES}
+
+_EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
+_EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_EPOCH_NAIVE = dt.datetime(1970, 1, 1)
+_ONE_MICRO = dt.timedelta(microseconds=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Opening and error mapping
+
+
+def _open(data: bytes | bytearray | memoryview, location: str | None, what: str) -> Any:
+    """A fastavro reader over ``data``; header damage becomes CorruptFileError."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise TypeError(f"expected bytes, got {type(data).__name__}")
+    if bytes(data[:4]) != AVRO_MAGIC:
+        raise CorruptFileError(
+            f"{what} is not an Avro file (bad magic {bytes(data[:4])!r})", location=location
+        )
+    try:
+        return fastavro.reader(io.BytesIO(data))
+    except Exception as e:  # fastavro raises many unrelated types for a damaged header
+        raise CorruptFileError(
+            f"{what} has an unreadable Avro header: {_describe(e)}", location=location
+        ) from e
+
+
+def _describe(e: BaseException) -> str:
+    text = str(e)
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def _records(reader: Any, location: str | None, what: str) -> Iterator[dict[str, Any]]:
+    """Rows of ``reader``; a decode failure in any block becomes CorruptFileError."""
+    it = iter(reader)
+    while True:
+        try:
+            rec = next(it)
+        except StopIteration:
+            return
+        except Exception as e:
+            raise CorruptFileError(f"{what} is damaged: {_describe(e)}", location=location) from e
+        yield rec
+
+
+def _fields(schema: Any) -> dict[str, Any]:
+    if (
+        not isinstance(schema, dict)
+        or schema.get("type") != "record"
+        or not isinstance(schema.get("fields"), list)
+    ):
+        return {}
+    return {f["name"]: f for f in schema["fields"] if isinstance(f, dict) and "name" in f}
+
+
+def _named_types(schema: Any, out: dict[str, Any]) -> dict[str, Any]:
+    """Every named type defined in ``schema``, so a later reference by name can be resolved."""
+    if isinstance(schema, list):
+        for s in schema:
+            _named_types(s, out)
+    elif isinstance(schema, dict):
+        name = schema.get("name")
+        if schema.get("type") in ("record", "fixed", "enum") and isinstance(name, str):
+            out[name] = schema
+            out[name.rsplit(".", 1)[-1]] = schema
+        for f in schema.get("fields", ()) or ():
+            if isinstance(f, dict):
+                _named_types(f.get("type"), out)
+        for key in ("items", "values"):
+            if key in schema:
+                _named_types(schema[key], out)
+    return out
+
+
+def _non_null(avro_type: Any, named: dict[str, Any]) -> Any:
+    if isinstance(avro_type, list):
+        rest = [t for t in avro_type if t != "null"]
+        avro_type = rest[0] if len(rest) == 1 else None
+    if isinstance(avro_type, str) and avro_type in named:
+        avro_type = named[avro_type]
+    return avro_type
+
+
+def _format_version(meta: dict[str, str], guess: int, location: str | None, what: str) -> int:
+    text = meta.get("format-version")
+    if text is None:
+        return guess
+    try:
+        version = int(text)
+    except ValueError:
+        raise InvalidMetadataError(
+            f"{what} has a non-integer format-version {text!r}", location=location
+        ) from None
+    if version not in SUPPORTED_FORMAT_VERSIONS:
+        raise UnsupportedFormatVersionError(
+            f"{what} has format-version {version}; supported: {_SUPPORTED_TEXT}",
+            location=location,
+        )
+    return version
+
+
+def _int_or_none(meta: dict[str, str], key: str, location: str | None) -> int | None:
+    text = meta.get(key)
+    if text is None or text == "null":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise InvalidMetadataError(
+            f"manifest metadata {key!r} is not an integer: {text!r}", location=location
+        ) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Partition values: Avro logical values -> the project's value convention
+
+
+def _days(v: Any) -> Any:
+    return v.toordinal() - _EPOCH_ORDINAL if isinstance(v, dt.date) else v
+
+
+def _micros_of_day(v: Any) -> Any:
+    if isinstance(v, dt.time):
+        return ((v.hour * 60 + v.minute) * 60 + v.second) * 1_000_000 + v.microsecond
+    return v
+
+
+def _micros(v: Any) -> Any:
+    if isinstance(v, dt.datetime):
+        return (v - (_EPOCH_NAIVE if v.tzinfo is None else _EPOCH_UTC)) // _ONE_MICRO
+    return v
+
+
+def _uuid(v: Any) -> Any:
+    return uuid.UUID(bytes=bytes(v)) if isinstance(v, bytes | bytearray) else v
+
+
+def _millis_to_micros(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def f(v: Any) -> Any:
+        out = convert(v)
+        # fastavro already widened datetime/time values; only raw ints are still in millis.
+        return out * 1000 if out is v and isinstance(v, int) else out
+
+    return f
+
+
+def _partition_converters(
+    partition_schema: Any, named: dict[str, Any]
+) -> list[Callable[[Any], Any] | None] | None:
+    """Per partition field, the conversion to apply to fastavro's value (None: keep as is)."""
+    converters: list[Callable[[Any], Any] | None] = []
+    for f in _fields(partition_schema).values():
+        t = _non_null(f.get("type"), named)
+        logical = t.get("logicalType") if isinstance(t, dict) else None
+        conv: Callable[[Any], Any] | None = None
+        if logical == "date":
+            conv = _days
+        elif logical == "time-micros":
+            conv = _micros_of_day
+        elif logical == "time-millis":
+            conv = _millis_to_micros(_micros_of_day)
+        elif logical in ("timestamp-micros", "local-timestamp-micros"):
+            conv = _micros
+        elif logical in ("timestamp-millis", "local-timestamp-millis"):
+            conv = _millis_to_micros(_micros)
+        elif logical == "uuid":
+            conv = _uuid
+        converters.append(conv)
+    return converters if any(c is not None for c in converters) else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Manifests
+
+
+def _metadata_from(reader: Any, manifest: ManifestFile | None, location: str | None) -> ManifestMetadata:
+    meta: dict[str, str] = {k: v for k, v in reader.metadata.items() if not k.startswith("avro.")}
+    entry_fields = _fields(reader.writer_schema)
+    if "status" not in entry_fields or "data_file" not in entry_fields:
+        raise InvalidMetadataError(
+            "not a manifest: rows lack 'status' / 'data_file' fields", location=location
+        )
+    data_fields = _fields(entry_fields["data_file"].get("type"))
+    if "first_row_id" in data_fields:
+        guess = 3
+    elif "sequence_number" in entry_fields:
+        guess = 2
+    else:
+        guess = 1
+    version = _format_version(meta, guess, location, "manifest")
+    content_text = meta.get("content")
+    if content_text is None:
+        content = manifest.content if manifest is not None else ManifestContent.DATA
+    else:
+        content_or_none = _CONTENT_NAMES.get(content_text)
+        if content_or_none is None:
+            raise InvalidMetadataError(f"manifest has unknown content {content_text!r}", location=location)
+        content = content_or_none
+    return ManifestMetadata(
+        format_version=version,
+        content=content,
+        schema_id=_int_or_none(meta, "schema-id", location),
+        partition_spec_id=_int_or_none(meta, "partition-spec-id", location),
+        schema_json=meta.get("schema"),
+        partition_spec_json=meta.get("partition-spec"),
+        properties=meta,
+        location=location,
+    )
+
+
+def read_manifest_metadata(data: bytes, location: str | None = None) -> ManifestMetadata:
+    """Only the manifest's key-value metadata (reads the header, not the entries)."""
+    return _metadata_from(_open(data, location, "manifest"), None, location)
+
+
+def iter_manifest_entries(
+    data: bytes,
+    manifest: ManifestFile | None = None,
+    location: str | None = None,
+    *,
+    columns_needed: Iterable[int] | None = None,
+    discard_deleted: bool = False,
+) -> Iterator[ManifestEntry]:
+    """Stream a manifest's entries (see ``read_manifest``); the header is checked before the first."""
+    reader, meta = _open_manifest(data, manifest, location)
+    return _entries(reader, meta, manifest, location, columns_needed, discard_deleted)
+
+
+def read_manifest(
+    data: bytes,
+    manifest: ManifestFile | None = None,
+    location: str | None = None,
+    *,
+    columns_needed: Iterable[int] | None = None,
+    discard_deleted: bool = False,
+) -> Manifest:
+    """Decode a whole manifest.
+
+    ``manifest`` is the manifest-list row that points at this file: it supplies the values
+    entries inherit (snapshot id, sequence numbers, v3 first row ids) and the spec id, and
+    its ``manifest_length`` catches a file cut at a block boundary. ``columns_needed`` keeps
+    only those field ids in the six metric maps, which saves memory and time when planning
+    filters on a few columns. ``discard_deleted`` drops DELETED entries before building them.
+    """
+    location = location or (manifest.manifest_path if manifest is not None else None)
+    reader, meta = _open_manifest(data, manifest, location)
+    entries = list(_entries(reader, meta, manifest, location, columns_needed, discard_deleted))
+    return Manifest(meta, entries)
+
+
+def _open_manifest(
+    data: bytes, manifest: ManifestFile | None, location: str | None
+) -> tuple[Any, ManifestMetadata]:
+    location = location or (manifest.manifest_path if manifest is not None else None)
+    if manifest is not None and manifest.manifest_length != len(data):
+        raise CorruptFileError(
+            f"manifest is {len(data)} bytes but the manifest list says {manifest.manifest_length}",
+            location=location,
+        )
+    reader = _open(data, location, "manifest")
+    return reader, _metadata_from(reader, manifest, location)
+
+
+def _entries(
+    reader: Any,
+    meta: ManifestMetadata,
+    manifest: ManifestFile | None,
+    location: str | None,
+    columns_needed: Iterable[int] | None,
+    discard_deleted: bool,
+) -> Iterator[ManifestEntry]:
+    location = location or (manifest.manifest_path if manifest is not None else None)
+    convert = _entry_converter(reader, meta, manifest, columns_needed, discard_deleted)
+    for rec in _records(reader, location, "manifest"):
+        try:
+            entry = convert(rec)
+        except IcebergError:
+            raise
+        except Exception as e:
+            raise CorruptFileError(f"manifest has an invalid entry: {_describe(e)}", location=location) from e
+        if entry is not None:
+            yield entry
+
+
+def _entry_converter(
+    reader: Any,
+    meta: ManifestMetadata,
+    manifest: ManifestFile | None,
+    columns_needed: Iterable[int] | None,
+    discard_deleted: bool,
+) -> Callable[[dict[str, Any]], ManifestEntry | None]:
+    """Build the per-row conversion once per manifest, with every decision taken up front."""
+    schema = reader.writer_schema
+    named = _named_types(schema, {})
+    data_file_schema = _non_null(_fields(schema)["data_file"].get("type"), named)
+    partition_schema = _non_null(_fields(data_file_schema).get("partition", {}).get("type"), named)
+    converters = _partition_converters(partition_schema, named)
+    needed = frozenset(columns_needed) if columns_needed is not None else None
+
+    v1 = meta.format_version == 1
+    if manifest is not None:
+        inherit_snapshot: int | None = manifest.added_snapshot_id
+        inherit_seq: int | None = manifest.sequence_number
+        spec_id = manifest.partition_spec_id
+    else:
+        inherit_snapshot = None
+        inherit_seq = 0 if v1 else None
+        spec_id = meta.partition_spec_id if meta.partition_spec_id is not None else 0
+    if v1 and inherit_seq is None:
+        inherit_seq = 0
+    # v1 tables and manifests from before sequence numbers: every entry inherits.
+    inherit_all = inherit_seq == 0
+    next_row_id: int | None = None
+    if (
+        manifest is not None
+        and manifest.first_row_id is not None
+        and meta.format_version >= 3
+        and meta.content == ManifestContent.DATA
+    ):
+        next_row_id = manifest.first_row_id
+
+    STATUS, DATA_CONTENT, FORMATS = _STATUS, _DATA_CONTENT, _FORMATS
+    ADDED, DELETED, DATA = ManifestEntryStatus.ADDED, ManifestEntryStatus.DELETED, DataFileContent.DATA
+
+    def stats(lst: list[dict[str, Any]] | None) -> dict[int, Any] | None:
+        if lst is None:
+            return None
+        if needed is None:
+            return {kv["key"]: kv["value"] for kv in lst}
+        return {kv["key"]: kv["value"] for kv in lst if kv["key"] in needed}
+
+    def convert(rec: dict[str, Any]) -> ManifestEntry | None:
+        nonlocal next_row_id
+        status = STATUS[rec["status"]]
+        if discard_deleted and status is DELETED:
+            return None
+        df = rec["data_file"]
+        snapshot_id = rec.get("snapshot_id")
+        if snapshot_id is None:
+            snapshot_id = inherit_snapshot
+        seq = rec.get("sequence_number")
+        if seq is None and (status is ADDED or inherit_all):
+            seq = inherit_seq
+        file_seq = rec.get("file_sequence_number")
+        if file_seq is None and (status is ADDED or inherit_all):
+            file_seq = inherit_seq
+
+        p = df["partition"]
+        if converters is None:
+            partition = tuple(p.values())
+        else:
+            partition = tuple(
+                v if c is None or v is None else c(v) for c, v in zip(converters, p.values(), strict=True)
+            )
+        content = DATA_CONTENT[df.get("content", 0)]
+        file_format = FORMATS.get(df["file_format"]) or FileFormat.parse(df["file_format"])
+        split_offsets = df.get("split_offsets")
+        equality_ids = df.get("equality_ids")
+        first_row_id = df.get("first_row_id")
+        record_count = df["record_count"]
+        if next_row_id is not None and first_row_id is None and status is not DELETED and content is DATA:
+            first_row_id = next_row_id
+            next_row_id += record_count
+        data_file = DataFile(
+            content,
+            df["file_path"],
+            file_format,
+            partition,
+            record_count,
+            df["file_size_in_bytes"],
+            stats(df.get("column_sizes")),
+            stats(df.get("value_counts")),
+            stats(df.get("null_value_counts")),
+            stats(df.get("nan_value_counts")),
+            stats(df.get("lower_bounds")),
+            stats(df.get("upper_bounds")),
+            df.get("key_metadata"),
+            tuple(split_offsets) if split_offsets is not None else None,
+            tuple(equality_ids) if equality_ids is not None else None,
+            df.get("sort_order_id"),
+            first_row_id,
+            df.get("referenced_data_file"),
+            df.get("content_offset"),
+            df.get("content_size_in_bytes"),
+            spec_id,
+        )
+        return ManifestEntry(status, snapshot_id, seq, file_seq, data_file)
+
+    return convert
+
+
+# ---------------------------------------------------------------------------------------------
+# Manifest lists
+
+
+def read_manifest_list(data: bytes, location: str | None = None) -> list[ManifestFile]:
+    """Decode a manifest list; v1 lists get content DATA and sequence numbers 0, as the spec says."""
+    reader = _open(data, location, "manifest list")
+    fields = _fields(reader.writer_schema)
+    if "manifest_path" not in fields or "added_snapshot_id" not in fields:
+        raise InvalidMetadataError("not a manifest list: rows lack 'manifest_path'", location=location)
+    guess = 3 if "first_row_id" in fields else 2 if "sequence_number" in fields else 1
+    version = _format_version(reader.metadata, guess, location, "manifest list")
+    default_seq = 0 if version == 1 else None
+    out: list[ManifestFile] = []
+    for rec in _records(reader, location, "manifest list"):
+        try:
+            out.append(_manifest_file(rec, default_seq))
+        except IcebergError:
+            raise
+        except Exception as e:
+            raise CorruptFileError(
+                f"manifest list has an invalid row: {_describe(e)}", location=location
+            ) from e
+    return out
+
+
+def _manifest_file(rec: dict[str, Any], default_seq: int | None) -> ManifestFile:
+    summaries = rec.get("partitions")
+    seq = rec.get("sequence_number", default_seq)
+    min_seq = rec.get("min_sequence_number", default_seq)
+    return ManifestFile(
+        manifest_path=rec["manifest_path"],
+        manifest_length=rec["manifest_length"],
+        partition_spec_id=rec["partition_spec_id"],
+        content=_MANIFEST_CONTENT[rec.get("content", 0)],
+        sequence_number=0 if seq is None and default_seq == 0 else seq,
+        min_sequence_number=0 if min_seq is None and default_seq == 0 else min_seq,
+        added_snapshot_id=rec["added_snapshot_id"],
+        added_files_count=rec.get("added_files_count"),
+        existing_files_count=rec.get("existing_files_count"),
+        deleted_files_count=rec.get("deleted_files_count"),
+        added_rows_count=rec.get("added_rows_count"),
+        existing_rows_count=rec.get("existing_rows_count"),
+        deleted_rows_count=rec.get("deleted_rows_count"),
+        partitions=None
+        if summaries is None
+        else tuple(
+            PartitionFieldSummary(
+                s["contains_null"], s.get("contains_nan"), s.get("lower_bound"), s.get("upper_bound")
+            )
+            for s in summaries
+        ),
+        key_metadata=rec.get("key_metadata"),
+        first_row_id=rec.get("first_row_id"),
+    )
