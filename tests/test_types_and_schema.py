@@ -55,13 +55,17 @@ def rich_schema() -> Schema:
         NestedField(
             15,
             "loc",
-            StructType(NestedField(16, "lat", DoubleType(), True), NestedField(17, "lon", DoubleType(), True)),
+            StructType(
+                NestedField(16, "lat", DoubleType(), True), NestedField(17, "lon", DoubleType(), True)
+            ),
         ),
         NestedField(18, "tags", ListType(19, StringType(), element_required=False)),
         NestedField(
             20,
             "props",
-            MapType(21, StringType(), 22, StructType(NestedField(23, "v", IntegerType())), value_required=True),
+            MapType(
+                21, StringType(), 22, StructType(NestedField(23, "v", IntegerType())), value_required=True
+            ),
         ),
         schema_id=3,
         identifier_field_ids=[1],
@@ -111,7 +115,7 @@ def test_pyiceberg_schema_json_reads_back_equal() -> None:
 def test_lookup_by_name_is_case_insensitive_on_request() -> None:
     schema = rich_schema()
     assert schema.find_field("LOC.LAT", case_sensitive=False).field_id == 16
-    with pytest.raises(ValidationError, match="LOC.LAT"):
+    with pytest.raises(ValidationError, match=r"LOC\.LAT"):
         schema.find_field("LOC.LAT")
 
 

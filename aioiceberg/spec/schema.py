@@ -249,7 +249,9 @@ def prune_columns(schema: Schema, selected: set[int], select_full_types: bool = 
             if t.value_id in selected or t.key_id in selected:
                 return t
             sub = prune(t.value_type)
-            return MapType(t.key_id, t.key_type, t.value_id, sub, t.value_required) if sub is not None else None
+            return (
+                MapType(t.key_id, t.key_type, t.value_id, sub, t.value_required) if sub is not None else None
+            )
         return None
 
     result = prune(schema.as_struct)
@@ -280,8 +282,9 @@ def assign_fresh_ids(schema: Schema, start: int = 1) -> Schema:
         new_ids = [next_id(f.field_id) for f in t.fields]
         return StructType(
             *(
-                NestedField(nid, f.name, renumber(f.field_type), f.required, f.doc, f.initial_default,
-                            f.write_default)
+                NestedField(
+                    nid, f.name, renumber(f.field_type), f.required, f.doc, f.initial_default, f.write_default
+                )
                 for nid, f in zip(new_ids, t.fields, strict=True)
             )
         )

@@ -128,8 +128,14 @@ def field_from_json(obj: Any) -> NestedField:
     doc = obj.get("doc")
     values = _values()
     try:
-        initial = values.from_json(obj["initial-default"], ftype) if obj.get("initial-default") is not None else None
-        write = values.from_json(obj["write-default"], ftype) if obj.get("write-default") is not None else None
+        initial = (
+            values.from_json(obj["initial-default"], ftype)
+            if obj.get("initial-default") is not None
+            else None
+        )
+        write = (
+            values.from_json(obj["write-default"], ftype) if obj.get("write-default") is not None else None
+        )
     except (ValidationError, ValueError, TypeError, KeyError) as e:
         raise InvalidMetadataError(f"field {name!r}: bad default value: {e}") from e
     return NestedField(fid, name, ftype, required, doc if isinstance(doc, str) else None, initial, write)

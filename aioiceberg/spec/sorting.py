@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from aioiceberg.spec.transforms import Transform
 
-__all__ = ["NullOrder", "SortDirection", "SortField", "SortOrder", "UNSORTED"]
+__all__ = ["UNSORTED", "NullOrder", "SortDirection", "SortField", "SortOrder"]
 
 
-class SortDirection(str, Enum):
+class SortDirection(StrEnum):
     ASC = "asc"
     DESC = "desc"
 
 
-class NullOrder(str, Enum):
+class NullOrder(StrEnum):
     NULLS_FIRST = "nulls-first"
     NULLS_LAST = "nulls-last"
 
