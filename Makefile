@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: setup test lint typecheck unit demo clean
+.PHONY: setup test lint typecheck unit demo clean localstack-setup
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-unit: $(STAMP)
+localstack-setup:
+	PYTHON=$(PYTHON) bash localstack/setup-venv.sh
+
+unit: $(STAMP) localstack-setup
 	$(VENV)/bin/pytest -n 2 -q
 
 test: lint typecheck unit

@@ -8,3 +8,6 @@ import pytest
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+pytest_plugins = ["servers.plugin"]

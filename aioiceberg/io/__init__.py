@@ -1,0 +1,30 @@
+"""Async object storage: the one layer that touches S3, local disks, fsspec and memory."""
+
+from aioiceberg.io.base import Capabilities, FileIO, ObjectInfo, Outcome, RangeResult
+from aioiceberg.io.local import LocalFileIO
+from aioiceberg.io.memory import MemoryFileIO
+from aioiceberg.io.probe import ProbeResult, probe, require_conditional_writes
+from aioiceberg.io.readahead import InputFile
+from aioiceberg.io.resolve import resolve_io
+from aioiceberg.io.retry import RetryPolicy
+from aioiceberg.io.s3 import S3FileIO
+from aioiceberg.io.s3_client import S3Options, close_all_clients
+
+__all__ = [
+    "Capabilities",
+    "FileIO",
+    "InputFile",
+    "LocalFileIO",
+    "MemoryFileIO",
+    "ObjectInfo",
+    "Outcome",
+    "ProbeResult",
+    "RangeResult",
+    "RetryPolicy",
+    "S3FileIO",
+    "S3Options",
+    "close_all_clients",
+    "probe",
+    "require_conditional_writes",
+    "resolve_io",
+]

@@ -1,0 +1,43 @@
+"""Pick a backend from a location URI."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from aioiceberg.io.base import FileIO
+
+S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
+
+# storage option forcing the fsspec adapter, e.g. {"io.backend": "fsspec"} for s3:// via s3fs
+BACKEND_OPTION = "io.backend"
+
+
+def scheme_of(location: str) -> str:
+    """URI scheme, or ``file`` for plain paths (a one-letter scheme is a Windows drive)."""
+    scheme = urlsplit(location).scheme.lower()
+    return scheme if len(scheme) > 1 else "file"
+
+
+def resolve_io(location: str, storage_options: Mapping[str, Any] | None = None) -> FileIO:
+    """``s3://`` -> S3 (aiobotocore), ``file://`` / paths -> local, ``memory://`` -> shared memory
+    store, any other scheme -> the fsspec adapter."""
+    options = dict(storage_options or {})
+    scheme = scheme_of(location)
+    backend = str(options.pop(BACKEND_OPTION, "native")).lower()
+    if backend == "fsspec" or scheme not in S3_SCHEMES | {"file", "memory"}:
+        from aioiceberg.io.fsspec_io import FsspecFileIO
+
+        return FsspecFileIO(scheme, options)
+    if scheme in S3_SCHEMES:
+        from aioiceberg.io.s3 import S3FileIO
+
+        return S3FileIO(options)
+    if scheme == "memory":
+        from aioiceberg.io.memory import shared_memory_io
+
+        return shared_memory_io()
+    from aioiceberg.io.local import LocalFileIO
+
+    return LocalFileIO(fsync=str(options.get("local.fsync", "true")).lower() != "false")

@@ -1,0 +1,181 @@
+"""S3 client options and the one-client-per-event-loop registry.
+
+aiobotocore clients hold an aiohttp connection pool bound to the loop that created
+them, so clients are cached per (running loop, options) and shared by all its tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aioiceberg.io.retry import DEFAULT_MAX_ATTEMPTS, RetryPolicy
+
+_ALIASES: dict[str, tuple[str, ...]] = {
+    "endpoint_url": ("s3.endpoint", "endpoint_url", "endpoint", "client_kwargs.endpoint_url"),
+    "region": ("s3.region", "region", "region_name", "client.region"),
+    "access_key_id": ("s3.access-key-id", "aws_access_key_id", "key", "access_key_id"),
+    "secret_access_key": ("s3.secret-access-key", "aws_secret_access_key", "secret", "secret_access_key"),
+    "session_token": ("s3.session-token", "aws_session_token", "token", "session_token"),
+    "profile": ("s3.profile-name", "profile", "profile_name"),
+    "path_style": ("s3.path-style-access", "path_style", "s3.force-virtual-addressing"),
+    "max_concurrency": ("s3.max-concurrency", "max_concurrency"),
+    "max_attempts": ("s3.retry-max-attempts", "retry_max_attempts"),
+    "connect_timeout": ("s3.connect-timeout", "connect_timeout"),
+    "read_timeout": ("s3.read-timeout", "read_timeout"),
+}
+
+
+def _truthy(value: object) -> bool:
+    return str(value).strip().lower() in {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True, slots=True)
+class S3Options:
+    """Explicit overrides; anything left ``None`` comes from the standard AWS configuration."""
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    session_token: str | None = None
+    profile: str | None = None
+    path_style: bool | None = None
+    max_concurrency: int = 64
+    connect_timeout: float = 10.0
+    read_timeout: float = 60.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    @classmethod
+    def from_storage_options(cls, options: Mapping[str, Any] | None) -> S3Options:
+        """Accept PyIceberg-style (``s3.endpoint``) and boto-style (``endpoint_url``) keys."""
+        found: dict[str, Any] = {}
+        for name, keys in _ALIASES.items():
+            for key in keys:
+                if options and key in options and options[key] is not None:
+                    found[name] = options[key]
+                    if key == "s3.force-virtual-addressing":
+                        found[name] = not _truthy(options[key])
+                    break
+        retry = RetryPolicy(max_attempts=int(found.pop("max_attempts", DEFAULT_MAX_ATTEMPTS)))
+        if "path_style" in found and not isinstance(found["path_style"], bool):
+            found["path_style"] = _truthy(found["path_style"])
+        for name, kind in (("max_concurrency", int), ("connect_timeout", float), ("read_timeout", float)):
+            if name in found:
+                found[name] = kind(found[name])
+        return cls(retry=retry, **found)
+
+    def client_key(self) -> tuple[object, ...]:
+        return (
+            self.endpoint_url,
+            self.region,
+            self.access_key_id,
+            self.secret_access_key,
+            self.session_token,
+            self.profile,
+            self.path_style,
+            self.max_concurrency,
+            self.connect_timeout,
+            self.read_timeout,
+        )
+
+
+class _LoopClients:
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.clients: dict[tuple[object, ...], tuple[Any, Any]] = {}  # key -> (context, client)
+
+
+_REGISTRY: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClients] = weakref.WeakKeyDictionary()
+
+
+def _loop_clients() -> _LoopClients:
+    loop = asyncio.get_running_loop()
+    entry = _REGISTRY.get(loop)
+    if entry is None:
+        entry = _REGISTRY[loop] = _LoopClients()
+    return entry
+
+
+async def get_client(options: S3Options) -> Any:
+    """The shared aiobotocore S3 client for the running loop and these options."""
+    entry = _loop_clients()
+    key = options.client_key()
+    found = entry.clients.get(key)
+    if found is not None:
+        return found[1]
+    async with entry.lock:
+        found = entry.clients.get(key)
+        if found is not None:
+            return found[1]
+        context = _create_client_context(options)
+        client = await context.__aenter__()
+        entry.clients[key] = (context, client)
+        return client
+
+
+def _no_resend_session_cls() -> type[Any]:
+    """aiohttp (>= 3.10) silently resends an idempotent-method request (PUT, DELETE) once when
+    the connection drops; for a conditional PUT that turns "landed, response lost" into a
+    false 412. Switch that off: every retry belongs to aioiceberg.io.retry."""
+    from aiobotocore.httpsession import AIOHTTPSession
+
+    class NoResendAIOHTTPSession(AIOHTTPSession):  # type: ignore[misc]
+        async def _get_session(self, proxy_url: Any) -> Any:
+            session = await super()._get_session(proxy_url)
+            if getattr(session, "_retry_connection", False):
+                session._retry_connection = False
+            return session
+
+    return NoResendAIOHTTPSession
+
+
+def _create_client_context(options: S3Options) -> Any:
+    from aiobotocore.config import AioConfig
+    from aiobotocore.session import AioSession
+
+    session = AioSession(profile=options.profile) if options.profile else AioSession()
+    s3_config: dict[str, str] = {}
+    if options.path_style is not None:
+        s3_config["addressing_style"] = "path" if options.path_style else "virtual"
+    config = AioConfig(
+        max_pool_connections=options.max_concurrency,
+        connect_timeout=options.connect_timeout,
+        read_timeout=options.read_timeout,
+        # Retries live in aioiceberg.io.retry: the SDK must never repeat a conditional PUT.
+        retries={"total_max_attempts": 1, "mode": "standard"},
+        s3=s3_config or None,
+        http_session_cls=_no_resend_session_cls(),
+    )
+    kwargs: dict[str, Any] = {"config": config}
+    if options.endpoint_url:
+        kwargs["endpoint_url"] = options.endpoint_url
+    if options.region:
+        kwargs["region_name"] = options.region
+    if options.access_key_id and options.secret_access_key:
+        kwargs["aws_access_key_id"] = options.access_key_id
+        kwargs["aws_secret_access_key"] = options.secret_access_key
+        if options.session_token:
+            kwargs["aws_session_token"] = options.session_token
+    return session.create_client("s3", **kwargs)
+
+
+async def close_client(options: S3Options) -> None:
+    """Close this loop's client for ``options``; the next call opens a fresh one."""
+    entry = _REGISTRY.get(asyncio.get_running_loop())
+    if entry is None:
+        return
+    found = entry.clients.pop(options.client_key(), None)
+    if found is not None:
+        await found[0].__aexit__(None, None, None)
+
+
+async def close_all_clients() -> None:
+    """Close every S3 client opened on the running loop."""
+    entry = _REGISTRY.pop(asyncio.get_running_loop(), None)
+    if entry is not None:
+        for context, _client in entry.clients.values():
+            await context.__aexit__(None, None, None)

@@ -1,0 +1,83 @@
+"""pytest fixtures for real servers. Session-scoped: under xdist each worker starts its own."""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from .localstack import LocalStackServer, localstack_python
+from .moto import FAKE_CREDENTIALS, MotoServer
+from .proxy import FaultProxy
+
+logging.getLogger("werkzeug").setLevel(logging.ERROR)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fake_aws_credentials() -> Iterator[None]:
+    """Tests never reach real AWS: fake credentials unless the caller set their own."""
+    saved = {k: os.environ.get(k) for k in FAKE_CREDENTIALS}
+    for key, value in FAKE_CREDENTIALS.items():
+        os.environ.setdefault(key, value)
+    yield
+    for key, old in saved.items():
+        if old is None:
+            os.environ.pop(key, None)
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[MotoServer]:
+    """A moto server process (S3, DynamoDB, ...) on 127.0.0.1; ``.url`` is its endpoint."""
+    with MotoServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint(moto_server: MotoServer) -> str:
+    return moto_server.url
+
+
+@pytest.fixture(scope="session")
+def _session_proxy(moto_server: MotoServer) -> Iterator[FaultProxy]:
+    with FaultProxy(moto_server.url) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def fault_proxy(_session_proxy: FaultProxy) -> Iterator[FaultProxy]:
+    """The latency/fault proxy in front of moto, transparent at the start of each test."""
+    _session_proxy.reset()
+    yield _session_proxy
+    _session_proxy.reset()
+
+
+@pytest.fixture(scope="session")
+def localstack_server() -> Iterator[LocalStackServer]:
+    """LocalStack S3 in host mode; skipped when .venv-localstack is missing."""
+    python = localstack_python()
+    if python is None:
+        pytest.skip("LocalStack host mode needs .venv-localstack: run `make localstack-setup`")
+    with LocalStackServer(python) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def localstack_endpoint(localstack_server: LocalStackServer) -> str:
+    return localstack_server.url
+
+
+def s3_storage_options(endpoint: str) -> dict[str, str]:
+    return {
+        "s3.endpoint": endpoint,
+        "s3.region": "us-east-1",
+        "s3.access-key-id": FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        "s3.secret-access-key": FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        "s3.path-style-access": "true",
+    }
+
+
+def unique_bucket_name(prefix: str = "test") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:20]}"

@@ -1,0 +1,155 @@
+"""Retries, unknown outcomes and the capability probe, through the fault proxy in front of moto."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+from servers.backends import create_bucket
+from servers.plugin import s3_storage_options
+from servers.proxy import FaultProxy, conditional_put
+
+from aioiceberg.errors import ConditionalWritesUnsupportedError, WriteOutcomeUnknownError
+from aioiceberg.io import MemoryFileIO, Outcome, S3FileIO, probe, require_conditional_writes
+from aioiceberg.io.fsspec_io import FsspecFileIO
+from aioiceberg.io.probe import clear_probe_cache
+from aioiceberg.io.retry import RetryPolicy
+from aioiceberg.io.s3_client import S3Options
+
+pytestmark = pytest.mark.anyio
+
+FAST_RETRY = RetryPolicy(max_attempts=12, base_delay=0.005, max_delay=0.1)
+
+
+@pytest.fixture
+async def proxied(fault_proxy: FaultProxy, moto_endpoint: str) -> AsyncIterator[tuple[S3FileIO, str]]:
+    """An S3FileIO talking to moto through the proxy, and a fresh bucket."""
+    bucket = await create_bucket(moto_endpoint)
+    base = S3Options.from_storage_options(s3_storage_options(fault_proxy.url))
+    io = S3FileIO(options=dataclasses.replace(base, retry=FAST_RETRY))
+    clear_probe_cache()
+    try:
+        yield io, f"s3://{bucket}/"
+    finally:
+        await io.aclose()
+        clear_probe_cache()
+
+
+async def test_reads_and_idempotent_writes_survive_thirty_percent_slowdowns(
+    proxied: tuple[S3FileIO, str], fault_proxy: FaultProxy
+) -> None:
+    io, base = proxied
+    fault_proxy.configure(slowdown_rate=0.3, seed=1)
+
+    async def roundtrip(i: int) -> None:
+        loc = f"{base}obj/{i:03d}"
+        value = f"value-{i}".encode() * 10
+        await io.write(loc, value)
+        assert await io.read(loc) == value
+        assert await io.read_range(loc, 6, 4) == value[6:10]
+        assert (await io.head(loc)).size == len(value)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(40):
+            tg.start_soon(roundtrip, i)
+    listed = [o async for o in io.list(f"{base}obj/", page_size=7)]
+    assert len(listed) == 40
+    await io.delete_many(o.location for o in listed)
+    assert [o async for o in io.list(f"{base}obj/")] == []
+    assert fault_proxy.stats.slowdowns > 20
+
+
+async def test_conditional_writes_are_retried_after_a_slowdown_rejection(
+    proxied: tuple[S3FileIO, str], fault_proxy: FaultProxy
+) -> None:
+    """503 SlowDown is a definite rejection (the request was not applied), so retrying is safe."""
+    io, base = proxied
+    fault_proxy.configure(slowdown_rate=0.3, seed=2)
+    for i in range(15):
+        info = await io.write_if_absent(f"{base}c/{i}", b"x")
+        await io.write_if_match(f"{base}c/{i}", b"y", info.etag)
+    assert fault_proxy.stats.slowdowns > 0
+
+
+async def test_a_dropped_response_to_a_create_only_put_is_reported_unknown(
+    proxied: tuple[S3FileIO, str], fault_proxy: FaultProxy
+) -> None:
+    io, base = proxied
+    loc = f"{base}meta/v1.json"
+    fault_proxy.configure(drop_filter=conditional_put, drop_next=1)
+    with pytest.raises(WriteOutcomeUnknownError) as caught:
+        await io.write_if_absent(loc, b"mine")
+    assert Outcome.of(caught.value) is Outcome.UNKNOWN
+    assert fault_proxy.stats.dropped == 1
+    # the write did land: a blind retry would now have seen 412 and called it a lost race
+    assert await io.read(loc) == b"mine"
+
+
+async def test_a_dropped_response_to_a_write_if_match_is_reported_unknown(
+    proxied: tuple[S3FileIO, str], fault_proxy: FaultProxy
+) -> None:
+    io, base = proxied
+    loc = f"{base}pointer"
+    v1 = await io.write(loc, b"v1")
+    fault_proxy.configure(drop_filter=conditional_put, drop_next=1)
+    with pytest.raises(WriteOutcomeUnknownError):
+        await io.write_if_match(loc, b"v2", v1.etag)
+    assert await io.read(loc) == b"v2"
+
+
+async def test_a_dropped_response_to_a_plain_write_is_retried_to_success(
+    proxied: tuple[S3FileIO, str], fault_proxy: FaultProxy
+) -> None:
+    io, base = proxied
+    fault_proxy.configure(drop_filter=lambda r: r.method in {"PUT", "GET"}, drop_next=2)
+    await io.write(f"{base}data.parquet", b"rows")
+    assert await io.read(f"{base}data.parquet") == b"rows"
+    assert fault_proxy.stats.dropped == 2
+
+
+async def test_probe_accepts_a_store_that_honours_conditional_writes(moto_endpoint: str) -> None:
+    clear_probe_cache()
+    bucket = await create_bucket(moto_endpoint)
+    io = S3FileIO(s3_storage_options(moto_endpoint))
+    try:
+        result = await require_conditional_writes(io, f"s3://{bucket}/warehouse")
+        assert result.create_only and result.replace_if_match and result.delete_if_match
+        assert await probe(io, f"s3://{bucket}/other") is result  # cached per bucket
+        assert [o async for o in io.list(f"s3://{bucket}/")] == []  # the probe cleans up
+    finally:
+        await io.aclose()
+
+
+async def test_probe_refuses_a_store_that_ignores_if_none_match(
+    proxied: tuple[S3FileIO, str], fault_proxy: FaultProxy
+) -> None:
+    """Simulated by stripping the condition headers in the proxy (moto does not verify SigV4)."""
+    io, base = proxied
+    fault_proxy.configure(ignore_conditions=True)
+    await io.write_if_absent(f"{base}k", b"first")
+    await io.write_if_absent(f"{base}k", b"second")  # accepted and overwritten: the unsafe store
+    assert await io.read(f"{base}k") == b"second"
+    with pytest.raises(ConditionalWritesUnsupportedError, match="If-None-Match"):
+        await require_conditional_writes(io, base)
+    assert not (await probe(io, base)).safe_for_commits
+
+
+async def test_probe_refuses_an_fsspec_store_and_accepts_memory() -> None:
+    clear_probe_cache()
+    with pytest.raises(ConditionalWritesUnsupportedError):
+        await require_conditional_writes(FsspecFileIO("memory"), "memory://x/")
+    assert (await probe(MemoryFileIO(), "memory://y/")).safe_for_commits
+
+
+@pytest.mark.localstack
+async def test_probe_on_localstack_reports_no_conditional_delete(localstack_endpoint: str) -> None:
+    clear_probe_cache()
+    bucket = await create_bucket(localstack_endpoint)
+    io = S3FileIO(s3_storage_options(localstack_endpoint))
+    try:
+        result = await require_conditional_writes(io, f"s3://{bucket}/")
+        assert result.safe_for_commits and not result.delete_if_match
+    finally:
+        await io.aclose()

@@ -1,0 +1,134 @@
+"""Local backend: commit guarantees across processes, and file-system details."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from aioiceberg.errors import PreconditionFailedError
+from aioiceberg.io import LocalFileIO, resolve_io
+from aioiceberg.io.local import LOCK_NAME
+
+pytestmark = pytest.mark.anyio
+
+WRITERS = 50
+
+
+def _create_only_writer(location: str, i: int, barrier: Any, results: Any) -> None:
+    async def run() -> str:
+        try:
+            await LocalFileIO().write_if_absent(location, f"writer-{i}".encode())
+            return "won"
+        except PreconditionFailedError:
+            return "lost"
+
+    barrier.wait()
+    results.put((i, anyio.run(run)))
+
+
+def _replace_writer(location: str, etag: str, i: int, barrier: Any, results: Any) -> None:
+    async def run() -> str:
+        try:
+            await LocalFileIO().write_if_match(location, f"r{i}".encode(), etag)
+            return "won"
+        except PreconditionFailedError:
+            return "lost"
+
+    barrier.wait()
+    results.put((i, anyio.run(run)))
+
+
+def _race(target: Any, args: tuple[Any, ...], n: int) -> dict[int, str]:
+    ctx = multiprocessing.get_context("fork")
+    barrier = ctx.Barrier(n)
+    results = ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*args, i, barrier, results)) for i in range(n)]
+    for p in procs:
+        p.start()
+    outcomes = dict(results.get(timeout=60) for _ in procs)
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    return outcomes
+
+
+def test_fifty_processes_creating_one_file_have_exactly_one_winner(tmp_path: Path) -> None:
+    location = (tmp_path / "metadata" / "v1.metadata.json").as_uri()
+    outcomes = _race(_create_only_writer, (location,), WRITERS)
+    winners = [i for i, o in outcomes.items() if o == "won"]
+    assert len(outcomes) == WRITERS and len(winners) == 1
+    assert (tmp_path / "metadata" / "v1.metadata.json").read_bytes() == f"writer-{winners[0]}".encode()
+    assert os.listdir(tmp_path / "metadata") == ["v1.metadata.json"]  # no temp files left
+
+
+async def test_processes_replacing_one_version_have_exactly_one_winner(tmp_path: Path) -> None:
+    location = str(tmp_path / "pointer")
+    base = await LocalFileIO().write(location, b"base")
+    outcomes = _race(_replace_writer, (location, base.etag), 20)
+    winners = [i for i, o in outcomes.items() if o == "won"]
+    assert len(winners) == 1
+    assert (tmp_path / "pointer").read_bytes() == f"r{winners[0]}".encode()
+
+
+async def test_plain_paths_and_file_uris_name_the_same_file(tmp_path: Path) -> None:
+    io = LocalFileIO()
+    await io.write(str(tmp_path / "a" / "b.txt"), b"hello")
+    assert await io.read((tmp_path / "a" / "b.txt").as_uri()) == b"hello"
+    listed = [o.location async for o in io.list(str(tmp_path) + "/")]
+    assert listed == [str(tmp_path / "a" / "b.txt")]
+
+
+async def test_listing_hides_lock_and_temp_files(tmp_path: Path) -> None:
+    io = LocalFileIO()
+    v1 = await io.write(str(tmp_path / "p"), b"1")
+    await io.write_if_match(str(tmp_path / "p"), b"2", v1.etag)
+    assert (tmp_path / LOCK_NAME).exists()
+    assert [o.location async for o in io.list(str(tmp_path) + "/")] == [str(tmp_path / "p")]
+
+
+async def test_replacements_never_repeat_a_version_token(tmp_path: Path) -> None:
+    io = LocalFileIO(fsync=False)
+    loc = str(tmp_path / "pointer")
+    info = await io.write(loc, b"same")
+    seen = {info.etag}
+    for _ in range(50):
+        info = await io.write_if_match(loc, b"same", info.etag)
+        assert info.etag not in seen
+        seen.add(info.etag)
+
+
+async def test_blocking_file_io_leaves_the_event_loop_free(tmp_path: Path) -> None:
+    io = LocalFileIO()
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await anyio.sleep(0)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        await io.write(str(tmp_path / "big"), os.urandom(8 << 20))
+        await io.read(str(tmp_path / "big"))
+        tg.cancel_scope.cancel()
+    assert ticks > 2
+
+
+def test_resolve_io_picks_the_backend_from_the_scheme(tmp_path: Path) -> None:
+    from aioiceberg.io import MemoryFileIO, S3FileIO
+    from aioiceberg.io.fsspec_io import FsspecFileIO
+
+    assert isinstance(resolve_io("s3://bucket/key", {"s3.endpoint": "http://x"}), S3FileIO)
+    assert isinstance(resolve_io("s3a://bucket/key"), S3FileIO)
+    assert isinstance(resolve_io(str(tmp_path)), LocalFileIO)
+    assert isinstance(resolve_io(tmp_path.as_uri()), LocalFileIO)
+    assert isinstance(resolve_io("memory://t/x"), MemoryFileIO)
+    assert resolve_io("memory://a") is resolve_io("memory://b")
+    assert isinstance(resolve_io("s3://b/k", {"io.backend": "fsspec"}), FsspecFileIO)
+    assert isinstance(resolve_io("https://example.com/t/x"), FsspecFileIO)
