@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote_plus
 
 from aioiceberg.errors import ValidationError
 from aioiceberg.spec.schema import Schema
@@ -83,7 +83,10 @@ class PartitionSpec:
         return StructType(*out)
 
     def partition_path(self, values: Sequence[Any], schema: Schema) -> str:
-        """The conventional directory for a partition tuple, e.g. ``ts_day=2024-05-01/id_bucket=3``."""
+        """The conventional directory for a partition tuple, e.g. ``ts_day=2024-05-01/id_bucket=3``.
+
+        Parts are form-encoded (a space becomes ``+``) as Java's URLEncoder and PyIceberg write them.
+        """
         if len(values) != len(self.fields):
             raise ValidationError(
                 f"partition tuple has {len(values)} values, spec {self.spec_id} has {len(self.fields)} fields"
@@ -92,7 +95,7 @@ class PartitionSpec:
         for f, value in zip(self.fields, values, strict=True):
             source_type = schema.find_type(f.source_id)
             human = f.transform.to_human_string(value, source_type)
-            parts.append(f"{quote(f.name, safe='')}={quote(human, safe='')}")
+            parts.append(f"{quote_plus(f.name, safe='')}={quote_plus(human, safe='')}")
         return "/".join(parts)
 
     def check_against(self, schema: Schema) -> None:
