@@ -1,0 +1,22 @@
+"""Planned file scan tasks to Arrow: Parquet/Avro/ORC readers, projection by id, deletes."""
+
+from aioiceberg.read.deletes import DeleteCache, decode_deletion_vector
+from aioiceberg.read.reader import (
+    FILE_COLUMN_ID,
+    POS_COLUMN_ID,
+    ScanStats,
+    output_arrow_schema,
+    read_tasks,
+    read_to_table,
+)
+
+__all__ = [
+    "FILE_COLUMN_ID",
+    "POS_COLUMN_ID",
+    "DeleteCache",
+    "ScanStats",
+    "decode_deletion_vector",
+    "output_arrow_schema",
+    "read_tasks",
+    "read_to_table",
+]

@@ -1,0 +1,434 @@
+"""Planned file scan tasks to Arrow record batches.
+
+Per file: open (Parquet: footer only), choose row groups (task byte range, then row-group
+statistics against the residual), fetch the needed column chunks concurrently, and decode,
+reshape by field id, drop deleted rows and apply the residual exactly in a worker thread.
+A bounded number of files is in flight, each holding at most a couple of decoded batches,
+so a scan consumed batch by batch stays within memory whatever the table size. Batches
+come out in task order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import numpy as np
+import pyarrow as pa
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from aioiceberg.errors import UnsupportedError, ValidationError
+from aioiceberg.expressions.arrow import to_arrow_expression
+from aioiceberg.expressions.binding import bind
+from aioiceberg.expressions.evaluators import InclusiveMetricsEvaluator
+from aioiceberg.expressions.tree import (
+    AlwaysFalse,
+    AlwaysTrue,
+    And,
+    BoundReference,
+    Expression,
+    Not,
+    Or,
+    Predicate,
+    and_,
+    is_bound,
+)
+from aioiceberg.io.base import FileIO
+from aioiceberg.read.deletes import DeleteCache, TaskDeletes, deleted_mask
+from aioiceberg.read.formats import decode_file
+from aioiceberg.read.parquet import ParquetSource, open_parquet
+from aioiceberg.read.projection import project_columns
+from aioiceberg.spec.arrow import field_id_of, schema_to_arrow
+from aioiceberg.spec.manifest.data_file import FileFormat
+from aioiceberg.spec.name_mapping import NameMapping, apply_name_mapping
+from aioiceberg.spec.schema import Schema, prune_columns
+from aioiceberg.spec.tasks import FileScanTask
+from aioiceberg.spec.transforms import IdentityTransform
+
+__all__ = [
+    "FILE_COLUMN_ID",
+    "POS_COLUMN_ID",
+    "ScanStats",
+    "output_arrow_schema",
+    "read_tasks",
+    "read_to_table",
+]
+
+FILE_COLUMN_ID = 2147483646
+POS_COLUMN_ID = 2147483645
+DEFAULT_FILES_IN_FLIGHT = 4
+DEFAULT_BATCH_ROWS = 64 * 1024
+_POS = "\x00pos"
+
+
+def output_arrow_schema(
+    projected: Schema, include_file: bool = False, include_pos: bool = False
+) -> pa.Schema:
+    """The Arrow schema of every batch: the projection, then ``_file`` and ``_pos`` if asked."""
+    schema = schema_to_arrow(projected)
+    if include_file:
+        schema = schema.append(pa.field("_file", pa.string(), False, {b"PARQUET:field_id": b"2147483646"}))
+    if include_pos:
+        schema = schema.append(pa.field("_pos", pa.int64(), False, {b"PARQUET:field_id": b"2147483645"}))
+    return schema
+
+
+@dataclass
+class ScanStats:
+    """Counters of one read, for tests and metrics."""
+
+    files: int = 0
+    row_groups_total: int = 0
+    row_groups_read: int = 0
+    bytes_fetched: int = 0
+    delete_files_read: int = 0
+
+
+def _referenced_ids(expr: Expression) -> set[int]:
+    if isinstance(expr, And | Or):
+        return _referenced_ids(expr.left) | _referenced_ids(expr.right)
+    if isinstance(expr, Not):
+        return _referenced_ids(expr.child)
+    if isinstance(expr, Predicate) and isinstance(expr.term, BoundReference):
+        return {expr.term.field_id}
+    return set()
+
+
+def _paths(schema: Schema) -> dict[int, tuple[str, ...]]:
+    """Field id to its name path through structs, for filtering by nested columns."""
+    from aioiceberg.spec.types import StructType
+
+    out: dict[int, tuple[str, ...]] = {}
+
+    def visit(fields: Sequence[Any], prefix: tuple[str, ...]) -> None:
+        for f in fields:
+            out[f.field_id] = (*prefix, f.name)
+            if isinstance(f.field_type, StructType):
+                visit(f.field_type.fields, (*prefix, f.name))
+
+    visit(schema.fields, ())
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _FilePlan:
+    """Everything the decoding thread needs for one file."""
+
+    task: FileScanTask
+    read_schema: Schema
+    read_arrow: pa.Schema
+    projected: Schema
+    out_schema: pa.Schema
+    filter: Any  # pyarrow.compute.Expression or None
+    constants: dict[int, Any]
+    name_mapping: NameMapping | None
+    include_file: bool
+    include_pos: bool
+    batch_rows: int
+
+
+def _source_fields(schema: pa.Schema, mapping: NameMapping | None, location: str) -> list[pa.Field]:
+    if any(field_id_of(f) is not None for f in schema):
+        return list(schema)
+    if mapping is None:
+        raise ValidationError(
+            f"{location}: the file has no field ids and the table has no name mapping "
+            "(schema.name-mapping.default)"
+        )
+    return list(apply_name_mapping(schema, mapping))
+
+
+def _process(plan: _FilePlan, table: pa.Table, first_row: int, deletes: TaskDeletes) -> list[pa.RecordBatch]:
+    """Decode-side work for one chunk of a file: reshape, delete, filter, project."""
+    out: list[pa.RecordBatch] = []
+    fields = _source_fields(table.schema, plan.name_mapping, plan.task.file.file_path)
+    for batch in table.to_batches(max_chunksize=plan.batch_rows):
+        n = batch.num_rows
+        if n == 0:
+            first_row += 0
+            continue
+        columns = project_columns(
+            list(batch.columns),
+            fields,
+            plan.read_schema,
+            n,
+            constants=plan.constants,
+            where=plan.task.file.file_path,
+        )
+        read = pa.RecordBatch.from_arrays(
+            [*columns, pa.array(np.arange(first_row, first_row + n, dtype=np.int64))],
+            schema=plan.read_arrow.append(pa.field(_POS, pa.int64(), False)),
+        )
+        if not deletes.empty:
+            by_id = {
+                fid: read.column(i)
+                for i, f in enumerate(plan.read_schema.fields)
+                if (fid := f.field_id) in {x for ids, _ in deletes.equality for x in ids}
+            }
+            mask = deleted_mask(deletes, first_row, n, by_id)
+            if mask is not None and mask.any():
+                read = read.filter(pa.array(~mask))
+        first_row += n
+        if plan.filter is not None and read.num_rows:
+            read = pa.Table.from_batches([read]).filter(plan.filter).combine_chunks()
+            read_batches = read.to_batches() or []
+            if not read_batches:
+                continue
+            read = read_batches[0]
+        if read.num_rows == 0:
+            continue
+        arrays = project_columns(
+            list(read.columns[:-1]), list(plan.read_arrow), plan.projected, read.num_rows, where="projection"
+        )
+        if plan.include_file:
+            arrays.append(pa.repeat(pa.scalar(plan.task.file.file_path, pa.string()), read.num_rows))
+        if plan.include_pos:
+            arrays.append(read.column(read.num_columns - 1))
+        out.append(pa.RecordBatch.from_arrays(arrays, schema=plan.out_schema))
+    return out
+
+
+class _Reader:
+    def __init__(
+        self,
+        fio: FileIO,
+        projected: Schema,
+        *,
+        row_filter: Expression | str | None,
+        table_schema: Schema | None,
+        name_mapping: NameMapping | None,
+        case_sensitive: bool,
+        include_file: bool,
+        include_pos: bool,
+        batch_rows: int,
+        stats: ScanStats,
+    ) -> None:
+        self.io = fio
+        self.projected = projected
+        self.row_filter = row_filter
+        self.table_schema = table_schema
+        self.name_mapping = name_mapping
+        self.case_sensitive = case_sensitive
+        self.include_file = include_file
+        self.include_pos = include_pos
+        self.batch_rows = batch_rows
+        self.stats = stats
+        self.out_schema = output_arrow_schema(projected, include_file, include_pos)
+        self._deletes: DeleteCache | None = None
+
+    def deletes(self, schema: Schema) -> DeleteCache:
+        if self._deletes is None:
+            self._deletes = DeleteCache(self.io, schema, self.name_mapping)
+        return self._deletes
+
+    def _bound_filter(self, task: FileScanTask, schema: Schema) -> Expression:
+        expr: Expression = task.residual if task.residual is not None else AlwaysTrue()
+        if not is_bound(expr):
+            expr = bind(schema, expr, self.case_sensitive)
+        if self.row_filter is not None:
+            extra = bind(schema, self.row_filter, self.case_sensitive)
+            expr = and_(expr, extra)
+        return expr
+
+    def plan(self, task: FileScanTask) -> tuple[_FilePlan, Expression]:
+        schema = self.table_schema or task.schema
+        expr = self._bound_filter(task, schema)
+        eq_ids = {fid for d in task.delete_files for fid in (d.equality_ids or ())}
+        wanted = {f.field_id for f in self.projected.all_fields()} | _referenced_ids(expr) | eq_ids
+        read_schema = prune_columns(schema, wanted & schema.field_ids(), select_full_types=True)
+        constants: dict[int, Any] = {}
+        partition_fields = task.spec.fields
+        for pf, value in zip(partition_fields, task.file.partition, strict=False):
+            if isinstance(pf.transform, IdentityTransform) and pf.source_id in wanted:
+                constants[pf.source_id] = value
+        arrow_filter = None
+        if not isinstance(expr, AlwaysTrue):
+            arrow_filter = to_arrow_expression(expr, _paths(read_schema))
+        plan = _FilePlan(
+            task,
+            read_schema,
+            schema_to_arrow(read_schema),
+            self.projected,
+            self.out_schema,
+            arrow_filter,
+            constants,
+            self.name_mapping,
+            self.include_file,
+            self.include_pos,
+            self.batch_rows,
+        )
+        return plan, expr
+
+    async def read_file(self, task: FileScanTask, send: MemoryObjectSendStream[pa.RecordBatch]) -> None:
+        async with send:
+            plan, expr = self.plan(task)
+            if isinstance(expr, AlwaysFalse):
+                return
+            self.stats.files += 1
+            deletes = TaskDeletes(None, ())
+            if task.delete_files:
+                cache = self.deletes(plan.read_schema if self.table_schema is None else self.table_schema)
+                cache.table_schema = self.table_schema or task.schema
+                deletes = await cache.for_task(task.file, task.delete_files)
+                self.stats.delete_files_read = cache.files_read
+            fmt = task.file.file_format
+            if fmt == FileFormat.PARQUET:
+                await self._read_parquet(task, plan, expr, deletes, send)
+                return
+            if fmt not in (FileFormat.AVRO, FileFormat.ORC):
+                raise UnsupportedError(f"cannot read {fmt} data files: {task.file.file_path}")
+            data = await self.io.read(task.file.file_path)
+            self.stats.bytes_fetched += len(data)
+
+            def work() -> list[pa.RecordBatch]:
+                return _process(plan, decode_file(data, fmt, task.file.file_path), 0, deletes)
+
+            for batch in await anyio.to_thread.run_sync(work):
+                await send.send(batch)
+
+    async def _read_parquet(
+        self,
+        task: FileScanTask,
+        plan: _FilePlan,
+        expr: Expression,
+        deletes: TaskDeletes,
+        send: MemoryObjectSendStream[pa.RecordBatch],
+    ) -> None:
+        source: ParquetSource = await open_parquet(self.io, task.file.file_path)
+        schema = self.table_schema or task.schema
+        evaluator = None
+        if not isinstance(expr, AlwaysTrue):
+            evaluator = InclusiveMetricsEvaluator(
+                schema, expr, self.case_sensitive, include_empty_files=False
+            )
+        row_groups = source.select_row_groups(task.start, task.length, evaluator, schema)
+        self.stats.row_groups_total += source.metadata.num_row_groups
+        fields = _source_fields(source.arrow_schema, self.name_mapping, task.file.file_path)
+        wanted = plan.read_schema.field_ids()
+        tops = [i for i, f in enumerate(fields) if _any_id(f) & wanted]
+        for rg in row_groups:
+            self.stats.row_groups_read += 1
+            await source.prefetch(rg, tops)
+            first_row = source.row_group_first_row[rg]
+
+            def work(rg: int = rg, first_row: int = first_row) -> list[pa.RecordBatch]:
+                table = source.read_row_group(rg, tops)
+                table = pa.Table.from_arrays(table.columns, schema=pa.schema([fields[i] for i in tops]))
+                return _process(plan, table, first_row, deletes)
+
+            batches = await anyio.to_thread.run_sync(work)
+            source.release()
+            for batch in batches:
+                await send.send(batch)
+        self.stats.bytes_fetched += source.file.size
+
+
+def _any_id(field: pa.Field) -> set[int]:
+    from aioiceberg.read.projection import field_ids_in
+
+    own = field_id_of(field)
+    return field_ids_in(field.type) | ({own} if own is not None else set())
+
+
+async def _iterate(
+    tasks: AsyncIterable[FileScanTask] | Iterable[FileScanTask],
+) -> AsyncGenerator[FileScanTask, None]:
+    if isinstance(tasks, AsyncIterable):
+        async for t in tasks:
+            yield t
+    else:
+        for t in tasks:
+            yield t
+
+
+async def read_tasks(
+    io: FileIO,
+    tasks: AsyncIterable[FileScanTask] | Iterable[FileScanTask],
+    projected_schema: Schema,
+    *,
+    row_filter: Expression | str | None = None,
+    table_schema: Schema | None = None,
+    name_mapping: NameMapping | None = None,
+    case_sensitive: bool = True,
+    limit: int | None = None,
+    files_in_flight: int = DEFAULT_FILES_IN_FLIGHT,
+    include_file_column: bool = False,
+    include_pos_column: bool = False,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    stats: ScanStats | None = None,
+) -> AsyncGenerator[pa.RecordBatch, None]:
+    """Stream the rows of ``tasks`` as batches of ``projected_schema`` (plus ``_file``/``_pos``).
+
+    Each task's residual is applied exactly (``row_filter``, if given, is applied too);
+    ``table_schema`` types residuals and partition values (default: each task's schema);
+    ``name_mapping`` gives ids to files written without them. Stop iterating (or use
+    ``limit``) and the remaining reads are cancelled; close the generator with
+    ``contextlib.aclosing`` when breaking out early.
+    """
+    if files_in_flight < 1:
+        raise ValueError("files_in_flight must be >= 1")
+    if limit is not None and limit <= 0:
+        return
+    reader = _Reader(
+        io,
+        projected_schema,
+        row_filter=row_filter,
+        table_schema=table_schema,
+        name_mapping=name_mapping,
+        case_sensitive=case_sensitive,
+        include_file=include_file_column,
+        include_pos=include_pos_column,
+        batch_rows=batch_rows,
+        stats=stats if stats is not None else ScanStats(),
+    )
+    order_send, order_recv = anyio.create_memory_object_stream[MemoryObjectReceiveStream[pa.RecordBatch]](
+        max(0, files_in_flight - 1)
+    )
+
+    async def produce() -> None:
+        try:
+            async with order_send, aclosing(_iterate(tasks)) as it:
+                async for task in it:
+                    send, recv = anyio.create_memory_object_stream[pa.RecordBatch](2)
+                    await order_send.send(recv)
+                    tg.start_soon(reader.read_file, task, send)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return  # the consumer stopped early
+
+    remaining = limit
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(produce)
+        try:
+            async for recv in order_recv:
+                with recv:
+                    async for batch in recv:
+                        if remaining is not None:
+                            if batch.num_rows >= remaining:
+                                yield batch.slice(0, remaining)
+                                return
+                            remaining -= batch.num_rows
+                        yield batch
+        finally:
+            tg.cancel_scope.cancel()
+            order_recv.close()
+
+
+async def read_to_table(
+    io: FileIO,
+    tasks: AsyncIterable[FileScanTask] | Iterable[FileScanTask],
+    projected_schema: Schema,
+    **kwargs: Any,
+) -> pa.Table:
+    """All rows of ``tasks`` in one table (see :func:`read_tasks` for the arguments)."""
+    batches: list[pa.RecordBatch] = []
+    async with aclosing(read_tasks(io, tasks, projected_schema, **kwargs)) as it:
+        async for batch in it:
+            batches.append(batch)
+    schema = output_arrow_schema(
+        projected_schema, kwargs.get("include_file_column", False), kwargs.get("include_pos_column", False)
+    )
+    return pa.Table.from_batches(batches, schema=schema)

@@ -1,0 +1,226 @@
+"""Scan throughput (rows/s, MB/s) of aioiceberg's read path vs PyIceberg and DuckDB, same table, same run.
+
+    python benchmarks/read.py            # 1M rows, local FS, moto, moto + 20 ms latency
+    python benchmarks/read.py --tiny     # seconds-long smoke run (used by the tests)
+
+Each cell is the best of ``--rounds`` runs. MB/s counts the Arrow bytes produced. The
+peak-RSS line runs a batch-by-batch scan in a fresh process and compares its peak memory
+with the size of the table it streamed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import functools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
+
+import pyarrow as pa  # noqa: E402
+from servers.moto import FAKE_CREDENTIALS, MotoServer  # noqa: E402
+from servers.plugin import s3_storage_options  # noqa: E402
+from servers.proxy import FaultConfig, FaultProxy  # noqa: E402
+
+for _k, _v in FAKE_CREDENTIALS.items():
+    os.environ.setdefault(_k, _v)
+
+
+def make_data(n: int) -> pa.Table:
+    base = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    ids = pa.array(range(n), pa.int64())
+    return pa.table(
+        {
+            "id": ids,
+            "region": pa.array([["eu", "us", "ap", "sa"][i % 4] for i in range(n)]),
+            "ts": pa.array([base + dt.timedelta(seconds=i) for i in range(n)], pa.timestamp("us", tz="UTC")),
+            "v": pa.array([i * 0.25 for i in range(n)], pa.float64()),
+            "name": pa.array([f"name-{i % 1000}" for i in range(n)]),
+            "qty": pa.array([i % 97 for i in range(n)], pa.int32()),
+        }
+    )
+
+
+def write_table(warehouse: str, tmp: Path, rows: int, options: dict[str, str]) -> str:
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    catalog = SqlCatalog(
+        "bench", uri=f"sqlite:///{tmp}/{abs(hash(warehouse))}.db", warehouse=warehouse, **options
+    )
+    catalog.create_namespace("db")
+    data = make_data(rows)
+    table = catalog.create_table(
+        "db.events", data.schema, properties={"write.parquet.row-group-limit": str(max(rows // 8, 1000))}
+    )
+    files = 4
+    step = rows // files
+    for i in range(files):
+        table.append(data.slice(i * step, step if i < files - 1 else rows - i * step))
+    return str(table.metadata_location)
+
+
+async def ours(location: str, options: dict[str, str], row_filter: str) -> pa.Table:
+    from aioiceberg.io import resolve_io
+    from aioiceberg.read import read_to_table
+    from aioiceberg.scan import TableScan
+    from aioiceberg.spec.metadata_json import parse_table_metadata
+
+    io = resolve_io(location, options)
+    try:
+        md = parse_table_metadata(await io.read(location), location)
+        scan = TableScan(io, md, row_filter=row_filter, decode_workers=0)
+        tasks = [t async for t in scan.plan_files()]
+        return await read_to_table(io, tasks, md.schema(), table_schema=md.schema())
+    finally:
+        await io.aclose()
+
+
+def run_ours(location: str, options: dict[str, str], row_filter: str) -> pa.Table:
+    return asyncio.run(ours(location, options, row_filter))
+
+
+def pyiceberg_scan(location: str, options: dict[str, str], row_filter: str) -> pa.Table:
+    from pyiceberg.table import StaticTable
+
+    return (
+        StaticTable.from_metadata(location, properties=options)
+        .scan(row_filter=row_filter or "True")
+        .to_arrow()
+    )
+
+
+def duckdb_scan(con: Any, location: str, row_filter: str) -> pa.Table:
+    where = f" WHERE {row_filter}" if row_filter else ""
+    return con.execute(
+        f"SELECT * FROM iceberg_scan('{location.removeprefix('file://')}'){where}"
+    ).to_arrow_table()
+
+
+def best(fn: Callable[[], pa.Table], rounds: int) -> tuple[float, pa.Table]:
+    times, result = [], None
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+    assert result is not None
+    return min(times), result
+
+
+def _peak_rss_kb() -> float:
+    """VmHWM: unlike ru_maxrss it starts afresh at exec, so it is this process's own peak."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return float(line.split()[1])
+    import resource
+
+    return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
+def rss_child(location: str, options_json: str) -> None:
+    """Stream the table batch by batch, keep nothing; print peak RSS and bytes streamed."""
+    from aioiceberg.io import resolve_io
+    from aioiceberg.read import read_tasks
+    from aioiceberg.scan import TableScan
+    from aioiceberg.spec.metadata_json import parse_table_metadata
+
+    async def run() -> int:
+        options = json.loads(options_json)
+        io = resolve_io(location, options)
+        md = parse_table_metadata(await io.read(location), location)
+        tasks = [t async for t in TableScan(io, md, decode_workers=0).plan_files()]
+        total = 0
+        async for batch in read_tasks(io, tasks, md.schema(), files_in_flight=2):
+            total += batch.nbytes
+        await io.aclose()
+        return total
+
+    before = _peak_rss_kb()
+    total = asyncio.run(run())
+    peak = _peak_rss_kb()
+    print(
+        json.dumps(
+            {"peak_rss_mb": peak / 1024, "baseline_rss_mb": before / 1024, "streamed_mb": total / 2**20}
+        )
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--latency-ms", type=float, default=20.0)
+    parser.add_argument("--rss-child", nargs=2, metavar=("LOCATION", "OPTIONS_JSON"))
+    args = parser.parse_args(argv)
+    if args.rss_child:
+        rss_child(*args.rss_child)
+        return
+    rows = 20_000 if args.tiny else args.rows
+    rounds = 1 if args.tiny else args.rounds
+    from test_read_helpers import duckdb_connection
+
+    with ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        moto = stack.enter_context(MotoServer())
+        proxy = stack.enter_context(FaultProxy(moto.url, FaultConfig(delay_ms=args.latency_ms)))
+        import boto3
+
+        boto3.client("s3", endpoint_url=moto.url, region_name="us-east-1").create_bucket(Bucket="bench")
+        local = write_table((tmp / "wh").as_uri(), tmp, rows, {})
+        remote = write_table("s3://bench/wh", tmp, rows, s3_storage_options(moto.url))
+        stores = {
+            "local": (local, {}, None),
+            "moto": (remote, s3_storage_options(moto.url), moto.url),
+            f"moto+{args.latency_ms:g}ms": (remote, s3_storage_options(proxy.url), proxy.url),
+        }
+        selective = f"id < {rows // 100}"
+        lines = [
+            f"read benchmark: {rows} rows, 6 columns, 4 files; best of {rounds}",
+            "| store | scan | ours rows/s | ours MB/s | PyIceberg rows/s | DuckDB rows/s "
+            "| ours/PyIceberg | ours/DuckDB |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for store, (location, options, endpoint) in stores.items():
+            con = duckdb_connection(endpoint)
+            for scan_name, row_filter in (("full", ""), ("selective", selective)):
+                args3 = (location, options, row_filter)
+                t_ours, table = best(functools.partial(run_ours, *args3), rounds)
+                t_py, py_table = best(functools.partial(pyiceberg_scan, *args3), rounds)
+                t_duck, duck_table = best(functools.partial(duckdb_scan, con, location, row_filter), rounds)
+                assert table.num_rows == py_table.num_rows == duck_table.num_rows, (store, scan_name)
+                n = table.num_rows
+                lines.append(
+                    f"| {store} | {scan_name} | {n / t_ours:,.0f} | {table.nbytes / 2**20 / t_ours:,.1f} "
+                    f"| {n / t_py:,.0f} | {n / t_duck:,.0f} | {t_py / t_ours:.2f} | {t_duck / t_ours:.2f} |"
+                )
+            con.close()
+        child = subprocess.run(
+            [sys.executable, __file__, "--rss-child", local, "{}"], capture_output=True, text=True, check=True
+        )
+        rss = json.loads(child.stdout.strip().splitlines()[-1])
+        data_mb = sum(f.stat().st_size for f in (tmp / "wh").rglob("*.parquet")) / 2**20
+        lines.append("")
+        lines.append(
+            f"batch-by-batch scan (local): peak RSS {rss['peak_rss_mb']:.0f} MB "
+            f"(interpreter + imports before the scan: {rss['baseline_rss_mb']:.0f} MB) "
+            f"for {rss['streamed_mb']:.0f} MB of Arrow data streamed from {data_mb:.1f} MB of Parquet"
+        )
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

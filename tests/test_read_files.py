@@ -1,0 +1,137 @@
+"""Single-file behaviour: Avro and ORC data files, name mapping, partition constants, defaults."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import fastavro
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from aioiceberg.expressions.tree import AlwaysTrue
+from aioiceberg.io import MemoryFileIO
+from aioiceberg.read import ScanStats, read_to_table
+from aioiceberg.spec.manifest import DataFile, DataFileContent, FileFormat
+from aioiceberg.spec.name_mapping import create_mapping_from_schema
+from aioiceberg.spec.partitioning import PartitionField, PartitionSpec
+from aioiceberg.spec.schema import Schema
+from aioiceberg.spec.tasks import FileScanTask
+from aioiceberg.spec.transforms import IdentityTransform
+from aioiceberg.spec.types import LongType, NestedField, StringType
+
+SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=False),
+    NestedField(2, "name", StringType(), required=False),
+    NestedField(3, "region", StringType(), required=False),
+)
+UNPARTITIONED = PartitionSpec(0, ())
+
+
+def _task(path: str, fmt: FileFormat, size: int, n: int, **kw: object) -> FileScanTask:
+    f = DataFile(DataFileContent.DATA, path, fmt, kw.pop("partition", ()), n, size)  # type: ignore[arg-type]
+    return FileScanTask(f, (), kw.pop("residual", AlwaysTrue()), kw.pop("spec", UNPARTITIONED), SCHEMA)  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_avro_data_file_reads_by_field_id() -> None:
+    schema = {
+        "type": "record",
+        "name": "r",
+        "fields": [
+            {"name": "renamed_id", "type": ["null", "long"], "field-id": 1},
+            {"name": "region", "type": ["null", "string"], "field-id": 3},
+        ],
+    }
+    buf = io.BytesIO()
+    fastavro.writer(buf, schema, [{"renamed_id": i, "region": "eu" if i % 2 else None} for i in range(10)])
+    store = MemoryFileIO()
+    await store.write("memory://t/a.avro", buf.getvalue())
+    task = _task("memory://t/a.avro", FileFormat.AVRO, len(buf.getvalue()), 10, residual=AlwaysTrue())
+    table = await read_to_table(store, [task], SCHEMA, row_filter="region = 'eu'")
+    assert table.column("id").to_pylist() == [1, 3, 5, 7, 9]
+    assert table.column("name").to_pylist() == [None] * 5
+
+
+@pytest.mark.anyio
+async def test_orc_file_without_ids_reads_through_the_name_mapping() -> None:
+    from pyarrow import orc
+
+    data = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "name": ["a", "b", "c"], "junk": [0, 0, 0]})
+    buf = io.BytesIO()
+    orc.write_table(data, buf)
+    store = MemoryFileIO()
+    await store.write("memory://t/a.orc", buf.getvalue())
+    task = _task("memory://t/a.orc", FileFormat.ORC, len(buf.getvalue()), 3)
+    table = await read_to_table(store, [task], SCHEMA, name_mapping=create_mapping_from_schema(SCHEMA))
+    assert table.to_pylist() == [
+        {"id": 1, "name": "a", "region": None},
+        {"id": 2, "name": "b", "region": None},
+        {"id": 3, "name": "c", "region": None},
+    ]
+
+
+@pytest.mark.anyio
+async def test_identity_partition_value_fills_a_column_the_file_lacks() -> None:
+    data = pa.table({"id": pa.array(range(5), pa.int64())}).cast(
+        pa.schema([pa.field("id", pa.int64(), metadata={b"PARQUET:field_id": b"1"})])
+    )
+    buf = io.BytesIO()
+    pq.write_table(data, buf)
+    store = MemoryFileIO()
+    await store.write("memory://t/p.parquet", buf.getvalue())
+    spec = PartitionSpec(1, (PartitionField((3,), 1000, IdentityTransform(), "region"),))
+    task = _task(
+        "memory://t/p.parquet", FileFormat.PARQUET, len(buf.getvalue()), 5, partition=("eu",), spec=spec
+    )
+    table = await read_to_table(store, [task], SCHEMA, row_filter="id > 2", include_file_column=True)
+    assert table.select(["id", "region"]).to_pylist() == [
+        {"id": 3, "region": "eu"},
+        {"id": 4, "region": "eu"},
+    ]
+    assert set(table.column("_file").to_pylist()) == {"memory://t/p.parquet"}
+
+
+@pytest.mark.anyio
+async def test_added_column_takes_its_initial_default() -> None:
+    data = pa.table({"id": pa.array([1, 2], pa.int64())}).cast(
+        pa.schema([pa.field("id", pa.int64(), metadata={b"PARQUET:field_id": b"1"})])
+    )
+    buf = io.BytesIO()
+    pq.write_table(data, buf)
+    store = MemoryFileIO()
+    await store.write("memory://t/d.parquet", buf.getvalue())
+    evolved = Schema(
+        NestedField(1, "id", LongType(), required=False),
+        NestedField(4, "tier", StringType(), required=False, initial_default="gold"),
+    )
+    f = DataFile(DataFileContent.DATA, "memory://t/d.parquet", FileFormat.PARQUET, (), 2, len(buf.getvalue()))
+    task = FileScanTask(f, (), AlwaysTrue(), UNPARTITIONED, evolved)
+    table = await read_to_table(store, [task], evolved, row_filter="tier = 'gold'")
+    assert table.to_pylist() == [{"id": 1, "tier": "gold"}, {"id": 2, "tier": "gold"}]
+
+
+@pytest.mark.anyio
+async def test_row_groups_outside_the_residual_are_not_read() -> None:
+    data = pa.table({"id": pa.array(range(1000), pa.int64())}).cast(
+        pa.schema([pa.field("id", pa.int64(), metadata={b"PARQUET:field_id": b"1"})])
+    )
+    buf = io.BytesIO()
+    pq.write_table(data, buf, row_group_size=100)
+    store = MemoryFileIO()
+    await store.write("memory://t/g.parquet", buf.getvalue())
+    task = _task("memory://t/g.parquet", FileFormat.PARQUET, len(buf.getvalue()), 1000)
+    stats = ScanStats()
+    table = await read_to_table(store, [task], SCHEMA, row_filter="id >= 250 AND id < 320", stats=stats)
+    assert table.column("id").to_pylist() == list(range(250, 320))
+    assert (stats.row_groups_total, stats.row_groups_read) == (10, 2)
+
+
+def test_read_benchmark_runs_in_tiny_mode() -> None:
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "read.py"
+    out = subprocess.run([sys.executable, str(script), "--tiny"], capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "ours/PyIceberg" in out.stdout and "peak RSS" in out.stdout
