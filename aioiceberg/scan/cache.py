@@ -1,0 +1,133 @@
+"""Process-wide caches of decoded manifests and manifest lists, shared by every scan.
+
+Manifests are immutable once written, but a path can be reused after a failed commit is
+cleaned up and rewritten, so the key is the path *and* the length the manifest list
+gives (never the path alone). A decoded manifest is stored per *view*: the entries that
+survived one filter, with the stats that filter kept, so a repeated plan of the same
+filter costs neither a fetch nor a decode. The byte bound counts an estimate of the
+Python objects held, and least-recently-used views go first.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aioiceberg.spec.manifest import ManifestEntry, ManifestFile
+
+__all__ = ["CachedManifest", "ManifestCache", "ManifestListCache", "default_manifest_cache", "estimate_size"]
+
+_ENTRY_OVERHEAD = 420  # ManifestEntry + DataFile + partition tuple, measured with tracemalloc
+_STAT_ITEM = 90  # one key/value pair of a metrics dict
+
+
+def estimate_size(entries: Sequence[ManifestEntry]) -> int:
+    """Approximate bytes held by ``entries`` (cheap: no deep traversal of values)."""
+    total = 64 + 8 * len(entries)
+    for e in entries:
+        f = e.data_file
+        total += _ENTRY_OVERHEAD + len(f.file_path)
+        for m in (f.lower_bounds, f.upper_bounds, f.value_counts, f.null_value_counts, f.nan_value_counts):
+            if m:
+                total += 64 + _STAT_ITEM * len(m)
+        if f.column_sizes:
+            total += 64 + _STAT_ITEM * len(f.column_sizes)
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class CachedManifest:
+    """One filtered view of a manifest, plus the counts needed to replay the scan metrics."""
+
+    entries: tuple[ManifestEntry, ...]
+    entries_read: int
+    skipped_by_partition: int
+    skipped_by_metrics: int
+    size: int
+
+
+class ManifestCache:
+    """LRU of decoded manifest views, bounded in (estimated) bytes; safe across threads."""
+
+    def __init__(self, max_bytes: int = 256 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[tuple[str, int, str], CachedManifest] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def size_bytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, path: str, length: int, view: str) -> CachedManifest | None:
+        key = (path, length, view)
+        with self._lock:
+            found = self._items.get(key)
+            if found is None:
+                self.misses += 1
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return found
+
+    def put(self, path: str, length: int, view: str, value: CachedManifest) -> None:
+        if value.size > self.max_bytes // 4:
+            return  # one huge manifest would flush everything else for little gain
+        key = (path, length, view)
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._bytes -= old.size
+            self._items[key] = value
+            self._bytes += value.size
+            while self._bytes > self.max_bytes and self._items:
+                _, evicted = self._items.popitem(last=False)
+                self._bytes -= evicted.size
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._bytes = 0
+
+
+class ManifestListCache:
+    """Decoded manifest lists by (path, snapshot id): scans of one snapshot share one fetch."""
+
+    def __init__(self, max_items: int = 128) -> None:
+        self.max_items = max_items
+        self._items: OrderedDict[tuple[str, int], tuple[ManifestFile, ...]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, path: str, snapshot_id: int) -> tuple[ManifestFile, ...] | None:
+        with self._lock:
+            found = self._items.get((path, snapshot_id))
+            if found is not None:
+                self._items.move_to_end((path, snapshot_id))
+            return found
+
+    def put(self, path: str, snapshot_id: int, manifests: tuple[ManifestFile, ...]) -> None:
+        with self._lock:
+            self._items[(path, snapshot_id)] = manifests
+            self._items.move_to_end((path, snapshot_id))
+            while len(self._items) > self.max_items:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+_DEFAULT_MANIFESTS = ManifestCache()
+_DEFAULT_LISTS = ManifestListCache()
+
+
+def default_manifest_cache() -> tuple[ManifestCache, ManifestListCache]:
+    """The caches scans share unless given their own."""
+    return _DEFAULT_MANIFESTS, _DEFAULT_LISTS

@@ -1,0 +1,370 @@
+"""Scan planning as a pipeline: manifest list -> manifests -> pruned entries -> tasks.
+
+Stages are joined by bounded channels with named knobs, the asyncio twin of
+iceberg-rust's scan: ``io_concurrency`` manifest workers each fetch one manifest
+(sharing the FileIO's client), decode and prune it off the loop (``decode_workers``
+processes), and hand the survivors to the consumer through a channel of
+``channel_size`` manifests. So memory is bounded by the manifests in flight, not by the
+table, when the caller consumes tasks as they come.
+
+Delete manifests are queued first. A data file waits for the delete index only when a
+delete manifest could still apply to it (its sequence number is not above every
+delete manifest's); all others are yielded as soon as their manifest is pruned.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+
+import anyio
+from anyio.abc import ObjectSendStream
+
+from aioiceberg.errors import ValidationError
+from aioiceberg.expressions import ManifestEvaluator, ResidualEvaluator, bind, parse, rewrite_not
+from aioiceberg.expressions.tree import AlwaysFalse, AlwaysTrue, And, Expression, Not, Or, Predicate
+from aioiceberg.io.base import FileIO
+from aioiceberg.scan.cache import (
+    CachedManifest,
+    ManifestCache,
+    ManifestListCache,
+    default_manifest_cache,
+    estimate_size,
+)
+from aioiceberg.scan.decode import DecodeResult, PruneContext, shared_decoder
+from aioiceberg.scan.delete_index import DeleteIndex
+from aioiceberg.scan.metrics import ScanMetrics
+from aioiceberg.scan.snapshot_select import select_snapshot
+from aioiceberg.spec.manifest import (
+    DataFile,
+    ManifestContent,
+    ManifestEntry,
+    ManifestFile,
+    read_manifest_list,
+)
+from aioiceberg.spec.metadata import Snapshot, TableMetadata
+from aioiceberg.spec.partitioning import PartitionSpec
+from aioiceberg.spec.schema import Schema
+from aioiceberg.spec.tasks import FileScanTask
+
+__all__ = ["TableScan"]
+
+# Below this many manifest bytes to decode, starting worker processes costs more than it saves.
+PROCESS_THRESHOLD_BYTES = 4 * 1024 * 1024
+
+
+def _referenced_ids(expr: Expression) -> set[int]:
+    if isinstance(expr, And | Or):
+        return _referenced_ids(expr.left) | _referenced_ids(expr.right)
+    if isinstance(expr, Not):
+        return _referenced_ids(expr.child)
+    if isinstance(expr, Predicate):
+        return {expr.ref.field_id}
+    return set()
+
+
+def _split_ranges(f: DataFile, target: int) -> list[tuple[int, int]]:
+    """(start, length) ranges of about ``target`` bytes along the file's split offsets."""
+    offsets = f.split_offsets
+    size = f.file_size_in_bytes
+    if not offsets or size <= target:
+        return [(0, size)]
+    points = list(offsets)
+    if points != sorted(points) or points[0] < 0 or points[-1] >= size:
+        return [(0, size)]  # offsets that contradict the file are ignored, not trusted
+    points.append(size)
+    out: list[tuple[int, int]] = []
+    start = points[0]
+    for end in points[1:]:
+        if end - start >= target or end == size:
+            out.append((start, end - start))
+            start = end
+    return out if out else [(0, size)]
+
+
+class TableScan:
+    """One planned read of a table snapshot; ``plan_files()`` streams its tasks.
+
+    ``row_filter`` is a filter string or an expression. Knobs: ``io_concurrency``
+    (manifests fetched at once), ``decode_workers`` (worker processes; 0 decodes in one
+    thread; default: CPU count), ``split_size`` (split files along split offsets into
+    tasks of about this many bytes; None: one task per file), ``include_column_stats``
+    (keep every column's metrics on task files; default only the filter's columns),
+    ``process_threshold_bytes`` (manifest bytes below which decoding stays in one thread).
+    ``limit`` stops planning once unfiltered, delete-free tasks hold that many rows.
+    """
+
+    def __init__(
+        self,
+        io: FileIO,
+        metadata: TableMetadata,
+        row_filter: str | Expression = "",
+        selected_fields: Sequence[str] = ("*",),
+        snapshot_id: int | None = None,
+        ref: str | None = None,
+        as_of: int | dt.datetime | None = None,
+        case_sensitive: bool = True,
+        limit: int | None = None,
+        *,
+        io_concurrency: int = 64,
+        decode_workers: int | None = None,
+        channel_size: int | None = None,
+        split_size: int | None = None,
+        include_column_stats: bool = False,
+        cache: ManifestCache | None = None,
+        manifest_list_cache: ManifestListCache | None = None,
+        process_threshold_bytes: int = PROCESS_THRESHOLD_BYTES,
+    ) -> None:
+        if io_concurrency < 1:
+            raise ValidationError(f"io_concurrency must be >= 1, got {io_concurrency}")
+        if split_size is not None and split_size <= 0:
+            raise ValidationError(f"split_size must be positive, got {split_size}")
+        if limit is not None and limit < 0:
+            raise ValidationError(f"limit must be >= 0, got {limit}")
+        self.io = io
+        self.metadata = metadata
+        self.snapshot: Snapshot | None = select_snapshot(metadata, snapshot_id, ref, as_of)
+        self.schema: Schema = metadata.schema()
+        self.specs: dict[int, PartitionSpec] = metadata.specs_by_id()
+        self.case_sensitive = case_sensitive
+        self.selected_fields = tuple(selected_fields)
+        self.limit = limit
+        if isinstance(row_filter, str):
+            row_filter = parse(row_filter) if row_filter.strip() else AlwaysTrue()
+        self.row_filter: Expression = row_filter
+        self.bound_filter: Expression = rewrite_not(bind(self.schema, row_filter, case_sensitive))
+        self.io_concurrency = io_concurrency
+        self.decode_workers = (os.cpu_count() or 1) if decode_workers is None else max(0, decode_workers)
+        self.channel_size = channel_size if channel_size is not None else max(2, io_concurrency // 4)
+        self.split_size = split_size
+        self.process_threshold_bytes = process_threshold_bytes
+        default_cache, default_lists = default_manifest_cache()
+        self.cache = cache if cache is not None else default_cache
+        self.manifest_list_cache = manifest_list_cache if manifest_list_cache is not None else default_lists
+        stats = None if include_column_stats else frozenset(_referenced_ids(self.bound_filter))
+        self._ctx = PruneContext.build(self.schema, self.specs, self.bound_filter, case_sensitive, stats)
+        self._manifest_evaluators: dict[int, ManifestEvaluator | None] = {}
+        self._residuals: dict[int, ResidualEvaluator] = {}
+        self.metrics = ScanMetrics()
+
+    # -- evaluators, cached per spec id --------------------------------------------------
+
+    def _manifest_evaluator(self, spec_id: int) -> ManifestEvaluator | None:
+        if spec_id not in self._manifest_evaluators:
+            spec = self.specs.get(spec_id)
+            if spec is None or isinstance(self.bound_filter, AlwaysTrue):
+                self._manifest_evaluators[spec_id] = None
+            else:
+                self._manifest_evaluators[spec_id] = ManifestEvaluator(
+                    self.schema, spec, self.bound_filter, self.case_sensitive
+                )
+        return self._manifest_evaluators[spec_id]
+
+    def _residual(self, f: DataFile) -> Expression:
+        if isinstance(self.bound_filter, AlwaysTrue):
+            return self.bound_filter
+        ev = self._residuals.get(f.spec_id)
+        if ev is None:
+            spec = self.specs.get(f.spec_id, PartitionSpec(f.spec_id, ()))
+            ev = self._residuals[f.spec_id] = ResidualEvaluator(
+                self.schema, spec, self.bound_filter, self.case_sensitive
+            )
+        return ev.residual_for(f.partition)
+
+    # -- stages ------------------------------------------------------------------------
+
+    async def manifests(self) -> tuple[ManifestFile, ...]:
+        """The snapshot's manifest list (from the shared cache when this snapshot was planned)."""
+        snap = self.snapshot
+        if snap is None:
+            return ()
+        if snap.manifest_list is None:
+            raise ValidationError(
+                f"snapshot {snap.snapshot_id} lists its manifests inline (v1, no manifest list): "
+                "not supported"
+            )
+        found = self.manifest_list_cache.get(snap.manifest_list, snap.snapshot_id)
+        if found is not None:
+            self.metrics.manifest_list_from_cache = True
+            return found
+        data = await self.io.read(snap.manifest_list)
+        self.metrics.bytes_fetched += len(data)
+        decoded = tuple(read_manifest_list(data, snap.manifest_list))
+        self.manifest_list_cache.put(snap.manifest_list, snap.snapshot_id, decoded)
+        return decoded
+
+    def _select(self, manifests: Iterable[ManifestFile]) -> tuple[list[ManifestFile], list[ManifestFile]]:
+        """Drop manifests the summaries exclude and delete manifests older than all data."""
+        m = self.metrics
+        data: list[ManifestFile] = []
+        deletes: list[ManifestFile] = []
+        for mf in manifests:
+            m.manifests_total += 1
+            if isinstance(self.bound_filter, AlwaysFalse):
+                m.manifests_skipped_by_summaries += 1
+                continue
+            ev = self._manifest_evaluator(mf.partition_spec_id)
+            if ev is not None and not ev.eval(mf.partitions):
+                m.manifests_skipped_by_summaries += 1
+                continue
+            if not (mf.has_added_files() or mf.has_existing_files()):
+                m.manifests_skipped_by_summaries += 1
+                continue
+            (deletes if mf.content == ManifestContent.DELETES else data).append(mf)
+        min_data_seq = min((mf.min_sequence_number or 0 for mf in data), default=0)
+        kept = [mf for mf in deletes if (mf.sequence_number or 0) >= min_data_seq]
+        m.delete_manifests_skipped_by_sequence = len(deletes) - len(kept)
+        if not data:  # deletes without data to apply to need no reading
+            m.delete_manifests_skipped_by_sequence += len(kept)
+            kept = []
+        return data, kept
+
+    async def _load(
+        self,
+        mf: ManifestFile,
+        use_processes: bool,
+        lane: anyio.CapacityLimiter,
+        io_limiter: anyio.CapacityLimiter,
+    ) -> CachedManifest:
+        view = self._ctx.key
+        found = self.cache.get(mf.manifest_path, mf.manifest_length, view)
+        m = self.metrics
+        if found is not None:
+            m.manifests_from_cache += 1
+            return found
+        async with io_limiter:
+            data = await self.io.read(mf.manifest_path)
+        m.bytes_fetched += len(data)
+        result: DecodeResult = await shared_decoder(self.decode_workers).decode(
+            data, mf, self._ctx, processes=use_processes, thread_lane=lane
+        )
+        del data
+        m.manifests_read += 1
+        if not result.in_process:
+            m.decoded_in_processes += 1
+        m.entries_read += result.entries_read
+        m.entries_skipped_by_partition += result.skipped_by_partition
+        m.entries_skipped_by_metrics += result.skipped_by_metrics
+        entries = tuple(result.entries)
+        cached = CachedManifest(
+            entries,
+            result.entries_read,
+            result.skipped_by_partition,
+            result.skipped_by_metrics,
+            estimate_size(entries),
+        )
+        self.cache.put(mf.manifest_path, mf.manifest_length, view, cached)
+        return cached
+
+    async def _run_workers(
+        self,
+        data: list[ManifestFile],
+        deletes: list[ManifestFile],
+        send: ObjectSendStream[tuple[ManifestEntry, ...]],
+        index: DeleteIndex,
+        index_ready: anyio.Event,
+    ) -> None:
+        total_bytes = sum(mf.manifest_length for mf in data) + sum(mf.manifest_length for mf in deletes)
+        use_processes = self.decode_workers > 0 and total_bytes >= self.process_threshold_bytes
+        if use_processes:
+            shared_decoder(self.decode_workers).start()
+        lane = anyio.CapacityLimiter(1)
+        io_limiter = anyio.CapacityLimiter(self.io_concurrency)
+        unpartitioned = {i for i, s in self.specs.items() if not s.fields}
+        work: Iterator[ManifestFile] = iter([*deletes, *data])
+        deletes_left = [len(deletes)]
+        if not deletes:
+            index_ready.set()
+
+        async def worker() -> None:
+            for mf in work:
+                loaded = await self._load(mf, use_processes, lane, io_limiter)
+                if mf.content == ManifestContent.DELETES:
+                    for entry in loaded.entries:
+                        index.add(entry, unpartitioned)
+                    deletes_left[0] -= 1
+                    if deletes_left[0] == 0:
+                        index_ready.set()
+                elif loaded.entries:
+                    await send.send(loaded.entries)
+
+        async with send:
+            n = min(self.io_concurrency, len(data) + len(deletes))
+            async with anyio.create_task_group() as tg:
+                for _ in range(n):
+                    tg.start_soon(worker)
+
+    def _tasks_for(self, entry: ManifestEntry, deletes: tuple[DataFile, ...]) -> Iterator[FileScanTask]:
+        f = entry.data_file
+        spec = self.specs.get(f.spec_id, PartitionSpec(f.spec_id, ()))
+        residual = self._residual(f)
+        if self.split_size is None:
+            yield FileScanTask(f, deletes, residual, spec, self.schema)
+            return
+        ranges = _split_ranges(f, self.split_size)
+        for start, length in ranges:
+            yield FileScanTask(
+                f, deletes, residual, spec, self.schema, start, length if len(ranges) > 1 else None
+            )
+
+    async def plan_files(self) -> AsyncIterator[FileScanTask]:
+        """Stream the scan's tasks as they are decided (see the module docstring).
+
+        To stop early, close the iterator in the task that iterates it
+        (``async with contextlib.aclosing(scan.plan_files()) as tasks``): it owns a task group.
+        """
+        started = time.perf_counter()
+        m = self.metrics = ScanMetrics()
+        if self.snapshot is None:
+            m.planning_time_s = time.perf_counter() - started
+            return
+        data, deletes = self._select(await self.manifests())
+        if not data:
+            m.planning_time_s = time.perf_counter() - started
+            return
+        max_delete_seq = max((mf.sequence_number or 0 for mf in deletes), default=None)
+        index = DeleteIndex()
+        index_ready = anyio.Event()
+        send, receive = anyio.create_memory_object_stream[tuple[ManifestEntry, ...]](self.channel_size)
+        rows = 0
+        delete_files: set[str] = set()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._run_workers, data, deletes, send, index, index_ready)
+            try:
+                async with receive:
+                    async for batch in receive:
+                        for entry in batch:
+                            if max_delete_seq is not None and (entry.sequence_number or 0) <= max_delete_seq:
+                                await index_ready.wait()
+                                found = index.for_data_file(entry.sequence_number, entry.data_file)
+                            else:
+                                found = ()
+                            for task in self._tasks_for(entry, found):
+                                if m.time_to_first_task_s is None:
+                                    m.time_to_first_task_s = time.perf_counter() - started
+                                m.tasks += 1
+                                delete_files.update(d.file_path for d in found)
+                                m.delete_files = len(delete_files)
+                                try:
+                                    yield task
+                                except GeneratorExit:
+                                    # closed early: stop the workers and end quietly, so the
+                                    # task group does not wrap the exit in an exception group
+                                    tg.cancel_scope.cancel()
+                                    return
+                            if self.limit is not None:
+                                if found or not isinstance(self._residual(entry.data_file), AlwaysTrue):
+                                    continue
+                                rows += entry.data_file.record_count
+                                if rows >= self.limit:
+                                    tg.cancel_scope.cancel()
+                                    return
+            finally:
+                tg.cancel_scope.cancel()
+                m.planning_time_s = time.perf_counter() - started
+
+    def __repr__(self) -> str:
+        snap = self.snapshot.snapshot_id if self.snapshot is not None else None
+        return f"TableScan(snapshot={snap}, filter={self.bound_filter})"

@@ -1,0 +1,454 @@
+"""Scan planning: aioiceberg vs PyIceberg 0.12 on synthetic v2 tables, side by side.
+
+Tables: M manifests x E entries, ten columns with full stats, partitioned by day(ts) and
+bucket(16, id); manifest m holds day m only, so a day range prunes by summaries while
+``id = x`` and ``c0 < x`` (a non-partition column: metrics only) must read every manifest.
+Each (engine, store, size, filter) is timed in a fresh process (median of ``--repeat``),
+so pool start-up and imports are paid as a user pays them; peak RSS is the process's.
+
+    .venv/bin/python benchmarks/plan.py                # the full matrix (~10-15 min, 2 cores)
+    .venv/bin/python benchmarks/plan.py --tiny         # seconds: keeps the script from rotting
+    .venv/bin/python benchmarks/plan.py --sizes 50x1000 --stores local
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from aioiceberg.io import FileIO, resolve_io  # noqa: E402
+from aioiceberg.spec.manifest import (  # noqa: E402
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestEntry,
+    ManifestEntryStatus,
+    write_manifest,
+    write_manifest_list,
+)
+from aioiceberg.spec.metadata import Operation, Snapshot, SnapshotLogEntry, SnapshotRef, Summary  # noqa: E402
+from aioiceberg.spec.metadata_json import new_table_metadata, serialize_table_metadata  # noqa: E402
+from aioiceberg.spec.partitioning import PartitionField, PartitionSpec  # noqa: E402
+from aioiceberg.spec.schema import Schema  # noqa: E402
+from aioiceberg.spec.sorting import UNSORTED  # noqa: E402
+from aioiceberg.spec.transforms import parse_transform  # noqa: E402
+from aioiceberg.spec.types import DoubleType, LongType, NestedField, StringType, TimestamptzType  # noqa: E402
+from aioiceberg.spec.values import to_bytes  # noqa: E402
+
+FIRST_DAY = 19000  # 2022-01-08
+DAY_MICROS = 86_400_000_000
+BUCKETS = 16
+SNAPSHOT_ID = 1
+_BUCKET = parse_transform(f"bucket[{BUCKETS}]")
+
+
+def bench_schema() -> Schema:
+    fields = [
+        NestedField(1, "id", LongType(), required=True),
+        NestedField(2, "ts", TimestamptzType(), required=True),
+        NestedField(3, "c0", LongType()),
+        NestedField(4, "c1", LongType()),
+        NestedField(5, "c2", DoubleType()),
+        NestedField(6, "c3", DoubleType()),
+        NestedField(7, "c4", StringType()),
+        NestedField(8, "c5", StringType()),
+        NestedField(9, "c6", LongType()),
+        NestedField(10, "c7", LongType()),
+    ]
+    return Schema(*fields)
+
+
+def bench_spec() -> PartitionSpec:
+    return PartitionSpec(
+        0,
+        (
+            PartitionField((2,), 1000, parse_transform("day"), "ts_day"),
+            PartitionField((1,), 1001, parse_transform(f"bucket[{BUCKETS}]"), "id_bucket"),
+        ),
+    )
+
+
+def _data_file(schema: Schema, location: str, m: int, i: int, per_manifest: int) -> DataFile:
+    k = m * per_manifest + i
+    day = FIRST_DAY + m
+    lo_id, hi_id = k * 1000, k * 1000 + 999
+    ts0 = day * DAY_MICROS + i * 1_000_000
+    bounds_lo: dict[int, Any] = {1: lo_id, 2: ts0, 3: k * 10, 4: -k, 5: 0.5 * k, 6: -1.0, 7: f"a{k:08d}"}
+    bounds_hi: dict[int, Any] = {1: hi_id, 2: ts0 + 999_999, 3: k * 10 + 9, 4: k, 5: 0.5 * k + 1, 6: 1.0}
+    bounds_hi |= {7: f"z{k:08d}", 8: "zz", 9: k + 100, 10: 5}
+    bounds_lo |= {8: "aa", 9: k, 10: 0}
+    ids = range(1, 11)
+    bucket = _BUCKET.apply(lo_id, LongType())
+    return DataFile(
+        DataFileContent.DATA,
+        f"{location}/data/ts_day={day}/id_bucket={bucket}/{k:09d}-{uuid.uuid4().hex[:8]}.parquet",
+        FileFormat.PARQUET,
+        (day, bucket),
+        1000,
+        4 * 1024 * 1024 + i,
+        column_sizes={c: 1000 + c for c in ids},
+        value_counts={c: 1000 for c in ids},
+        null_value_counts={c: 0 for c in ids},
+        nan_value_counts={5: 0, 6: 0},
+        lower_bounds={c: to_bytes(v, schema.find_type(c)) for c, v in bounds_lo.items()},  # type: ignore[arg-type]
+        upper_bounds={c: to_bytes(v, schema.find_type(c)) for c, v in bounds_hi.items()},  # type: ignore[arg-type]
+        split_offsets=(4, 1 << 20, 2 << 20, 3 << 20),
+        sort_order_id=0,
+    )
+
+
+async def build_table(io: FileIO, location: str, manifests: int, entries: int) -> str:
+    """Write the synthetic table under ``location``; returns its metadata file location."""
+    schema, spec = bench_schema(), bench_spec()
+    md = new_table_metadata(schema, spec, UNSORTED, location, {}, 2, last_updated_ms=1_700_000_000_000)
+    schema = md.schema()
+    sem = asyncio.Semaphore(16)
+    written = []
+
+    async def one(m: int) -> None:
+        entries_m = [
+            ManifestEntry(
+                ManifestEntryStatus.ADDED, None, None, None, _data_file(schema, location, m, i, entries)
+            )
+            for i in range(entries)
+        ]
+        path = f"{location}/metadata/m{m:05d}-{uuid.uuid4().hex[:8]}.avro"
+        data, mf = write_manifest(entries_m, md.spec(), schema, 2, SNAPSHOT_ID, manifest_path=path)
+        async with sem:
+            await io.write(path, data)
+        written.append((m, mf))
+
+    await asyncio.gather(*(one(m) for m in range(manifests)))
+    ordered = [mf for _, mf in sorted(written, key=lambda p: p[0])]
+    list_path = f"{location}/metadata/snap-{SNAPSHOT_ID}-{uuid.uuid4().hex[:8]}.avro"
+    await io.write(list_path, write_manifest_list(ordered, 2, SNAPSHOT_ID, None, 1))
+    ts = 1_700_000_000_000
+    snap = Snapshot(SNAPSHOT_ID, None, 1, ts, list_path, Summary(Operation.APPEND), schema.schema_id)
+    md = md.replace(
+        snapshots=(snap,),
+        current_snapshot_id=SNAPSHOT_ID,
+        last_sequence_number=1,
+        snapshot_log=(SnapshotLogEntry(SNAPSHOT_ID, ts),),
+        refs={"main": SnapshotRef(SNAPSHOT_ID)},
+    )
+    meta_path = f"{location}/metadata/00001-{uuid.uuid4().hex}.metadata.json"
+    await io.write(meta_path, serialize_table_metadata(md))
+    return meta_path
+
+
+def day_iso(day: int) -> str:
+    import datetime as dt
+
+    return (dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(days=day)).isoformat()
+
+
+def filters(manifests: int, entries: int) -> dict[str, str]:
+    """The four filters, in syntax both engines parse."""
+    span = max(1, manifests // 100)
+    mid = manifests // 2
+    target = (mid * entries + entries // 3) * 1000  # the lowest id of one file
+    return {
+        "none": "",
+        "day_1pct": f"ts >= '{day_iso(FIRST_DAY + mid)}' AND ts < '{day_iso(FIRST_DAY + mid + span)}'",
+        "id_eq": f"id = {target}",
+        "metrics_only": f"c0 < {10 * max(1, entries // 20)}",
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# One measurement, in a fresh process
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+async def _plan_ours(meta: str, row_filter: str, options: dict[str, str], twice: bool) -> dict[str, Any]:
+    from aioiceberg.scan import TableScan
+    from aioiceberg.spec.metadata_json import parse_table_metadata
+
+    io = resolve_io(meta, options)
+    start = time.perf_counter()
+    md = parse_table_metadata(await io.read(meta), meta)
+    scan = TableScan(io, md, row_filter)
+    n = 0
+    async for _ in scan.plan_files():
+        n += 1
+    elapsed = time.perf_counter() - start
+    out: dict[str, Any] = {
+        "seconds": elapsed,
+        "tasks": n,
+        "ttft": (scan.metrics.time_to_first_task_s or 0.0) + (elapsed - (scan.metrics.planning_time_s or 0)),
+        "metrics": scan.metrics.as_dict(),
+    }
+    if twice:
+        start = time.perf_counter()
+        again = TableScan(io, md, row_filter)
+        m = 0
+        async for _ in again.plan_files():
+            m += 1
+        out["second_seconds"] = time.perf_counter() - start
+        assert m == n
+    await io.aclose()
+    return out
+
+
+def _plan_pyiceberg(meta: str, row_filter: str, options: dict[str, str]) -> dict[str, Any]:
+    from pyiceberg.table import StaticTable
+
+    start = time.perf_counter()
+    table = StaticTable.from_metadata(meta, properties=options)
+    scan = table.scan(row_filter=row_filter) if row_filter else table.scan()
+    it = iter(scan.plan_files())
+    first = next(it, None)
+    ttft = time.perf_counter() - start
+    n = (first is not None) + sum(1 for _ in it)
+    return {"seconds": time.perf_counter() - start, "tasks": n, "ttft": ttft}
+
+
+def worker_main(args: argparse.Namespace) -> None:
+    options = json.loads(args.options)
+    if args.worker == "aioiceberg":
+        out = asyncio.run(_plan_ours(args.meta, args.filter, options, args.twice))
+    else:
+        out = _plan_pyiceberg(args.meta, args.filter, options)
+    out["peak_rss_mb"] = _peak_rss_mb()
+    print(json.dumps(out))
+
+
+def measure(
+    engine: str, meta: str, row_filter: str, options: dict[str, str], twice: bool = False
+) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--worker", engine, "--meta", meta, "--filter", row_filter]
+    cmd += ["--options", json.dumps(options)] + (["--twice"] if twice else [])
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=900)
+    if done.returncode != 0:
+        raise RuntimeError(f"{engine} worker failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Floors: fetching every manifest byte at the same concurrency, and decoding them
+
+
+async def floors(meta: str, options: dict[str, str], concurrency: int = 64) -> dict[str, float]:
+    from aioiceberg.scan.decode import PruneContext, decode_and_prune
+    from aioiceberg.spec.manifest import read_manifest_list
+    from aioiceberg.spec.metadata_json import parse_table_metadata
+
+    io = resolve_io(meta, options)
+    md = parse_table_metadata(await io.read(meta), meta)
+    snap = md.current_snapshot()
+    assert snap is not None and snap.manifest_list is not None
+    manifests = read_manifest_list(await io.read(snap.manifest_list))
+    sem = asyncio.Semaphore(concurrency)
+    blobs: list[bytes] = []
+
+    async def get(path: str) -> None:
+        async with sem:
+            blobs.append(await io.read(path))
+
+    start = time.perf_counter()
+    await asyncio.gather(*(get(m.manifest_path) for m in manifests))
+    fetch = time.perf_counter() - start
+    await io.aclose()
+    from aioiceberg.expressions.tree import AlwaysTrue
+
+    ctx = PruneContext.build(md.schema(), md.specs_by_id(), AlwaysTrue(), True, frozenset())
+    by_path = {m.manifest_path: m for m in manifests}
+    sample = manifests[: min(len(manifests), 20)]
+    start = time.perf_counter()
+    data = {m.manifest_path: b for m, b in zip(manifests, blobs, strict=False)}
+    del by_path
+    n = 0
+    for m in sample:
+        blob = data.get(m.manifest_path) or b""
+        if len(blob) == m.manifest_length:
+            n += decode_and_prune(blob, m, ctx).entries_read
+    per_entry = (time.perf_counter() - start) / max(1, n)
+    total_entries = sum((m.added_files_count or 0) + (m.existing_files_count or 0) for m in manifests)
+    return {
+        "fetch_s": fetch,
+        "decode_1core_s": per_entry * total_entries,
+        "decode_2proc_s": per_entry * total_entries / 2,
+        "bytes_mb": sum(m.manifest_length for m in manifests) / 1e6,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# The matrix
+
+
+@dataclass
+class Store:
+    name: str
+    root: str
+    options: dict[str, str]
+
+
+@contextmanager
+def stores(wanted: list[str], scratch: Path, delay_ms: float) -> Iterator[list[Store]]:
+    out: list[Store] = []
+    stack: list[Any] = []
+    try:
+        if "local" in wanted:
+            out.append(Store("local", f"file://{scratch}/tables", {}))
+        if {"moto", "moto20ms"} & set(wanted):
+            from tests.servers.moto import FAKE_CREDENTIALS, MotoServer
+            from tests.servers.proxy import FaultConfig, FaultProxy
+
+            os.environ.update({k: v for k, v in FAKE_CREDENTIALS.items() if k not in os.environ})
+            moto = MotoServer().start()
+            stack.append(moto)
+            base = {
+                "s3.region": "us-east-1",
+                "s3.access-key-id": FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                "s3.secret-access-key": FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            }
+            import boto3  # type: ignore[import-untyped]
+
+            boto3.client("s3", endpoint_url=moto.url, region_name="us-east-1").create_bucket(Bucket="bench")
+            if "moto" in wanted:
+                out.append(Store("moto", "s3://bench/tables", {**base, "s3.endpoint": moto.url}))
+            if "moto20ms" in wanted:
+                proxy = FaultProxy(moto.url, FaultConfig(delay_ms=delay_ms)).start()
+                stack.append(proxy)
+                out.append(
+                    Store(f"moto+{delay_ms:g}ms", "s3://bench/tables", {**base, "s3.endpoint": proxy.url})
+                )
+        yield out
+    finally:
+        for item in reversed(stack):
+            item.stop()
+
+
+def fmt(x: float) -> str:
+    return f"{x:.3f}" if x < 10 else f"{x:.1f}"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tiny", action="store_true", help="a few seconds: 4x20 tables, local only, one run")
+    p.add_argument("--sizes", default="50x1000,2000x50,500x1000")
+    p.add_argument("--stores", default="local,moto,moto20ms")
+    p.add_argument("--filters", default="none,day_1pct,id_eq,metrics_only")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--pyiceberg-repeat", type=int, default=None, help="default: --repeat")
+    p.add_argument("--delay-ms", type=float, default=20.0)
+    p.add_argument("--no-pyiceberg", action="store_true")
+    p.add_argument("--worker", choices=["aioiceberg", "pyiceberg"])
+    p.add_argument("--meta")
+    p.add_argument("--filter", default="")
+    p.add_argument("--options", default="{}")
+    p.add_argument("--twice", action="store_true")
+    p.add_argument("--build", help=argparse.SUPPRESS)
+    p.add_argument("--size", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.build:
+        m, e = (int(v) for v in args.size.split("x"))
+        io = resolve_io(args.build, json.loads(args.options))
+        print(asyncio.run(_build_and_close(io, args.build, m, e)))
+        return
+    if args.worker:
+        worker_main(args)
+        return
+    if args.tiny:
+        args.sizes, args.stores, args.repeat = "4x20", "local", 1
+    pyi_repeat = args.pyiceberg_repeat or args.repeat
+    sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")]
+    wanted_filters = args.filters.split(",")
+    with (
+        tempfile.TemporaryDirectory(prefix="plan-bench-") as tmp,
+        stores(args.stores.split(","), Path(tmp), args.delay_ms) as store_list,
+    ):
+        # moto and moto+proxy share one bucket: build there once, plan through both endpoints
+        built: dict[tuple[str, int, int], str] = {}
+        print(
+            "| store | M x E | filter | tasks | aioiceberg s | PyIceberg s | ratio | ttft ours s | "
+            "ttft PyI s | RSS ours MB | RSS PyI MB | 2nd plan s | fetch floor s | decode floor 1 core s |"
+        )
+        print("|" + "---|" * 14)
+        for store in store_list:
+            for m, e in sizes:
+                key = (store.root, m, e)
+                if key not in built:
+                    loc = f"{store.root}/t{m}x{e}"
+                    # built in a child: ru_maxrss survives fork+exec, so a big parent would
+                    # inflate every measured worker's peak RSS
+                    built[key] = _build_in_child(store, loc, m, e)
+                meta = built[key]
+                fl = asyncio.run(floors(meta, store.options))
+                for name, text in filters(m, e).items():
+                    if name not in wanted_filters:
+                        continue
+                    ours = [
+                        measure("aioiceberg", meta, text, store.options, twice=(i == 0))
+                        for i in range(args.repeat)
+                    ]
+                    theirs = (
+                        []
+                        if args.no_pyiceberg
+                        else [measure("pyiceberg", meta, text, store.options) for _ in range(pyi_repeat)]
+                    )
+                    t_ours = statistics.median(r["seconds"] for r in ours)
+                    t_pyi = statistics.median(r["seconds"] for r in theirs) if theirs else float("nan")
+                    if theirs and {r["tasks"] for r in theirs} != {ours[0]["tasks"]}:
+                        raise SystemExit(f"task counts differ: {ours[0]['tasks']} vs {theirs[0]['tasks']}")
+                    print(
+                        f"| {store.name} | {m}x{e} | {name} | {ours[0]['tasks']} | {fmt(t_ours)} | "
+                        f"{fmt(t_pyi)} | "
+                        f"{t_pyi / t_ours:.1f}x | {fmt(statistics.median(r['ttft'] for r in ours))} | "
+                        f"{fmt(statistics.median(r['ttft'] for r in theirs)) if theirs else '-'} | "
+                        f"{max(r['peak_rss_mb'] for r in ours):.0f} | "
+                        f"{max(r['peak_rss_mb'] for r in theirs) if theirs else float('nan'):.0f} | "
+                        f"{fmt(ours[0]['second_seconds'])} | {fmt(fl['fetch_s'])} | "
+                        f"{fmt(fl['decode_1core_s'])} |",
+                        flush=True,
+                    )
+
+
+def _build_in_child(store: Store, location: str, m: int, e: int) -> str:
+    cmd = [
+        sys.executable,
+        __file__,
+        "--build",
+        location,
+        "--size",
+        f"{m}x{e}",
+        "--options",
+        json.dumps(store.options),
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(f"building {location} failed:\n{done.stderr[-3000:]}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+async def _build_and_close(io: FileIO, location: str, m: int, e: int) -> str:
+    try:
+        return await build_table(io, location, m, e)
+    finally:
+        await io.aclose()
+
+
+if __name__ == "__main__":
+    main()

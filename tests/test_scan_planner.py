@@ -1,0 +1,341 @@
+"""Planner behaviour on synthetic tables: streaming, caching, metrics, deletes, decoders."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import anyio
+import pytest
+
+from aioiceberg.errors import NotFoundError, ValidationError
+from aioiceberg.io import FileIO, LocalFileIO, MemoryFileIO
+from aioiceberg.scan import ManifestCache, ManifestListCache, TableScan
+from aioiceberg.scan.decode import shared_decoder
+from aioiceberg.scan.delete_index import DeleteIndex
+from aioiceberg.spec.manifest import (
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    write_manifest,
+    write_manifest_list,
+)
+from aioiceberg.spec.metadata import Operation, Snapshot, SnapshotLogEntry, Summary, TableMetadata
+from aioiceberg.spec.metadata_json import new_table_metadata, parse_table_metadata
+from aioiceberg.spec.partitioning import UNPARTITIONED, PartitionField, PartitionSpec
+from aioiceberg.spec.schema import Schema
+from aioiceberg.spec.sorting import UNSORTED
+from aioiceberg.spec.transforms import parse_transform
+from aioiceberg.spec.types import LongType, NestedField, StringType
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_plan", ROOT / "benchmarks" / "plan.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_plan"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+BENCH = _bench()
+
+
+def _fresh(**kw: Any) -> dict[str, Any]:
+    return {"cache": ManifestCache(), "manifest_list_cache": ManifestListCache(), "decode_workers": 0, **kw}
+
+
+async def _table(tmp_path: Path, manifests: int = 12, entries: int = 30) -> tuple[FileIO, TableMetadata]:
+    io = LocalFileIO(fsync=False)
+    meta = await BENCH.build_table(io, f"file://{tmp_path}/t", manifests, entries)
+    return io, parse_table_metadata(await io.read(meta), meta)
+
+
+async def _paths(scan: TableScan) -> list[str]:
+    return [t.file.file_path async for t in scan.plan_files()]
+
+
+@pytest.mark.anyio
+async def test_metrics_count_what_was_skipped_and_read(tmp_path: Path) -> None:
+    io, md = await _table(tmp_path, 12, 30)
+    text = BENCH.filters(12, 30)["day_1pct"]  # one day of twelve
+    scan = TableScan(io, md, text, **_fresh())
+    paths = await _paths(scan)
+    m = scan.metrics
+    assert len(paths) == 30
+    assert (m.manifests_total, m.manifests_skipped_by_summaries, m.manifests_read) == (12, 11, 1)
+    assert m.entries_read == 30 and m.tasks == 30
+    assert m.bytes_fetched > 0 and m.time_to_first_task_s is not None
+    scan = TableScan(io, md, BENCH.filters(12, 30)["id_eq"], **_fresh())
+    assert len(await _paths(scan)) == 1
+    m = scan.metrics
+    assert m.manifests_read == 12 and m.entries_read == 360
+    assert m.entries_skipped_by_partition + m.entries_skipped_by_metrics == 359
+    assert m.entries_skipped_by_partition > 0 and m.entries_skipped_by_metrics > 0
+
+
+@pytest.mark.anyio
+async def test_second_plan_of_a_snapshot_comes_from_the_cache(tmp_path: Path) -> None:
+    io, md = await _table(tmp_path)
+    kw = _fresh()
+    first = TableScan(io, md, "c0 < 1000", **kw)
+    expected = await _paths(first)
+    second = TableScan(io, md, "c0 < 1000", **kw)
+    assert await _paths(second) == expected or sorted(await _paths(second)) == sorted(expected)
+    assert second.metrics.manifest_list_from_cache
+    assert second.metrics.manifests_from_cache == 12 and second.metrics.manifests_read == 0
+    assert second.metrics.bytes_fetched == 0
+    # another filter is another view: it reads again, and both views stay cached
+    other = TableScan(io, md, "c0 >= 1000", **kw)
+    await _paths(other)
+    assert other.metrics.manifests_read == 12
+
+
+def test_cache_keys_on_length_as_well_as_path() -> None:
+    from aioiceberg.scan.cache import CachedManifest
+
+    cache = ManifestCache(max_bytes=10_000)
+    cache.put("s3://b/m.avro", 100, "v", CachedManifest((), 0, 0, 0, 10))
+    assert cache.get("s3://b/m.avro", 100, "v") is not None
+    assert cache.get("s3://b/m.avro", 101, "v") is None
+    for i in range(100):  # the byte bound evicts least recently used views
+        cache.put(f"p{i}", 1, "v", CachedManifest((), 0, 0, 0, 1000))
+    assert cache.size_bytes <= 10_000 and cache.get("s3://b/m.avro", 100, "v") is None
+
+
+class _GatedIO(LocalFileIO):
+    """Local files, but reads of ``gated`` paths wait until the test opens the gate."""
+
+    def __init__(self, gated: set[str]) -> None:
+        super().__init__(fsync=False)
+        self.gated = gated
+        self.gate = anyio.Event()
+
+    async def read(self, location: str) -> bytes:
+        if location in self.gated:
+            await self.gate.wait()
+        return await super().read(location)
+
+
+@pytest.mark.anyio
+async def test_first_task_arrives_before_the_last_manifest_is_read(tmp_path: Path) -> None:
+    _, md = await _table(tmp_path, 6, 10)
+    snap = md.current_snapshot()
+    assert snap is not None
+    scan0 = TableScan(LocalFileIO(fsync=False), md, **_fresh())
+    last = (await scan0.manifests())[-1].manifest_path
+    io = _GatedIO({last})
+    scan = TableScan(io, md, **_fresh(io_concurrency=2))
+    async with contextlib.aclosing(scan.plan_files()) as tasks:
+        first = await tasks.__anext__()  # the gate is shut: this returns only if planning streams
+        assert first.file.file_path and not io.gate.is_set()
+        io.gate.set()
+        rest = [t async for t in tasks]
+    assert len(rest) == 59
+
+
+@pytest.mark.anyio
+async def test_closing_early_stops_the_pipeline(tmp_path: Path) -> None:
+    io, md = await _table(tmp_path, 8, 20)
+    scan = TableScan(io, md, **_fresh(io_concurrency=1, channel_size=1))
+    async with contextlib.aclosing(scan.plan_files()) as tasks:
+        async for _ in tasks:
+            break
+    assert scan.metrics.manifests_read < 8
+
+
+@pytest.mark.anyio
+async def test_process_decoding_agrees_with_thread_decoding(tmp_path: Path) -> None:
+    io, md = await _table(tmp_path, 8, 40)
+    decoder = shared_decoder(2)
+    decoder.start()
+    deadline = time.monotonic() + 60
+    while not decoder.warm and time.monotonic() < deadline:
+        await anyio.sleep(0.05)
+    for name, text in BENCH.filters(8, 40).items():
+        threaded = TableScan(io, md, text, **_fresh())
+        procs = TableScan(io, md, text, **_fresh(decode_workers=2, process_threshold_bytes=0))
+        a = sorted([(t.file.file_path, str(t.residual)) async for t in threaded.plan_files()])
+        b = sorted([(t.file.file_path, str(t.residual)) async for t in procs.plan_files()])
+        assert a == b, name
+        assert procs.metrics.decoded_in_processes == procs.metrics.manifests_read
+        assert procs.metrics.entries_read == threaded.metrics.entries_read
+
+
+@pytest.mark.anyio
+async def test_split_offsets_split_large_files_into_tasks(tmp_path: Path) -> None:
+    io, md = await _table(tmp_path, 1, 3)
+    scan = TableScan(io, md, **_fresh(split_size=1 << 19))
+    tasks = [t async for t in scan.plan_files()]
+    assert len(tasks) == 3 * 4
+    by_file: dict[str, list[tuple[int, int | None]]] = {}
+    for t in tasks:
+        by_file.setdefault(t.file.file_path, []).append((t.start, t.length))
+    for path, ranges in by_file.items():
+        size = next(t.file.file_size_in_bytes for t in tasks if t.file.file_path == path)
+        ranges.sort()
+        assert ranges[0][0] == 4 and sum(length or 0 for _, length in ranges) == size - 4
+    whole = [t async for t in TableScan(io, md, **_fresh(split_size=1 << 30)).plan_files()]
+    assert len(whole) == 3 and all(t.length is None and t.start == 0 for t in whole)
+
+
+@pytest.mark.anyio
+async def test_limit_stops_after_enough_rows(tmp_path: Path) -> None:
+    io, md = await _table(tmp_path, 6, 10)
+    scan = TableScan(io, md, limit=2500, **_fresh(io_concurrency=1, channel_size=1))
+    assert len(await _paths(scan)) == 3  # 1000 rows per file
+
+
+@pytest.mark.anyio
+async def test_snapshot_selection_errors_are_clear(tmp_path: Path) -> None:
+    io, md = await _table(tmp_path, 1, 1)
+    with pytest.raises(NotFoundError, match="snapshot 42"):
+        TableScan(io, md, snapshot_id=42)
+    with pytest.raises(NotFoundError, match="no branch or tag named 'nope'"):
+        TableScan(io, md, ref="nope")
+    with pytest.raises(NotFoundError, match="no snapshot was current"):
+        TableScan(io, md, as_of=1)
+    with pytest.raises(ValidationError, match="at most one"):
+        TableScan(io, md, snapshot_id=1, ref="main")
+    assert len(await _paths(TableScan(io, md, ref="main", **_fresh()))) == 1
+
+
+@pytest.mark.anyio
+async def test_empty_table_plans_nothing() -> None:
+    schema = Schema(NestedField(1, "id", LongType()))
+    md = new_table_metadata(schema, UNPARTITIONED, UNSORTED, "memory://empty", {}, 2)
+    assert await _paths(TableScan(MemoryFileIO(), md, "id = 1", **_fresh())) == []
+
+
+# -- equality and position deletes by sequence number ------------------------------------------
+
+
+def _file(
+    path: str, content: DataFileContent, partition: tuple[Any, ...], spec_id: int, **kw: Any
+) -> DataFile:
+    return DataFile(content, path, FileFormat.PARQUET, partition, 10, 100, spec_id=spec_id, **kw)
+
+
+async def _commit(
+    io: FileIO, md: TableMetadata, manifests: list[tuple[list[DataFile], PartitionSpec, ManifestContent]]
+) -> TableMetadata:
+    """One snapshot adding one manifest per group, on top of the current one."""
+    from aioiceberg.spec.manifest import read_manifest_list
+
+    parent = md.current_snapshot()
+    old = []
+    if parent is not None and parent.manifest_list is not None:
+        old = read_manifest_list(await io.read(parent.manifest_list))
+    snapshot_id = (parent.snapshot_id + 1) if parent else 1
+    seq = md.last_sequence_number + 1
+    new = []
+    for files, spec, content in manifests:
+        entries = [ManifestEntry(ManifestEntryStatus.ADDED, None, None, None, f) for f in files]
+        path = f"{md.location}/m-{uuid.uuid4().hex}.avro"
+        data, mf = write_manifest(entries, spec, md.schema(), 2, snapshot_id, content, manifest_path=path)
+        await io.write(path, data)
+        new.append(mf)
+    lpath = f"{md.location}/snap-{snapshot_id}.avro"
+    parent_id = parent.snapshot_id if parent else None
+    await io.write(lpath, write_manifest_list([*old, *new], 2, snapshot_id, parent_id, seq))
+    snap = Snapshot(snapshot_id, parent_id, seq, 1000 * seq, lpath, Summary(Operation.APPEND), 0)
+    return md.replace(
+        snapshots=(*md.snapshots, snap),
+        current_snapshot_id=snapshot_id,
+        last_sequence_number=seq,
+        snapshot_log=(*md.snapshot_log, SnapshotLogEntry(snapshot_id, 1000 * seq)),
+    )
+
+
+@pytest.mark.anyio
+async def test_delete_files_apply_by_sequence_number_partition_and_path() -> None:
+    io = MemoryFileIO()
+    schema = Schema(NestedField(1, "id", LongType()), NestedField(2, "cat", StringType()))
+    spec = PartitionSpec(0, (PartitionField((2,), 1000, parse_transform("identity"), "cat"),))
+    md = new_table_metadata(schema, spec, UNSORTED, f"memory://t-{uuid.uuid4().hex}", {}, 2)
+    unpartitioned = PartitionSpec(1, ())
+    md = md.replace(partition_specs=(*md.partition_specs, unpartitioned))
+    D, P, E = DataFileContent.DATA, DataFileContent.POSITION_DELETES, DataFileContent.EQUALITY_DELETES
+    md = await _commit(
+        io, md, [([_file("a1", D, ("a",), 0), _file("b1", D, ("b",), 0)], spec, ManifestContent.DATA)]
+    )
+    path_lo = {2147483546: b"a1"}
+    md = await _commit(
+        io,
+        md,
+        [
+            (
+                [
+                    _file("eq-a-2", E, ("a",), 0, equality_ids=(1,)),
+                    _file("pos-a-2", P, ("a",), 0, lower_bounds=path_lo, upper_bounds=path_lo),
+                ],
+                spec,
+                ManifestContent.DELETES,
+            ),
+            ([_file("eq-global-2", E, (), 1, equality_ids=(1,))], unpartitioned, ManifestContent.DELETES),
+        ],
+    )
+    md = await _commit(
+        io,
+        md,
+        [
+            ([_file("a3", D, ("a",), 0)], spec, ManifestContent.DATA),
+            (
+                [_file("pos-a-3", P, ("a",), 0), _file("eq-a-3", E, ("a",), 0, equality_ids=(1,))],
+                spec,
+                ManifestContent.DELETES,
+            ),
+        ],
+    )
+    scan = TableScan(io, md, **_fresh())
+    got = {t.file.file_path: sorted(d.file_path for d in t.delete_files) async for t in scan.plan_files()}
+    assert got == {
+        # seq 1: every later delete of its partition, the global one, the path-bound one
+        "a1": ["eq-a-2", "eq-a-3", "eq-global-2", "pos-a-2", "pos-a-3"],
+        "b1": ["eq-global-2"],
+        # seq 3: position deletes of the same sequence number apply, equality deletes do not
+        "a3": ["pos-a-3"],
+    }
+    assert scan.metrics.delete_files == 5
+
+
+def test_delete_index_ignores_deletes_bounded_to_other_paths() -> None:
+    index = DeleteIndex()
+    bounded = _file(
+        "pos",
+        DataFileContent.POSITION_DELETES,
+        ("a",),
+        0,
+        lower_bounds={2147483546: b"s3://b/f1"},
+        upper_bounds={2147483546: b"s3://b/f3"},
+    )
+    index.add(ManifestEntry(ManifestEntryStatus.ADDED, 1, 2, 2, bounded))
+    assert index.for_data_file(1, _file("s3://b/f2", DataFileContent.DATA, ("a",), 0)) == (bounded,)
+    assert index.for_data_file(1, _file("s3://b/f4", DataFileContent.DATA, ("a",), 0)) == ()
+    assert index.for_data_file(3, _file("s3://b/f2", DataFileContent.DATA, ("a",), 0)) == ()
+
+
+def test_benchmark_tiny_mode_runs() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "plan.py"), "--tiny"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| local")]
+    assert len(rows) == 4
