@@ -150,14 +150,14 @@ class _OpenFile:
                 self.nans[fid] = self.nans.get(fid, 0) + n
         return int(self.sink.tell())
 
-    def close(self) -> tuple[pa.Buffer, pq.FileMetaData]:
+    def close(self) -> tuple[bytes, pq.FileMetaData]:
         self.writer.close()
         buffer = self.sink.getvalue()
         inner = getattr(self.writer, "writer", None)
         metadata = getattr(inner, "metadata", None)
         if metadata is None:
             metadata = pq.read_metadata(pa.BufferReader(buffer))
-        return buffer, metadata
+        return buffer.to_pybytes(), metadata
 
 
 def data_file_from_metrics(
@@ -334,11 +334,11 @@ class _Writer:
             await self._finish(part, current)
 
     async def _finish(self, part: _Partition, current: _OpenFile) -> None:
-        buffer, metadata = await anyio.to_thread.run_sync(current.close, limiter=self.cpu)
+        data, metadata = await anyio.to_thread.run_sync(current.close, limiter=self.cpu)
         metrics = metrics_from_parquet(metadata, self.schema, self.properties, current.nans)
         data_file = data_file_from_metrics(
             current.location,
-            buffer.size,
+            len(data),
             metrics,
             partition=part.values,
             spec_id=self.spec.spec_id,
@@ -348,7 +348,7 @@ class _Writer:
         seq = self._seq
         async with self.uploads:
             self.written.append(current.location)
-            await self.io.write(current.location, buffer.to_pybytes())
+            await self.io.write(current.location, data)
         self.results.append((part.index, seq, data_file))
 
     async def _cleanup(self) -> None:
@@ -426,8 +426,8 @@ def _encode(table: pa.Table, schema: Schema, properties: Mapping[str, str]) -> t
     rows = max(1, min(options.row_group_rows, table.num_rows))
     for start in range(0, max(table.num_rows, 1), rows):
         f.write(table.slice(start, rows))
-    buffer, metadata = f.close()
-    return buffer.to_pybytes(), metrics_from_parquet(metadata, schema, properties, f.nans)
+    data, metadata = f.close()
+    return data, metrics_from_parquet(metadata, schema, properties, f.nans)
 
 
 async def write_position_delete_file(

@@ -1,9 +1,10 @@
 """Split Arrow data by partition, vectorised.
 
 Each partition field's transform runs over the whole source column at once
-(``Transform.apply_arrow``); pyarrow's hash group-by then finds the distinct partition
-tuples and the rows of each, so no Python code runs per row (bucket and truncate on a
-few types excepted, see ``transforms``).
+(``Transform.apply_arrow``); one stable sort of the keys then brings each partition's
+rows together, so a single ``take`` of the table and zero-copy slices give every
+partition, and no Python code runs per row (bucket and truncate on a few types
+excepted, see ``transforms``). Key types the sort lacks fall back to a hash group-by.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -88,6 +90,9 @@ def split_by_partition(
     Partition values follow the project's value convention (days / micros as ints,
     ``uuid.UUID``, ``Decimal``, ``bytes``); void fields give None. Rows keep their
     relative order within each partition.
+
+    One stable sort of the keys and one ``take`` of the table put each partition's rows
+    together; the partitions are then zero-copy slices of that one table.
     """
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
@@ -95,24 +100,62 @@ def split_by_partition(
         return [((), table)]
     keys = partition_keys(table, schema, spec)
     result_types = [f.transform.result_type(schema.find_type(f.source_id)) for f in spec.fields]
-    if table.num_rows == 0:
+    n = table.num_rows
+    if n == 0:
         return []
-    names = [f"k{i}" for i in range(len(keys))]
-    key_table = pa.table([*keys, pa.array(range(table.num_rows), pa.int64())], names=[*names, _ROW])
-    non_null = [n for n, k in zip(names, keys, strict=True) if k.null_count < len(k)]
-    if not non_null:  # only void / all-null fields: one partition
+    live = [i for i, k in enumerate(keys) if k.null_count < len(k)]
+    if not live:  # only void / all-null fields: one partition
         return [(tuple(None for _ in keys), table)]
-    grouped = key_table.group_by(non_null, use_threads=False).aggregate([(_ROW, "list")])
-    rows = grouped.column(f"{_ROW}_list")
-    columns = {n: grouped.column(n).to_pylist() for n in non_null}
+    try:
+        order, starts, firsts = _sorted_groups([keys[i] for i in live], n)
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        order, starts, firsts = _grouped_by_hash([keys[i] for i in live], n)
+    bounds = [*starts.tolist(), n]
+    # Each group's first row in sorted order is its first row in the input (the sort is
+    # stable), so ordering groups by it gives the order of first appearance.
+    first_rows = order.take(pa.array(starts)).to_numpy()
+    by_appearance = np.argsort(first_rows, kind="stable").tolist()
+    columns = dict(zip(live, firsts, strict=True))
+    rows = table if len(starts) == 1 else table.take(order)
     out: list[tuple[tuple[Any, ...], pa.Table]] = []
-    for g in range(grouped.num_rows):
+    for g in by_appearance:
         partition = tuple(
-            _to_value(columns[n][g], t) if n in columns else None
-            for n, t in zip(names, result_types, strict=True)
+            _to_value(columns[i][g], t) if i in columns else None for i, t in enumerate(result_types)
         )
-        if grouped.num_rows == 1:
-            out.append((partition, table))
-        else:
-            out.append((partition, table.take(rows[g].values)))
+        out.append((partition, rows.slice(bounds[g], bounds[g + 1] - bounds[g])))
     return out
+
+
+def _sorted_groups(keys: list[pa.ChunkedArray], n: int) -> tuple[pa.Array, np.ndarray, list[list[Any]]]:
+    """A stable sort order of the rows by ``keys``, where each run of equal keys starts in
+    that order (nulls equal nulls, NaN equals NaN), and each key's value in each run."""
+    names = [f"k{i}" for i in range(len(keys))]
+    order = pc.sort_indices(pa.table(keys, names=names), sort_keys=[(m, "ascending") for m in names])
+    differs = np.zeros(n, dtype=bool)
+    differs[0] = True
+    ordered: list[pa.Array] = []
+    for key in keys:
+        column = key.take(order)
+        column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        ordered.append(column)
+        a, b = column.slice(1), column.slice(0, n - 1)
+        change = pc.fill_null(pc.not_equal(a, b), False)
+        if column.null_count:
+            change = pc.or_(change, pc.not_equal(a.is_null(), b.is_null()))
+        if pa.types.is_floating(column.type):
+            both_nan = pc.and_(pc.fill_null(pc.is_nan(a), False), pc.fill_null(pc.is_nan(b), False))
+            change = pc.and_(change, pc.invert(both_nan))
+        differs[1:] |= change.to_numpy(zero_copy_only=False)
+    starts = np.flatnonzero(differs)
+    at = pa.array(starts)
+    return order, starts, [column.take(at).to_pylist() for column in ordered]
+
+
+def _grouped_by_hash(keys: list[pa.ChunkedArray], n: int) -> tuple[pa.Array, np.ndarray, list[list[Any]]]:
+    """The same as ``_sorted_groups`` through a hash group-by, for key types sort lacks."""
+    names = [f"k{i}" for i in range(len(keys))]
+    key_table = pa.table([*keys, pa.array(np.arange(n, dtype=np.int64))], names=[*names, _ROW])
+    grouped = key_table.group_by(names, use_threads=False).aggregate([(_ROW, "list")])
+    lists = grouped.column(f"{_ROW}_list").combine_chunks()
+    offsets = lists.offsets.to_numpy()
+    return lists.flatten(), offsets[:-1].astype(np.int64), [grouped.column(m).to_pylist() for m in names]
