@@ -1,3 +1,8 @@
 """aioiceberg: an asyncio, object-store-first storage engine for Apache Iceberg tables."""
 
+from aioiceberg.catalog import Catalog, connect, load_table
+from aioiceberg.table import Table, Transaction
+
 __version__ = "0.1.0"
+
+__all__ = ["Catalog", "Table", "Transaction", "__version__", "connect", "load_table"]

@@ -1,0 +1,72 @@
+"""The one seam every commit protocol implements: load the latest state, swap version N for N+1.
+
+Protocols differ only in where the commit point is (a create-only object, a DynamoDB
+item); requirement checks, applying updates and the retry loop are shared.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+
+from aioiceberg.commit.apply import apply_updates
+from aioiceberg.commit.requirements import TableRequirement, validate_requirements
+from aioiceberg.commit.updates import TableUpdate
+from aioiceberg.io.base import FileIO
+from aioiceberg.spec.metadata import TableMetadata
+
+__all__ = ["CommitProtocol", "TableState", "metadata_dir", "version_hint_path", "version_path"]
+
+
+@dataclass(frozen=True, slots=True)
+class TableState:
+    """One committed version: its metadata, the file it lives in and the protocol's version number."""
+
+    metadata: TableMetadata
+    metadata_location: str
+    version: int
+
+
+def metadata_dir(table_location: str) -> str:
+    return f"{table_location.rstrip('/')}/metadata"
+
+
+def version_path(table_location: str, version: int) -> str:
+    return f"{metadata_dir(table_location)}/v{version}.metadata.json"
+
+
+def version_hint_path(table_location: str) -> str:
+    return f"{metadata_dir(table_location)}/version-hint.text"
+
+
+class CommitProtocol(abc.ABC):
+    """Swaps table versions atomically on some store.
+
+    ``commit_table`` raises ``CommitFailedError`` (retryable) when another writer took the
+    version, ``CommitConflictError`` when a requirement no longer holds, and
+    ``CommitStateUnknownError`` when the outcome could not be settled.
+    """
+
+    io: FileIO
+
+    @abc.abstractmethod
+    async def load(self, table_location: str, *, since: TableState | None = None) -> TableState:
+        """The latest committed state (``TableNotFoundError`` if none); ``since`` is a known lower bound."""
+
+    @abc.abstractmethod
+    async def create(self, table_location: str, metadata: TableMetadata) -> TableState:
+        """Commit version 1; ``TableAlreadyExistsError`` when the table exists."""
+
+    @abc.abstractmethod
+    async def _swap(self, base: TableState, metadata: TableMetadata) -> TableState:
+        """Make ``metadata`` version ``base.version + 1`` or fail as described on the class."""
+
+    async def commit_table(
+        self, base: TableState, requirements: list[TableRequirement], updates: list[TableUpdate]
+    ) -> TableState:
+        validate_requirements(requirements, base.metadata)
+        metadata = apply_updates(base.metadata, updates, base_location=base.metadata_location)
+        return await self._swap(base, metadata)
+
+    async def aclose(self) -> None:
+        return None

@@ -1,0 +1,188 @@
+"""Commits by create-only writes: ``metadata/v{N}.metadata.json`` is created with If-None-Match.
+
+Exactly one writer can create each version file, on S3 (conditional PUT) and on a local
+disk (an atomic link), so no catalog service is needed. The latest version is found
+from ``version-hint.text`` and then by probing forward until a version is absent, so
+nothing is listed. Version numbers are never reused: a lost version is simply skipped.
+"""
+
+from __future__ import annotations
+
+from aioiceberg.commit.protocols.base import (
+    CommitProtocol,
+    TableState,
+    version_hint_path,
+    version_path,
+)
+from aioiceberg.errors import (
+    CommitFailedError,
+    CommitStateUnknownError,
+    ObjectNotFoundError,
+    PreconditionFailedError,
+    StoreError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    WriteOutcomeUnknownError,
+)
+from aioiceberg.io.base import FileIO
+from aioiceberg.io.probe import require_conditional_writes
+from aioiceberg.spec.metadata import TableMetadata
+from aioiceberg.spec.metadata_json import parse_table_metadata, serialize_table_metadata
+
+__all__ = [
+    "ConditionalWriteProtocol",
+    "find_latest_version",
+    "read_version_hint",
+    "resolve_unknown_create",
+    "update_version_hint",
+]
+
+_RESOLVE_ATTEMPTS = 3
+
+
+async def read_version_hint(io: FileIO, table_location: str) -> int | None:
+    try:
+        text = (await io.read(version_hint_path(table_location))).decode("utf-8", "replace").strip()
+    except ObjectNotFoundError:
+        return None
+    try:
+        return int(text.removeprefix("v").split(".")[0])
+    except ValueError:
+        return None
+
+
+async def find_latest_version(io: FileIO, table_location: str, start: int | None = None) -> int | None:
+    """The highest ``v{N}.metadata.json``: hint (or ``start``), then probe forward until absent.
+
+    Without a hint, gallop (1, 2, 4, ...) and bisect, so an old table costs O(log N) HEADs.
+    """
+    hint = await read_version_hint(io, table_location)
+    known = max(v for v in (hint, start, 0) if v is not None)
+    if known > (start or 0) and not await io.exists(version_path(table_location, known)):
+        known = start or 0  # a hint ahead of the files (a foreign writer): fall back
+    if known == 0:
+        if not await io.exists(version_path(table_location, 1)):
+            return None
+        low, step = 1, 1
+        while await io.exists(version_path(table_location, low + step)):
+            low, step = low + step, step * 2
+        high = low + step  # absent
+        while high - low > 1:
+            mid = (low + high) // 2
+            if await io.exists(version_path(table_location, mid)):
+                low = mid
+            else:
+                high = mid
+        known = low
+    while await io.exists(version_path(table_location, known + 1)):
+        known += 1
+    return known
+
+
+async def update_version_hint(io: FileIO, table_location: str, version: int) -> None:
+    """Best effort, never backwards: If-Match on the hint we read, give up on a newer one."""
+    path = version_hint_path(table_location)
+    for _ in range(3):
+        try:
+            try:
+                block = await io.read_block(path, 0, 64)
+            except ObjectNotFoundError:
+                await io.write_if_absent(path, str(version).encode())
+                return
+            etag = block.etag if block.etag else (await io.head(path)).etag
+            try:
+                current = int(block.data.decode("utf-8", "replace").strip().removeprefix("v"))
+            except ValueError:
+                current = None
+            if current is not None and current >= version:
+                return
+            await io.write_if_match(path, str(version).encode(), etag)
+            return
+        except (PreconditionFailedError, ObjectNotFoundError):
+            continue
+        except StoreError:
+            return
+
+
+async def resolve_unknown_create(io: FileIO, location: str, data: bytes) -> bool:
+    """After an unacknowledged create-only write: True if our bytes are there, False if another
+    writer's are. Re-sending the same create is safe (it can only land once); raises
+    CommitStateUnknownError when the store never answers clearly."""
+    last: Exception | None = None
+    for _ in range(_RESOLVE_ATTEMPTS):
+        try:
+            return await io.read(location) == data
+        except ObjectNotFoundError:
+            pass
+        except StoreError as exc:
+            last = exc
+            continue
+        try:
+            await io.write_if_absent(location, data)
+            return True
+        except PreconditionFailedError:
+            continue
+        except StoreError as exc:  # WriteOutcomeUnknownError included: look again
+            last = exc
+    raise CommitStateUnknownError(f"{location}: could not learn whether the commit landed ({last})")
+
+
+class ConditionalWriteProtocol(CommitProtocol):
+    """S3 conditional writes or local atomic creates; the store must pass the capability probe."""
+
+    def __init__(self, io: FileIO, *, probe_base: str | None = None) -> None:
+        self.io = io
+        self.probe_base = probe_base
+
+    async def load(self, table_location: str, *, since: TableState | None = None) -> TableState:
+        start = since.version if since is not None else None
+        version = await find_latest_version(self.io, table_location, start)
+        if version is None:
+            raise TableNotFoundError(f"no table at {table_location}")
+        location = version_path(table_location, version)
+        if since is not None and since.version == version and since.metadata_location == location:
+            return since
+        try:
+            data = await self.io.read(location)
+        except ObjectNotFoundError as exc:
+            raise TableNotFoundError(f"{location} vanished while loading") from exc
+        return TableState(parse_table_metadata(data, location), location, version)
+
+    async def _require(self, table_location: str) -> None:
+        await require_conditional_writes(self.io, self.probe_base or table_location)
+
+    async def create(self, table_location: str, metadata: TableMetadata) -> TableState:
+        await self._require(table_location)
+        if await find_latest_version(self.io, table_location) is not None:
+            raise TableAlreadyExistsError(f"a table exists at {table_location}")
+        location = version_path(table_location, 1)
+        data = serialize_table_metadata(metadata)
+        try:
+            await self.io.write_if_absent(location, data)
+        except PreconditionFailedError as exc:
+            raise TableAlreadyExistsError(f"a table exists at {table_location}") from exc
+        except WriteOutcomeUnknownError:
+            if not await resolve_unknown_create(self.io, location, data):
+                raise TableAlreadyExistsError(f"a table exists at {table_location}") from None
+        await update_version_hint(self.io, table_location, 1)
+        return TableState(metadata, location, 1)
+
+    async def _swap(self, base: TableState, metadata: TableMetadata) -> TableState:
+        table_location = base.metadata.location
+        await self._require(table_location)
+        version = base.version + 1
+        location = version_path(table_location, version)
+        data = serialize_table_metadata(metadata)
+        try:
+            await self.io.write_if_absent(location, data)
+        except PreconditionFailedError as exc:
+            raise CommitFailedError(
+                f"version {version} of {table_location} was committed by another writer"
+            ) from exc
+        except WriteOutcomeUnknownError:
+            if not await resolve_unknown_create(self.io, location, data):
+                raise CommitFailedError(
+                    f"version {version} of {table_location} was committed by another writer"
+                ) from None
+        await update_version_hint(self.io, table_location, version)
+        return TableState(metadata, location, version)

@@ -1,0 +1,529 @@
+"""Commits through a DynamoDB table: the commit point is a conditional PutItem of version N+1.
+
+Items are keyed by table identity (``table_id``, the table location) and ``version``; the
+latest version is one consistent query (newest first, limit 1). After the commit point
+the metadata is also copied to ``v{N+1}.metadata.json`` plus the version hint, so readers
+that do not use DynamoDB see the same history.
+
+``mode="lease"`` is for stores without conditional writes: a lease lock item (owner,
+lease id, heartbeat) serialises writers, who then write ``v{N+1}`` plainly. A lock is
+taken over only when its lease id stayed unchanged for a whole lease period, and a
+commit whose heartbeat lapsed is aborted before its commit point.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+import uuid
+import weakref
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from aioiceberg.commit.protocols.base import CommitProtocol, TableState, metadata_dir, version_path
+from aioiceberg.commit.protocols.conditional import (
+    find_latest_version,
+    resolve_unknown_create,
+    update_version_hint,
+)
+from aioiceberg.errors import (
+    CommitFailedError,
+    CommitStateUnknownError,
+    ConditionalWritesUnsupportedError,
+    ObjectNotFoundError,
+    PreconditionFailedError,
+    StoreError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    WriteOutcomeUnknownError,
+)
+from aioiceberg.io.base import FileIO
+from aioiceberg.io.s3_client import S3Options, _no_resend_session_cls
+from aioiceberg.spec.metadata import TableMetadata
+from aioiceberg.spec.metadata_json import parse_table_metadata, serialize_table_metadata
+
+__all__ = ["DynamoDbOptions", "DynamoDbProtocol", "LeaseLock", "close_dynamodb_clients"]
+
+_THROTTLES = {
+    "ThrottlingException",
+    "ProvisionedThroughputExceededException",
+    "RequestLimitExceeded",
+    "LimitExceededException",
+    "TransactionConflictException",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class DynamoDbOptions:
+    """Where the commit table lives; unset fields come from the standard AWS configuration."""
+
+    table_name: str
+    endpoint_url: str | None = None
+    region: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    session_token: str | None = None
+    profile: str | None = None
+    create_table: bool = True
+    mode: str = "commit"  # or "lease"
+    lease_ms: int = 10_000
+
+    @classmethod
+    def from_uri(cls, uri: str, storage_options: Mapping[str, Any] | None = None) -> DynamoDbOptions:
+        """``dynamodb://TABLE?mode=lease&lease_ms=5000&create_table=false&endpoint=...``."""
+        from urllib.parse import parse_qs, urlsplit
+
+        parts = urlsplit(uri)
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        table = parts.netloc or parts.path.strip("/")
+        if not table:
+            raise ValueError(f"no DynamoDB table name in {uri!r}")
+        options = dict(storage_options or {})
+        s3 = S3Options.from_storage_options(options)
+        endpoint = query.get("endpoint") or options.get("dynamodb.endpoint")
+        return cls(
+            table_name=table,
+            endpoint_url=endpoint,
+            region=query.get("region") or options.get("dynamodb.region") or s3.region,
+            access_key_id=options.get("dynamodb.access-key-id") or s3.access_key_id,
+            secret_access_key=options.get("dynamodb.secret-access-key") or s3.secret_access_key,
+            session_token=options.get("dynamodb.session-token") or s3.session_token,
+            profile=options.get("dynamodb.profile-name") or s3.profile,
+            create_table=str(query.get("create_table", options.get("dynamodb.create-table", "true"))).lower()
+            not in {"false", "0", "no"},
+            mode=query.get("mode", "commit"),
+            lease_ms=int(query.get("lease_ms", 10_000)),
+        )
+
+    def client_key(self) -> tuple[object, ...]:
+        return (
+            self.endpoint_url,
+            self.region,
+            self.access_key_id,
+            self.secret_access_key,
+            self.session_token,
+            self.profile,
+        )
+
+
+# -- one client per event loop (aiohttp pools are bound to their loop) -------------------------
+_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[object, ...], tuple[Any, Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+_CLIENT_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+    weakref.WeakKeyDictionary()
+)
+_READY_TABLES: set[tuple[object, ...]] = set()
+
+
+async def _client(options: DynamoDbOptions) -> Any:
+    loop = asyncio.get_running_loop()
+    clients = _CLIENTS.setdefault(loop, {})
+    key = options.client_key()
+    found = clients.get(key)
+    if found is not None:
+        return found[1]
+    async with _CLIENT_LOCKS.setdefault(loop, asyncio.Lock()):
+        found = clients.get(key)
+        if found is not None:
+            return found[1]
+        from aiobotocore.config import AioConfig
+        from aiobotocore.session import AioSession
+
+        session = AioSession(profile=options.profile) if options.profile else AioSession()
+        config = AioConfig(
+            max_pool_connections=64,
+            # A conditional PutItem must never be repeated blindly: retries are ours.
+            retries={"total_max_attempts": 1, "mode": "standard"},
+            http_session_cls=_no_resend_session_cls(),
+        )
+        kwargs: dict[str, Any] = {"config": config}
+        if options.endpoint_url:
+            kwargs["endpoint_url"] = options.endpoint_url
+        if options.region:
+            kwargs["region_name"] = options.region
+        elif not os.environ.get("AWS_DEFAULT_REGION") and not os.environ.get("AWS_REGION"):
+            kwargs["region_name"] = "us-east-1"
+        if options.access_key_id and options.secret_access_key:
+            kwargs["aws_access_key_id"] = options.access_key_id
+            kwargs["aws_secret_access_key"] = options.secret_access_key
+            if options.session_token:
+                kwargs["aws_session_token"] = options.session_token
+        context = session.create_client("dynamodb", **kwargs)
+        client = await context.__aenter__()
+        clients[key] = (context, client)
+        return client
+
+
+async def close_dynamodb_clients() -> None:
+    """Close the DynamoDB clients opened on the running loop."""
+    clients = _CLIENTS.pop(asyncio.get_running_loop(), None)
+    for context, _ in (clients or {}).values():
+        await context.__aexit__(None, None, None)
+
+
+def _code(exc: BaseException) -> str:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        return str(response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def _status(exc: BaseException) -> int:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        return int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+    return 0
+
+
+def _definite_refusal(exc: BaseException) -> bool:
+    """The request was answered with an error that means it was not applied."""
+    status = _status(exc)
+    return 400 <= status < 500
+
+
+class _Dynamo:
+    """Typed calls on the commit table, retried only where a retry cannot double-apply."""
+
+    def __init__(self, options: DynamoDbOptions) -> None:
+        self.options = options
+
+    async def client(self) -> Any:
+        client = await _client(self.options)
+        key = (*self.options.client_key(), self.options.table_name)
+        if key not in _READY_TABLES:
+            await self._ensure_table(client)
+            _READY_TABLES.add(key)
+        return client
+
+    async def _ensure_table(self, client: Any) -> None:
+        name = self.options.table_name
+        try:
+            await client.describe_table(TableName=name)
+            return
+        except Exception as exc:
+            if _code(exc) != "ResourceNotFoundException" or not self.options.create_table:
+                raise StoreError(f"DynamoDB table {name}: {exc}", retryable=False) from exc
+        try:
+            await client.create_table(
+                TableName=name,
+                KeySchema=[
+                    {"AttributeName": "table_id", "KeyType": "HASH"},
+                    {"AttributeName": "version", "KeyType": "RANGE"},
+                ],
+                AttributeDefinitions=[
+                    {"AttributeName": "table_id", "AttributeType": "S"},
+                    {"AttributeName": "version", "AttributeType": "N"},
+                ],
+                BillingMode="PAY_PER_REQUEST",
+            )
+        except Exception as exc:
+            if _code(exc) != "ResourceInUseException":  # created concurrently
+                raise StoreError(f"cannot create DynamoDB table {name}: {exc}") from exc
+        for _ in range(600):
+            described = await client.describe_table(TableName=name)
+            if described["Table"]["TableStatus"] == "ACTIVE":
+                return
+            await anyio.sleep(0.1)
+
+    async def call(self, method: str, **kwargs: Any) -> Any:
+        """An idempotent call (reads), retried on throttling and transport errors."""
+        delay = 0.05
+        for attempt in range(8):
+            client = await self.client()
+            try:
+                return await getattr(client, method)(TableName=self.options.table_name, **kwargs)
+            except Exception as exc:
+                code = _code(exc)
+                if code and code not in _THROTTLES and _status(exc) < 500:
+                    raise StoreError(f"DynamoDB {method}: {exc}") from exc
+                if attempt == 7:
+                    raise StoreError(f"DynamoDB {method}: {exc}", retryable=True) from exc
+            await anyio.sleep(delay)
+            delay = min(2.0, delay * 2)
+        raise AssertionError("unreachable")
+
+    async def put_if_absent(self, item: dict[str, Any], condition: str, **extra: Any) -> str:
+        """Conditional PutItem: "written", "exists", or "unknown" (may have landed)."""
+        delay = 0.05
+        for _attempt in range(8):
+            client = await self.client()
+            try:
+                await client.put_item(
+                    TableName=self.options.table_name, Item=item, ConditionExpression=condition, **extra
+                )
+                return "written"
+            except Exception as exc:
+                code = _code(exc)
+                if code == "ConditionalCheckFailedException":
+                    return "exists"
+                if code in _THROTTLES:
+                    await anyio.sleep(delay)
+                    delay = min(2.0, delay * 2)
+                    continue
+                if code and _definite_refusal(exc):
+                    raise StoreError(f"DynamoDB PutItem refused: {exc}") from exc
+                return "unknown"
+        raise StoreError("DynamoDB PutItem throttled too often", retryable=True)
+
+    async def latest(self, table_id: str) -> dict[str, Any] | None:
+        response = await self.call(
+            "query",
+            KeyConditionExpression="table_id = :t",
+            ExpressionAttributeValues={":t": {"S": table_id}},
+            ScanIndexForward=False,
+            Limit=1,
+            ConsistentRead=True,
+        )
+        items: list[dict[str, Any]] = response.get("Items", [])
+        return items[0] if items else None
+
+    async def get(self, table_id: str, version: int) -> dict[str, Any] | None:
+        response = await self.call(
+            "get_item", Key={"table_id": {"S": table_id}, "version": {"N": str(version)}}, ConsistentRead=True
+        )
+        item: dict[str, Any] | None = response.get("Item")
+        return item
+
+
+class LeaseLock:
+    """A lease on one table, held in the commit table under ``lock#{table}`` at version 0."""
+
+    def __init__(self, dynamo: _Dynamo, table_id: str, lease_ms: int) -> None:
+        self.dynamo = dynamo
+        self.key = {"table_id": {"S": f"lock#{table_id}"}, "version": {"N": "0"}}
+        self.lease_ms = lease_ms
+        self.owner = uuid.uuid4().hex
+        self.lease_id = ""
+        self.valid_until = 0.0  # monotonic: past it our lease may have been taken over
+
+    def _item(self) -> dict[str, Any]:
+        return {**self.key, "owner": {"S": self.owner}, "lease_id": {"S": self.lease_id}}
+
+    async def acquire(self, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        seen: tuple[str, float] | None = None  # (lease id, when first seen)
+        while time.monotonic() < deadline:
+            self.lease_id = uuid.uuid4().hex
+            started = time.monotonic()
+            if seen is None:
+                result = await self.dynamo.put_if_absent(self._item(), "attribute_not_exists(version)")
+            else:
+                result = await self.dynamo.put_if_absent(
+                    self._item(), "lease_id = :seen", ExpressionAttributeValues={":seen": {"S": seen[0]}}
+                )
+            if result == "written":
+                self.valid_until = started + self.lease_ms / 1000
+                return
+            if result == "unknown":
+                current = await self._current()
+                if current is not None and current.get("lease_id", {}).get("S") == self.lease_id:
+                    self.valid_until = started + self.lease_ms / 1000
+                    return
+            current = await self._current()
+            lease_id = current.get("lease_id", {}).get("S", "") if current is not None else None
+            if lease_id is None:
+                seen = None
+            elif seen is None or seen[0] != lease_id:
+                seen = (lease_id, time.monotonic())  # the holder is alive: restart the clock
+            elif time.monotonic() - seen[1] >= self.lease_ms / 1000:
+                continue  # unchanged for a whole lease: take over (conditional on that lease id)
+            await anyio.sleep(min(0.05 + self.lease_ms / 20000, 0.5))
+        raise CommitFailedError(f"could not acquire the commit lease for {self.key['table_id']['S']}")
+
+    async def _current(self) -> dict[str, Any] | None:
+        response = await self.dynamo.call("get_item", Key=self.key, ConsistentRead=True)
+        item: dict[str, Any] | None = response.get("Item")
+        return item
+
+    async def heartbeat(self) -> bool:
+        """Renew the lease (new lease id, conditional on ours); False once it was lost."""
+        new_id = uuid.uuid4().hex
+        started = time.monotonic()
+        client = await self.dynamo.client()
+        try:
+            await client.update_item(
+                TableName=self.dynamo.options.table_name,
+                Key=self.key,
+                UpdateExpression="SET lease_id = :new",
+                ConditionExpression="lease_id = :mine AND #o = :owner",
+                ExpressionAttributeNames={"#o": "owner"},
+                ExpressionAttributeValues={
+                    ":new": {"S": new_id},
+                    ":mine": {"S": self.lease_id},
+                    ":owner": {"S": self.owner},
+                },
+            )
+        except Exception:
+            return False
+        self.lease_id = new_id
+        self.valid_until = started + self.lease_ms / 1000
+        return True
+
+    def lapsed(self, margin_s: float = 0.0) -> bool:
+        return time.monotonic() + margin_s >= self.valid_until
+
+    async def release(self) -> None:
+        client = await self.dynamo.client()
+        with contextlib.suppress(Exception):
+            await client.delete_item(
+                TableName=self.dynamo.options.table_name,
+                Key=self.key,
+                ConditionExpression="lease_id = :mine",
+                ExpressionAttributeValues={":mine": {"S": self.lease_id}},
+            )
+
+    @contextlib.asynccontextmanager
+    async def held(self) -> AsyncIterator[LeaseLock]:
+        await self.acquire()
+        try:
+            async with anyio.create_task_group() as tg:
+
+                async def beat() -> None:
+                    while True:
+                        await anyio.sleep(self.lease_ms / 3000)
+                        if not await self.heartbeat():
+                            return
+
+                tg.start_soon(beat)
+                try:
+                    yield self
+                finally:
+                    tg.cancel_scope.cancel()
+        finally:
+            await self.release()
+
+
+class DynamoDbProtocol(CommitProtocol):
+    def __init__(self, io: FileIO, options: DynamoDbOptions) -> None:
+        self.io = io
+        self.options = options
+        self.dynamo = _Dynamo(options)
+
+    @staticmethod
+    def table_id(table_location: str) -> str:
+        return table_location.rstrip("/")
+
+    async def load(self, table_location: str, *, since: TableState | None = None) -> TableState:
+        if self.options.mode == "lease":
+            return await self._load_files(table_location, since)
+        item = await self.dynamo.latest(self.table_id(table_location))
+        if item is None:
+            return await self._load_files(table_location, since)
+        location = item["metadata_location"]["S"]
+        version = int(item["version"]["N"])
+        if since is not None and since.version == version and since.metadata_location == location:
+            return since
+        data = await self.io.read(location)
+        return TableState(parse_table_metadata(data, location), location, version)
+
+    async def _load_files(self, table_location: str, since: TableState | None) -> TableState:
+        version = await find_latest_version(self.io, table_location, since.version if since else None)
+        if version is None:
+            raise TableNotFoundError(f"no table at {table_location}")
+        location = version_path(table_location, version)
+        try:
+            data = await self.io.read(location)
+        except ObjectNotFoundError as exc:
+            raise TableNotFoundError(f"{location} vanished while loading") from exc
+        return TableState(parse_table_metadata(data, location), location, version)
+
+    async def create(self, table_location: str, metadata: TableMetadata) -> TableState:
+        if await find_latest_version(self.io, table_location) is not None:
+            raise TableAlreadyExistsError(f"a table exists at {table_location}")
+        if self.options.mode == "lease":
+            lock = LeaseLock(self.dynamo, self.table_id(table_location), self.options.lease_ms)
+            async with lock.held():
+                if await find_latest_version(self.io, table_location) is not None:
+                    raise TableAlreadyExistsError(f"a table exists at {table_location}")
+                return await self._write_version_file(table_location, 1, metadata, lock)
+        try:
+            return await self._commit_item(table_location, 1, metadata)
+        except CommitFailedError as exc:
+            raise TableAlreadyExistsError(f"a table exists at {table_location}") from exc
+
+    async def _swap(self, base: TableState, metadata: TableMetadata) -> TableState:
+        table_location = base.metadata.location
+        if self.options.mode == "lease":
+            lock = LeaseLock(self.dynamo, self.table_id(table_location), self.options.lease_ms)
+            async with lock.held():
+                latest = await self._load_files(table_location, base)
+                if latest.version != base.version:
+                    raise CommitFailedError(f"{table_location} moved on to version {latest.version}")
+                return await self._write_version_file(table_location, base.version + 1, metadata, lock)
+        return await self._commit_item(table_location, base.version + 1, metadata)
+
+    async def _write_version_file(
+        self, table_location: str, version: int, metadata: TableMetadata, lock: LeaseLock
+    ) -> TableState:
+        location = version_path(table_location, version)
+        data = serialize_table_metadata(metadata)
+        if lock.lapsed(margin_s=lock.lease_ms / 3000):
+            raise CommitFailedError(f"the commit lease for {table_location} lapsed before the commit point")
+        if await self.io.exists(location):
+            raise CommitFailedError(f"version {version} of {table_location} already exists")
+        try:
+            await self.io.write(location, data)
+        except StoreError as exc:
+            raise CommitStateUnknownError(f"{location}: the version write failed midway: {exc}") from exc
+        with contextlib.suppress(StoreError):
+            await self.io.write(f"{metadata_dir(table_location)}/version-hint.text", str(version).encode())
+        return TableState(metadata, location, version)
+
+    async def _commit_item(self, table_location: str, version: int, metadata: TableMetadata) -> TableState:
+        commit_id = uuid.uuid4().hex
+        location = f"{metadata_dir(table_location)}/{version:05d}-{commit_id}.metadata.json"
+        data = serialize_table_metadata(metadata)
+        await self.io.write(location, data)
+        table_id = self.table_id(table_location)
+        item = {
+            "table_id": {"S": table_id},
+            "version": {"N": str(version)},
+            "metadata_location": {"S": location},
+            "commit_id": {"S": commit_id},
+            "committed_ms": {"N": str(int(time.time() * 1000))},
+        }
+        for _ in range(3):
+            result = await self.dynamo.put_if_absent(item, "attribute_not_exists(version)")
+            if result == "written":
+                break
+            try:
+                found = await self.dynamo.get(table_id, version)
+            except StoreError as exc:
+                raise CommitStateUnknownError(
+                    f"{table_location} v{version}: cannot read back: {exc}"
+                ) from exc
+            if found is not None:
+                if found.get("commit_id", {}).get("S") == commit_id:
+                    break  # ours landed unacknowledged
+                with contextlib.suppress(StoreError):
+                    await self.io.delete(location)
+                raise CommitFailedError(
+                    f"version {version} of {table_location} was committed by another writer"
+                )
+            # absent after an unknown outcome: send the same item again (it can land only once)
+        else:
+            raise CommitStateUnknownError(f"{table_location} v{version}: DynamoDB never answered clearly")
+        await self._copy_for_readers(table_location, version, data)
+        return TableState(metadata, location, version)
+
+    async def _copy_for_readers(self, table_location: str, version: int, data: bytes) -> None:
+        """Best effort: the commit already happened; a missing copy only hides it from file readers."""
+        path = version_path(table_location, version)
+        try:
+            try:
+                await self.io.write_if_absent(path, data)
+            except ConditionalWritesUnsupportedError:
+                await self.io.write(path, data)
+            except WriteOutcomeUnknownError:
+                await resolve_unknown_create(self.io, path, data)
+            except PreconditionFailedError:
+                return
+            await update_version_hint(self.io, table_location, version)
+        except (StoreError, CommitStateUnknownError):
+            return

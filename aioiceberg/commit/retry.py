@@ -1,0 +1,189 @@
+"""The commit loop: build the change on the latest state, swap, and on a lost race rebase and retry.
+
+The loop asks each error whether a retry can help (``retryable``); backoff and limits
+come from the table properties Java and PyIceberg use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+import weakref
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import anyio
+
+from aioiceberg.commit.apply import apply_updates
+from aioiceberg.commit.protocols.base import CommitProtocol, TableState
+from aioiceberg.commit.requirements import AssertRefSnapshotId, TableRequirement
+from aioiceberg.commit.snapshot_producer import Change
+from aioiceberg.commit.updates import TableUpdate
+from aioiceberg.errors import CommitConflictError, CommitFailedError, CommitStateUnknownError, IcebergError
+
+__all__ = ["IN_PROCESS_LOCK", "CommitStats", "RetryConfig", "commit_changes"]
+
+IN_PROCESS_LOCK = "commit.in-process-lock"
+"""Table property: tasks of one process take turns committing to a table (default true).
+
+Racing them only burns requests: all but one lose each version and redo their manifest
+list. Writers in other processes or hosts still race through the protocol."""
+
+_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+@contextlib.asynccontextmanager
+async def _turn(table_location: str, enabled: bool) -> AsyncIterator[None]:
+    if not enabled:
+        yield
+        return
+    locks = _LOCKS.setdefault(asyncio.get_running_loop(), {})
+    lock = locks.setdefault(table_location, asyncio.Lock())
+    async with lock:
+        yield
+
+
+@dataclass(frozen=True, slots=True)
+class RetryConfig:
+    num_retries: int = 4
+    min_wait_ms: int = 100
+    max_wait_ms: int = 60_000
+    total_timeout_ms: int = 1_800_000
+    in_process_lock: bool = True
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, str]) -> RetryConfig:
+        def get(key: str, default: int) -> int:
+            try:
+                return int(properties.get(key, default))
+            except ValueError:
+                return default
+
+        return cls(
+            get("commit.retry.num-retries", 4),
+            get("commit.retry.min-wait-ms", 100),
+            get("commit.retry.max-wait-ms", 60_000),
+            get("commit.retry.total-timeout-ms", 1_800_000),
+            str(properties.get(IN_PROCESS_LOCK, "true")).lower() != "false",
+        )
+
+    def delay(self, retry: int) -> float:
+        """Exponential from min-wait with full jitter, so racing writers spread out."""
+        ceiling = min(self.max_wait_ms, self.min_wait_ms * (2**retry))
+        return random.uniform(self.min_wait_ms / 2, max(self.min_wait_ms / 2, ceiling)) / 1000
+
+
+@dataclass
+class CommitStats:
+    """What one commit cost: attempts made (1 = no retry)."""
+
+    attempts: int = 0
+
+
+def _dedupe(requirements: list[TableRequirement]) -> list[TableRequirement]:
+    """Keep the first requirement of each kind: later changes in a transaction build on the
+    earlier ones' output, so only the first describes the table as found."""
+    seen: set[object] = set()
+    out: list[TableRequirement] = []
+    for r in requirements:
+        key: object = (type(r), r.ref) if isinstance(r, AssertRefSnapshotId) else type(r)
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
+
+
+async def _build(
+    protocol: CommitProtocol, base: TableState, changes: Sequence[Change], attempt: int
+) -> tuple[list[TableRequirement], list[TableUpdate]]:
+    metadata = base.metadata
+    requirements: list[TableRequirement] = []
+    updates: list[TableUpdate] = []
+    for change in changes:
+        change_updates, change_requirements = await change.build(protocol.io, metadata, attempt)
+        metadata = apply_updates(metadata, change_updates)
+        requirements.extend(change_requirements)
+        updates.extend(change_updates)
+    return _dedupe(requirements), updates
+
+
+def _landed(state: TableState, changes: Sequence[Change]) -> bool:
+    ids = [c.snapshot_id for c in changes if c.snapshot_id is not None]
+    return bool(ids) and all(state.metadata.snapshot_by_id(i) is not None for i in ids)
+
+
+async def commit_changes(
+    protocol: CommitProtocol,
+    table_location: str,
+    base: TableState,
+    changes: Sequence[Change],
+    config: RetryConfig,
+    stats: CommitStats | None = None,
+) -> TableState:
+    """Commit ``changes`` as one new version, rebasing on lost races; returns the new state.
+
+    On a definite failure every file the changes wrote is deleted; on an unknown outcome
+    nothing is.
+    """
+    async with _turn(table_location, config.in_process_lock):
+        return await _commit_loop(protocol, table_location, base, changes, config, stats)
+
+
+async def _commit_loop(
+    protocol: CommitProtocol,
+    table_location: str,
+    base: TableState,
+    changes: Sequence[Change],
+    config: RetryConfig,
+    stats: CommitStats | None,
+) -> TableState:
+    stats = stats if stats is not None else CommitStats()
+    deadline = time.monotonic() + config.total_timeout_ms / 1000
+    state = base
+    retry = 0
+    if config.in_process_lock and retry == 0:
+        # Our turn may come long after this table object was loaded: start from the latest.
+        state = await protocol.load(table_location, since=state)
+    while True:
+        stats.attempts += 1
+        try:
+            requirements, updates = await _build(protocol, state, changes, retry)
+            new_state = await protocol.commit_table(state, requirements, updates)
+        except CommitStateUnknownError:
+            raise
+        except IcebergError as exc:
+            if not exc.retryable or retry >= config.num_retries or time.monotonic() >= deadline:
+                await _abort(protocol, changes)
+                if isinstance(exc, CommitFailedError) and not isinstance(exc, CommitConflictError):
+                    raise CommitConflictError(f"gave up after {retry + 1} attempts: {exc}") from exc
+                raise
+            await anyio.sleep(config.delay(retry))
+            retry += 1
+            try:
+                state = await protocol.load(table_location, since=state)
+            except IcebergError as load_error:
+                await _abort(protocol, changes)
+                raise CommitConflictError(f"cannot reload the table to retry: {load_error}") from exc
+            if _landed(state, changes):  # an earlier attempt landed after all
+                await _committed(protocol, changes, state)
+                return state
+            continue
+        except BaseException:
+            # Cancelled or an unexpected bug mid-attempt: the write may be in flight, keep files.
+            raise
+        await _committed(protocol, changes, new_state)
+        return new_state
+
+
+async def _committed(protocol: CommitProtocol, changes: Sequence[Change], state: TableState) -> None:
+    for change in changes:
+        await change.committed(protocol.io, state.metadata)
+
+
+async def _abort(protocol: CommitProtocol, changes: Sequence[Change]) -> None:
+    for change in changes:
+        await change.aborted(protocol.io)
