@@ -24,6 +24,8 @@ from aioiceberg.spec.schema import Schema
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from aioiceberg.table_scan import Scan
+
 __all__ = ["Table", "Transaction"]
 
 IO_CONCURRENCY = "write.io-concurrency"
@@ -110,9 +112,9 @@ class Table:
         as_of: Any = None,
         limit: int | None = None,
         **options: Any,
-    ) -> Any:
-        """The planning engine's scan of this table (see ``aioiceberg.scan.TableScan``)."""
-        from aioiceberg.scan import TableScan
+    ) -> Scan:
+        """A scan of this table: ``plan_files()``, ``to_batches()``, ``to_arrow()``."""
+        from aioiceberg.table_scan import Scan
 
         kwargs: dict[str, Any] = {
             "selected_fields": tuple(selected_fields),
@@ -125,7 +127,7 @@ class Table:
         }
         if row_filter is not None:
             kwargs["row_filter"] = row_filter
-        return TableScan(self.io, self.metadata, **kwargs)
+        return Scan(self.io, self.metadata, **kwargs)
 
     # -- writes ------------------------------------------------------------
     def _writer(self) -> CommitProtocol:
