@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[s3,test,dev]'
+	$(PY) -m pip install -q -e '.[s3,test,dev,spark]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -29,6 +29,9 @@ unit: $(STAMP) localstack-setup
 	$(VENV)/bin/pytest -n 2 -q
 
 test: lint typecheck unit
+
+demo: $(STAMP)
+	$(VENV)/bin/aioiceberg --warehouse ./warehouse demo
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

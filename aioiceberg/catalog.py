@@ -1,22 +1,43 @@
-"""A minimal warehouse catalog: tables at ``{root}/{namespace path}/{table}``, protocol chosen by URI.
+"""The warehouse catalog: namespaces and tables as prefixes under one root, on any store.
 
-No catalog service: the table directory is the table. ``lock=None`` commits by
-conditional writes on the store itself (S3 If-None-Match, atomic local create);
-``lock="dynamodb://TABLE"`` commits through a DynamoDB table.
+There is no catalog service: the table directory *is* the table. A table lives at
+``{root}/{namespace path}/{name}`` and exists while ``metadata/v{N}.metadata.json``
+files exist there (the version chain the commit protocol swaps). A namespace exists
+while it has a properties file (``{namespace path}/.namespace.json``) or holds a table.
+
+``lock=None`` commits by conditional writes on the store itself (S3 If-None-Match, an
+atomic local create); ``lock="dynamodb://TABLE"`` commits through a DynamoDB table.
+
+Dropping a table without ``purge`` *unregisters* it: the latest metadata is kept as
+``metadata/{N:05d}-dropped-{uuid}.metadata.json`` and only the version chain
+(``v*.metadata.json``, ``version-hint.text``) is deleted. Data files, manifests and
+statistics stay, the table stays readable (read-only) through that file or its
+location, and :meth:`Catalog.register_table` brings it back. See docs/catalog.md.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from aioiceberg.commit.protocols.base import CommitProtocol, TableState, metadata_dir
+from aioiceberg.commit.protocols.base import (
+    CommitProtocol,
+    TableState,
+    metadata_dir,
+    version_hint_path,
+)
 from aioiceberg.commit.protocols.conditional import ConditionalWriteProtocol
 from aioiceberg.errors import (
+    NamespaceAlreadyExistsError,
+    NamespaceNotFoundError,
     ObjectNotFoundError,
+    PreconditionFailedError,
     TableAlreadyExistsError,
     TableNotFoundError,
+    UnsupportedError,
     ValidationError,
 )
 from aioiceberg.io.base import FileIO
@@ -36,10 +57,24 @@ from aioiceberg.table import Table
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["Catalog", "connect", "load_table", "parse_partition_by"]
+__all__ = [
+    "NAMESPACE_FILE",
+    "Catalog",
+    "NamespaceNotEmptyError",
+    "connect",
+    "load_table",
+    "parse_partition_by",
+]
+
+NAMESPACE_FILE = ".namespace.json"
 
 _TRANSFORM = re.compile(r"^\s*(\w+)\s*\(\s*(?:(\d+)\s*,\s*)?([^()]+?)\s*\)\s*(?:as\s+(\w+))?\s*$", re.I)
 _SIMPLE_NAME = re.compile(r"^\s*([^()\s]+)\s*$")
+_VERSION_FILE = re.compile(r"^v(\d+)\.metadata\.json$")
+
+
+class NamespaceNotEmptyError(ValidationError):
+    """A namespace still holds tables or child namespaces, so dropping it would orphan them."""
 
 
 def parse_partition_by(items: Sequence[str] | PartitionSpec | None, schema: Schema) -> PartitionSpec:
@@ -100,8 +135,19 @@ def _protocol(
     raise ValidationError(f"unknown lock {lock!r}: use None or 'dynamodb://TABLE'")
 
 
+def _parts(name: str | Sequence[str], what: str) -> list[str]:
+    parts = name.split(".") if isinstance(name, str) else list(name)
+    if any(not p or "/" in p or p.startswith(".") for p in parts):
+        raise ValidationError(f"{what} {name!r}: parts must be non-empty, without '/' or a leading '.'")
+    return parts
+
+
+def _name(identifier: str | Sequence[str]) -> str:
+    return identifier if isinstance(identifier, str) else ".".join(identifier)
+
+
 class Catalog:
-    """Tables under one warehouse root; every table commits through the same protocol."""
+    """Namespaces and tables under one warehouse root; every table commits through one protocol."""
 
     def __init__(
         self, root: str, *, lock: str | None = None, storage_options: Mapping[str, Any] | None = None
@@ -110,6 +156,9 @@ class Catalog:
         self.storage_options = dict(storage_options or {})
         self.io = resolve_io(self.root, self.storage_options)
         self.protocol = _protocol(self.io, self.root, lock, self.storage_options)
+
+    def __repr__(self) -> str:
+        return f"Catalog({self.root!r})"
 
     async def __aenter__(self) -> Catalog:
         return self
@@ -121,12 +170,38 @@ class Catalog:
         await self.protocol.aclose()
         await self.io.aclose()
 
+    # -- locations ---------------------------------------------------------------------------
     def table_location(self, identifier: str | Sequence[str]) -> str:
-        parts = identifier.split(".") if isinstance(identifier, str) else list(identifier)
-        if len(parts) < 2 or any(not p or "/" in p for p in parts):
+        parts = _parts(identifier, "table identifier")
+        if len(parts) < 2:
             raise ValidationError(f"table identifier {identifier!r} needs a namespace and a name")
         return "/".join([self.root, *parts])
 
+    def namespace_location(self, namespace: str | Sequence[str]) -> str:
+        parts = _parts(namespace, "namespace")
+        if not parts:
+            raise ValidationError("the namespace is empty")
+        return "/".join([self.root, *parts])
+
+    async def _keys(self, prefix: str) -> list[str]:
+        """Every object key below ``prefix`` (ending in ``/``), relative to it."""
+        return [
+            info.location[len(prefix) :]
+            async for info in self.io.list(prefix)
+            if info.location.startswith(prefix)
+        ]
+
+    async def _version_files(self, location: str) -> list[tuple[int, str]]:
+        """The table's version chain, oldest first (empty: no table here)."""
+        prefix = metadata_dir(location) + "/"
+        found = []
+        for key in await self._keys(prefix):
+            m = _VERSION_FILE.match(key)
+            if m is not None:
+                found.append((int(m.group(1)), prefix + key))
+        return sorted(found)
+
+    # -- tables --------------------------------------------------------------------------------
     async def create_table(
         self,
         identifier: str | Sequence[str],
@@ -136,14 +211,23 @@ class Catalog:
         format_version: int = 2,
         sort_order: SortOrder = UNSORTED,
     ) -> Table:
+        """A new table (version 1); its namespace need not have been created first."""
         location = self.table_location(identifier)
         iceberg_schema = _to_schema(schema)
         spec = parse_partition_by(partition_by, iceberg_schema)
         metadata = new_table_metadata(
             iceberg_schema, spec, sort_order, location, dict(properties or {}), format_version
         )
+        await self._refuse_leftovers(location)
         state = await self.protocol.create(location, metadata)
         return Table(_name(identifier), location, state, self.io, self.protocol)
+
+    async def _refuse_leftovers(self, location: str) -> None:
+        # A drop that stopped midway leaves v2..vN without v1: a new v1 would inherit them.
+        if await self._version_files(location):
+            raise TableAlreadyExistsError(
+                f"a table exists at {location} (or its drop did not finish: drop it again)"
+            )
 
     async def load_table(self, identifier: str | Sequence[str]) -> Table:
         location = self.table_location(identifier)
@@ -157,28 +241,246 @@ class Catalog:
             return False
         return True
 
+    async def register_table(self, identifier: str | Sequence[str], metadata_location: str) -> Table:
+        """Adopt one metadata file (a dropped table's, another engine's) as version 1 of a table.
+
+        The file's own ``location`` must be the identifier's: paths inside a table are
+        absolute, so the catalog cannot move a table by registering it elsewhere.
+        """
+        location = self.table_location(identifier)
+        try:
+            data = await self.io.read(metadata_location)
+        except ObjectNotFoundError as exc:
+            raise TableNotFoundError(f"no metadata file at {metadata_location}") from exc
+        metadata = parse_table_metadata(data, metadata_location)
+        if metadata.location.rstrip("/") != location:
+            raise ValidationError(
+                f"{metadata_location} belongs to the table at {metadata.location}, "
+                f"not {location}; register it under the identifier of that location"
+            )
+        await self._refuse_leftovers(location)
+        state = await self.protocol.create(location, metadata)
+        return Table(_name(identifier), location, state, self.io, self.protocol)
+
     async def list_tables(self, namespace: str | Sequence[str]) -> list[str]:
-        """Tables directly in ``namespace``: directories holding ``metadata/v1.metadata.json``."""
-        parts = namespace.split(".") if isinstance(namespace, str) else list(namespace)
+        """Tables directly in ``namespace`` (dotted identifiers, sorted)."""
+        parts = _parts(namespace, "namespace")
         prefix = "/".join([self.root, *parts]) + "/"
         names: set[str] = set()
-        async for info in self.io.list(prefix):
-            rest = info.location[len(prefix) :] if info.location.startswith(prefix) else ""
-            pieces = rest.split("/")
-            if len(pieces) == 3 and pieces[1] == "metadata" and pieces[2] == "v1.metadata.json":
+        for key in await self._keys(prefix):
+            pieces = key.split("/")
+            if len(pieces) == 3 and pieces[1] == "metadata" and _VERSION_FILE.match(pieces[2]):
                 names.add(".".join([*parts, pieces[0]]))
         return sorted(names)
 
-    async def drop_table_metadata_only(self, identifier: str) -> None:  # pragma: no cover - later issue
-        raise TableAlreadyExistsError("dropping tables is not supported yet")
+    async def drop_table(self, identifier: str | Sequence[str], purge: bool = False) -> str | None:
+        """Unregister a table, or with ``purge`` delete every object under its location.
 
+        Without purge, returns the kept metadata file (pass it to :meth:`register_table`
+        to undo). Files a table references outside its location (``add_files``) are never
+        deleted. Not atomic against concurrent commits to the same table: stop writers first.
+        """
+        location = self.table_location(identifier)
+        versions = await self._version_files(location)
+        if not versions:
+            raise TableNotFoundError(f"no table at {location}")
+        kept: str | None = None
+        if not purge:
+            try:
+                state: TableState | None = await self.protocol.load(location)
+            except TableNotFoundError:  # an earlier drop stopped midway
+                state = None
+            if state is not None:
+                kept = f"{metadata_dir(location)}/{state.version:05d}-dropped-{uuid.uuid4()}.metadata.json"
+                await self.io.write_if_absent(kept, await self.io.read(state.metadata_location))
+        # hint first, then v1: without both, every reader sees no table, so a crash from
+        # here on leaves an unregistered table and later versions for the next drop to finish.
+        await self.io.delete(version_hint_path(location))
+        for _, path in versions:
+            await self.io.delete(path)
+        if purge:
+            await self.io.delete_many([info.location async for info in self.io.list(location + "/")])
+        await self._forget_commit_items(location)
+        return kept
 
-def _name(identifier: str | Sequence[str]) -> str:
-    return identifier if isinstance(identifier, str) else ".".join(identifier)
+    async def purge_table(self, identifier: str | Sequence[str]) -> None:
+        """``drop_table(identifier, purge=True)``, by its PyIceberg name."""
+        await self.drop_table(identifier, purge=True)
+
+    async def _forget_commit_items(self, location: str) -> None:
+        """With a DynamoDB lock, the items naming the table's versions go too (else it lives on)."""
+        from aioiceberg.commit.protocols.dynamodb import DynamoDbProtocol
+
+        if not isinstance(self.protocol, DynamoDbProtocol):
+            return
+        dynamo = self.protocol.dynamo
+        table_id = self.protocol.table_id(location)
+        for key in (table_id, f"lock#{table_id}"):
+            start: dict[str, Any] | None = None
+            while True:
+                kwargs: dict[str, Any] = {
+                    "KeyConditionExpression": "table_id = :t",
+                    "ExpressionAttributeValues": {":t": {"S": key}},
+                    "ProjectionExpression": "table_id, version",
+                    "ConsistentRead": True,
+                }
+                if start is not None:
+                    kwargs["ExclusiveStartKey"] = start
+                page = await dynamo.call("query", **kwargs)
+                for item in page.get("Items", []):
+                    await dynamo.call(
+                        "delete_item", Key={"table_id": item["table_id"], "version": item["version"]}
+                    )
+                start = page.get("LastEvaluatedKey")
+                if not start:
+                    break
+
+    async def rename_table(
+        self, from_identifier: str | Sequence[str], to_identifier: str | Sequence[str]
+    ) -> Table:
+        """Move a table to another name: local warehouses only (a directory rename).
+
+        Paths inside a table are absolute, so the metadata files, manifest lists and
+        manifests are rewritten to the new location after the move. On object stores this
+        would mean copying every data file, so it is refused there.
+        """
+        from aioiceberg.commit.protocols.dynamodb import DynamoDbProtocol
+
+        if scheme_of(self.root) != "file":
+            raise UnsupportedError(
+                f"renaming tables is not supported on {scheme_of(self.root)}:// warehouses: it would "
+                "mean copying every file and rewriting the absolute paths inside its metadata"
+            )
+        if isinstance(self.protocol, DynamoDbProtocol):
+            raise UnsupportedError("renaming tables is not supported with a DynamoDB lock")
+        source = self.table_location(from_identifier)
+        target = self.table_location(to_identifier)
+        await self.protocol.load(source)  # TableNotFoundError
+        from aioiceberg.io.local import local_path
+
+        src_dir, dst_dir = local_path(source), local_path(target)
+        import os
+
+        if os.path.exists(dst_dir):
+            raise TableAlreadyExistsError(f"{target} already exists")
+        rewritten = await _rewrite_table_paths(self.io, source, target)
+        os.makedirs(os.path.dirname(dst_dir), exist_ok=True)
+        os.rename(src_dir, dst_dir)
+        for relative, data in rewritten.items():
+            await self.io.write(f"{target}/{relative}", data)
+        return await self.load_table(to_identifier)
+
+    # -- namespaces ----------------------------------------------------------------------------
+    def _namespace_file(self, namespace: str | Sequence[str]) -> str:
+        return f"{self.namespace_location(namespace)}/{NAMESPACE_FILE}"
+
+    async def create_namespace(
+        self, namespace: str | Sequence[str], properties: Mapping[str, str] | None = None
+    ) -> None:
+        """Write the namespace's properties file; refused when the namespace exists already."""
+        if await self.namespace_exists(namespace):
+            raise NamespaceAlreadyExistsError(f"namespace {_name(namespace)!r} already exists")
+        parts = _parts(namespace, "namespace")
+        for i in range(1, len(parts) + 1):
+            if len(parts[:i]) >= 2 and await self.table_exists(parts[:i]):
+                raise ValidationError(f"{'.'.join(parts[:i])} is a table, not a namespace")
+        body = json.dumps({"properties": dict(properties or {})}, indent=2, sort_keys=True).encode()
+        try:
+            await self.io.write_if_absent(self._namespace_file(namespace), body)
+        except PreconditionFailedError as exc:
+            raise NamespaceAlreadyExistsError(f"namespace {_name(namespace)!r} already exists") from exc
+
+    async def namespace_exists(self, namespace: str | Sequence[str]) -> bool:
+        if await self.io.exists(self._namespace_file(namespace)):
+            return True
+        return bool(await self._tables_below(namespace))
+
+    async def _tables_below(self, namespace: str | Sequence[str]) -> list[str]:
+        prefix = self.namespace_location(namespace) + "/"
+        found = set()
+        for key in await self._keys(prefix):
+            pieces = key.split("/")
+            if len(pieces) >= 3 and pieces[-2] == "metadata" and _VERSION_FILE.match(pieces[-1]):
+                found.add("/".join(pieces[:-2]))
+        return sorted(found)
+
+    async def load_namespace_properties(self, namespace: str | Sequence[str]) -> dict[str, str]:
+        """The namespace's properties ({} for a namespace that only exists through its tables)."""
+        try:
+            data = await self.io.read(self._namespace_file(namespace))
+        except ObjectNotFoundError:
+            if await self._tables_below(namespace):
+                return {}
+            raise NamespaceNotFoundError(f"namespace {_name(namespace)!r} does not exist") from None
+        try:
+            props = json.loads(data)["properties"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValidationError(f"{self._namespace_file(namespace)} is not a namespace file") from exc
+        return {str(k): str(v) for k, v in props.items()}
+
+    async def update_namespace_properties(
+        self,
+        namespace: str | Sequence[str],
+        removals: Sequence[str] = (),
+        updates: Mapping[str, str] | None = None,
+    ) -> dict[str, str]:
+        """Remove then set properties, atomically (a conditional write, retried on a race)."""
+        path = self._namespace_file(namespace)
+        for _ in range(10):
+            try:
+                info = await self.io.head(path)
+            except ObjectNotFoundError:
+                info = None
+            current = await self.load_namespace_properties(namespace)
+            for key in removals:
+                current.pop(key, None)
+            current.update({k: str(v) for k, v in (updates or {}).items()})
+            body = json.dumps({"properties": current}, indent=2, sort_keys=True).encode()
+            try:
+                if info is None:
+                    await self.io.write_if_absent(path, body)
+                else:
+                    await self.io.write_if_match(path, body, info.etag)
+            except (PreconditionFailedError, ObjectNotFoundError):
+                continue
+            return current
+        raise NamespaceAlreadyExistsError(f"namespace {_name(namespace)!r} kept changing; try again")
+
+    async def list_namespaces(self, parent: str | Sequence[str] = ()) -> list[str]:
+        """Namespaces directly below ``parent`` (the root by default), dotted, sorted."""
+        parts = _parts(parent, "namespace") if parent else []
+        prefix = "/".join([self.root, *parts]) + "/"
+        tables: set[tuple[str, ...]] = set()
+        children: set[str] = set()
+        for key in await self._keys(prefix):
+            pieces = key.split("/")
+            if pieces[0].startswith("."):
+                continue
+            if len(pieces) >= 3 and pieces[-2] == "metadata" and _VERSION_FILE.match(pieces[-1]):
+                tables.add(tuple(pieces[:-2]))
+                if len(pieces) >= 4:
+                    children.add(pieces[0])
+            elif len(pieces) >= 2 and pieces[-1] == NAMESPACE_FILE:
+                children.add(pieces[0])
+        children -= {t[0] for t in tables if len(t) == 1}
+        return sorted(".".join([*parts, c]) for c in children)
+
+    async def drop_namespace(self, namespace: str | Sequence[str]) -> None:
+        """Delete an empty namespace's properties file; refused while it holds tables."""
+        if not await self.namespace_exists(namespace):
+            raise NamespaceNotFoundError(f"namespace {_name(namespace)!r} does not exist")
+        tables = await self._tables_below(namespace)
+        children = await self.list_namespaces(namespace)
+        if tables or children:
+            raise NamespaceNotEmptyError(
+                f"namespace {_name(namespace)!r} is not empty: "
+                + ", ".join([*(f"table {t.replace('/', '.')}" for t in tables), *children][:5])
+            )
+        await self.io.delete(self._namespace_file(namespace))
 
 
 def connect(root: str, lock: str | None = None, storage_options: Mapping[str, Any] | None = None) -> Catalog:
-    """A catalog over ``root`` (a directory or ``s3://bucket/prefix``)."""
+    """A catalog over ``root`` (a directory, ``s3://bucket/prefix`` or any fsspec URL)."""
     return Catalog(root, lock=lock, storage_options=storage_options)
 
 
@@ -187,8 +489,8 @@ async def load_table(
 ) -> Table:
     """The latest version of the table at a location, or one metadata file (read-only).
 
-    A location without ``v{N}.metadata.json`` files (written by another engine) opens
-    read-only at its highest-numbered metadata file.
+    A location without ``v{N}.metadata.json`` files (written by another engine, or a
+    dropped table) opens read-only at its highest-numbered metadata file.
     """
     target = _root(location_or_metadata_file)
     io = resolve_io(target, storage_options)
@@ -222,3 +524,77 @@ async def _newest_metadata_file(io: FileIO, table_location: str) -> str | None:
         if m is not None and (best is None or int(m.group(1)) > best[0]):
             best = (int(m.group(1)), info.location)
     return best[1] if best is not None else None
+
+
+# -- rename: rewrite absolute paths --------------------------------------------------------------
+def _swap_prefix(value: Any, old: str, new: str) -> Any:
+    if isinstance(value, str):
+        return new + value[len(old) :] if value == old or value.startswith(old + "/") else value
+    if isinstance(value, dict):
+        return {k: _swap_prefix(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_swap_prefix(v, old, new) for v in value]
+    return value
+
+
+def _rewrite_avro(data: bytes, old: str, new: str, lengths: Mapping[str, int]) -> tuple[bytes, bool]:
+    """Re-encode one manifest or manifest list with paths moved; True if it lists position deletes."""
+    import io
+
+    import fastavro
+
+    reader = fastavro.reader(io.BytesIO(data))
+    schema = json.loads(reader.metadata["avro.schema"])
+    meta = {k: v for k, v in reader.metadata.items() if not k.startswith("avro.")}
+    records = []
+    position_deletes = False
+    for record in reader:
+        moved = _swap_prefix(record, old, new)
+        if "manifest_path" in moved and moved["manifest_path"] in lengths:
+            moved["manifest_length"] = lengths[moved["manifest_path"]]
+        data_file = moved.get("data_file")
+        if isinstance(data_file, dict) and data_file.get("content") == 1:
+            position_deletes = position_deletes or data_file.get("file_format") != "PUFFIN"
+        records.append(moved)
+    out = io.BytesIO()
+    fastavro.writer(out, fastavro.parse_schema(schema), records, codec=reader.codec, metadata=meta)
+    return out.getvalue(), position_deletes
+
+
+def _avro_record_name(data: bytes) -> str:
+    import io
+
+    import fastavro
+
+    return str(json.loads(fastavro.reader(io.BytesIO(data)).metadata["avro.schema"]).get("name", ""))
+
+
+async def _rewrite_table_paths(io: FileIO, old: str, new: str) -> dict[str, bytes]:
+    """New bytes for every metadata object of the table at ``old`` (keyed by relative path)."""
+    prefix = metadata_dir(old) + "/"
+    keys = [info.location[len(prefix) :] async for info in io.list(prefix)]
+    out: dict[str, bytes] = {}
+    lists: list[str] = []
+    lengths: dict[str, int] = {}
+    for key in keys:
+        if not key.endswith(".avro"):
+            continue
+        data = await io.read(prefix + key)
+        if _avro_record_name(data) == "manifest_file":
+            lists.append(key)
+            continue
+        new_bytes, position_deletes = _rewrite_avro(data, old, new, {})
+        if position_deletes:
+            raise UnsupportedError(
+                f"{old} has position-delete files, which hold absolute data file paths: "
+                "renaming it is not supported (rewrite or compact its deletes first)"
+            )
+        out[f"metadata/{key}"] = new_bytes
+        lengths[f"{metadata_dir(new)}/{key}"] = len(new_bytes)
+    for key in lists:
+        out[f"metadata/{key}"] = _rewrite_avro(await io.read(prefix + key), old, new, lengths)[0]
+    for key in keys:
+        if key.endswith(".metadata.json"):
+            document = json.loads(await io.read(prefix + key))
+            out[f"metadata/{key}"] = json.dumps(_swap_prefix(document, old, new)).encode()
+    return out

@@ -12,18 +12,27 @@ from typing import TYPE_CHECKING, Any
 
 from aioiceberg.commit.protocols.base import CommitProtocol, TableState
 from aioiceberg.commit.retry import CommitStats, RetryConfig, commit_changes
-from aioiceberg.commit.snapshot_producer import Change, FastAppend, MetadataChange
+from aioiceberg.commit.snapshot_producer import Change, MetadataChange
 from aioiceberg.commit.updates import RemoveProperties, SetProperties
 from aioiceberg.errors import UnsupportedError
 from aioiceberg.io.base import FileIO
 from aioiceberg.spec.manifest import DataFile
-from aioiceberg.spec.metadata import Snapshot, TableMetadata
+from aioiceberg.spec.metadata import MAIN_BRANCH, Snapshot, SnapshotRef, StatisticsFile, TableMetadata
 from aioiceberg.spec.partitioning import PartitionSpec
 from aioiceberg.spec.schema import Schema
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from aioiceberg.commit.refs import ManageSnapshots
+    from aioiceberg.commit.schema_update import UpdateSchema
+    from aioiceberg.commit.sort_update import UpdateSortOrder
+    from aioiceberg.commit.spec_update import UpdateSpec
+    from aioiceberg.maintenance import (
+        ExpireResult,
+        RewriteDataFilesResult,
+        RewriteManifestsResult,
+    )
     from aioiceberg.table_scan import Scan
 
 __all__ = ["Table", "Transaction"]
@@ -144,11 +153,15 @@ class Table:
         return Transaction(self)
 
     async def append(
-        self, data: pa.Table | Iterable[pa.RecordBatch], snapshot_properties: Mapping[str, str] | None = None
+        self,
+        data: pa.Table | Iterable[pa.RecordBatch],
+        snapshot_properties: Mapping[str, str] | None = None,
+        *,
+        branch: str = MAIN_BRANCH,
     ) -> None:
-        """Write ``data`` as new data files and commit them as one append snapshot."""
+        """Write ``data`` as new data files and commit them as one append snapshot on ``branch``."""
         async with self.transaction() as tx:
-            await tx.append(data, snapshot_properties)
+            await tx.append(data, snapshot_properties, branch=branch)
 
     async def add_files(
         self, file_paths: Iterable[str], snapshot_properties: Mapping[str, str] | None = None
@@ -171,6 +184,152 @@ class Table:
     async def remove_properties(self, *keys: str) -> None:
         async with self.transaction() as tx:
             tx.remove_properties(*keys)
+
+    # -- row-level changes (logic in aioiceberg.rowlevel) ---------------------
+    async def delete(
+        self,
+        delete_filter: Any,
+        snapshot_properties: Mapping[str, str] | None = None,
+        case_sensitive: bool = True,
+    ) -> None:
+        """Delete the rows where ``delete_filter`` is true (SQL semantics: null keeps the row)."""
+        async with self.transaction() as tx:
+            await tx.delete(delete_filter, snapshot_properties, case_sensitive)
+
+    async def overwrite(
+        self,
+        df: pa.Table,
+        overwrite_filter: Any = None,
+        snapshot_properties: Mapping[str, str] | None = None,
+        case_sensitive: bool = True,
+    ) -> None:
+        """Delete the rows matching ``overwrite_filter`` (default: all) and add ``df``, in one snapshot."""
+        async with self.transaction() as tx:
+            await tx.overwrite(df, overwrite_filter, snapshot_properties, case_sensitive)
+
+    async def dynamic_partition_overwrite(
+        self, df: pa.Table, snapshot_properties: Mapping[str, str] | None = None
+    ) -> None:
+        """Replace exactly the partitions ``df`` has rows in with ``df``'s rows."""
+        async with self.transaction() as tx:
+            await tx.dynamic_partition_overwrite(df, snapshot_properties)
+
+    async def upsert(
+        self,
+        df: pa.Table,
+        join_cols: Sequence[str] | None = None,
+        *,
+        mode: str | None = None,
+        case_sensitive: bool = True,
+        snapshot_properties: Mapping[str, str] | None = None,
+    ) -> None:
+        """Replace rows whose key (default: identifier fields) is in ``df``, insert the rest."""
+        async with self.transaction() as tx:
+            await tx.upsert(
+                df,
+                join_cols,
+                mode=mode,
+                case_sensitive=case_sensitive,
+                snapshot_properties=snapshot_properties,
+            )
+
+    # -- evolution (logic in aioiceberg.commit.schema_update / spec_update / sort_update) --
+    async def _commit_one(self, change: MetadataChange) -> None:
+        await self._commit([change])
+
+    def update_schema(
+        self, allow_incompatible_changes: bool = False, case_sensitive: bool = True
+    ) -> UpdateSchema:
+        """Schema evolution: ``async with table.update_schema() as u: u.add_column(...)`` commits on exit."""
+        from aioiceberg.commit.schema_update import UpdateSchema
+
+        self._writer()
+        return UpdateSchema(
+            self.metadata,
+            allow_incompatible_changes=allow_incompatible_changes,
+            case_sensitive=case_sensitive,
+            sink=self._commit_one,
+        )
+
+    def update_spec(self, case_sensitive: bool = True) -> UpdateSpec:
+        """Partition evolution: ``async with table.update_spec() as u: u.add_field("ts", "day")``."""
+        from aioiceberg.commit.spec_update import UpdateSpec
+
+        self._writer()
+        return UpdateSpec(self.metadata, case_sensitive=case_sensitive, sink=self._commit_one)
+
+    def replace_sort_order(self, case_sensitive: bool = True) -> UpdateSortOrder:
+        """A new default sort order: ``async with table.replace_sort_order() as o: o.asc("id")``."""
+        from aioiceberg.commit.sort_update import UpdateSortOrder
+
+        self._writer()
+        return UpdateSortOrder(self.metadata, case_sensitive=case_sensitive, sink=self._commit_one)
+
+    update_sort_order = replace_sort_order
+
+    async def upgrade_table_version(self, format_version: int) -> None:
+        """Raise the format version (1 -> 2 -> 3); never downgrades."""
+        async with self.transaction() as tx:
+            tx.upgrade_table_version(format_version)
+
+    # -- refs and maintenance (logic in aioiceberg.commit.refs, aioiceberg.maintenance) --
+    def refs(self) -> dict[str, SnapshotRef]:
+        """Branches and tags by name."""
+        return dict(self.metadata.refs)
+
+    def manage_snapshots(self) -> ManageSnapshots:
+        """Branches, tags, rollback, cherry-pick; ``async with table.manage_snapshots() as ms:`` commits."""
+        from aioiceberg.commit.refs import ManageSnapshots
+
+        tx = self.transaction()
+        return ManageSnapshots(tx, tx.commit_transaction)
+
+    async def expire_snapshots(
+        self,
+        older_than: Any = None,
+        retain_last: int | None = None,
+        *,
+        snapshot_ids: Iterable[int] = (),
+        clean_files: bool = True,
+    ) -> ExpireResult:
+        """Expire snapshots past retention (``older_than``: datetime or epoch ms), then delete their files."""
+        from aioiceberg.maintenance.expire import expire_snapshots
+
+        self._writer()
+        return await expire_snapshots(
+            self, older_than, retain_last, snapshot_ids=snapshot_ids, clean_files=clean_files
+        )
+
+    async def remove_orphan_files(self, older_than: Any = None, *, dry_run: bool = False) -> list[str]:
+        """Delete unreferenced objects under the table location older than ``older_than`` (default 3 days)."""
+        from aioiceberg.maintenance.orphans import remove_orphan_files
+
+        return await remove_orphan_files(self, older_than, dry_run=dry_run)
+
+    async def rewrite_manifests(self, target_size_bytes: int | None = None) -> RewriteManifestsResult:
+        """Merge small data manifests into ``commit.manifest.target-size-bytes`` ones (a replace snapshot)."""
+        from aioiceberg.maintenance.manifests import rewrite_manifests
+
+        self._writer()
+        return await rewrite_manifests(self, target_size_bytes)
+
+    async def rewrite_data_files(
+        self, target_file_size: int | None = None, filter: Any = None, *, min_input_files: int = 2
+    ) -> RewriteDataFilesResult:
+        """Compact small data files per partition (a replace snapshot; rows unchanged)."""
+        from aioiceberg.maintenance.compaction import rewrite_data_files
+
+        self._writer()
+        return await rewrite_data_files(self, target_file_size, filter, min_input_files=min_input_files)
+
+    async def compute_statistics(
+        self, columns: Sequence[str] | None = None, snapshot_id: int | None = None
+    ) -> StatisticsFile | None:
+        """NDV theta sketches of columns in a Puffin file, registered in the table metadata."""
+        from aioiceberg.maintenance.statistics import compute_statistics
+
+        self._writer()
+        return await compute_statistics(self, columns, snapshot_id)
 
     async def _commit(self, changes: Sequence[Change]) -> None:
         protocol = self._writer()
@@ -217,10 +376,16 @@ class Transaction:
         return self.table
 
     def _metadata(self) -> TableMetadata:
-        return self.table.metadata
+        from aioiceberg.commit.evolution import staged_metadata
+
+        return staged_metadata(self.table.metadata, self.changes)
 
     async def append(
-        self, data: pa.Table | Iterable[pa.RecordBatch], snapshot_properties: Mapping[str, str] | None = None
+        self,
+        data: pa.Table | Iterable[pa.RecordBatch],
+        snapshot_properties: Mapping[str, str] | None = None,
+        *,
+        branch: str = MAIN_BRANCH,
     ) -> None:
         from aioiceberg.write.locations import LocationProvider
         from aioiceberg.write.parquet import write_data_files
@@ -237,7 +402,7 @@ class Transaction:
             io_concurrency=int(props.get(IO_CONCURRENCY, 16)),
             cpu_workers=int(props.get(CPU_WORKERS, 2)),
         )
-        self.append_data_files(data_files, snapshot_properties, owns_files=True)
+        self.append_data_files(data_files, snapshot_properties, owns_files=True, branch=branch)
 
     async def add_files(
         self, file_paths: Iterable[str], snapshot_properties: Mapping[str, str] | None = None
@@ -256,16 +421,168 @@ class Transaction:
         snapshot_properties: Mapping[str, str] | None = None,
         *,
         owns_files: bool = False,
+        branch: str = MAIN_BRANCH,
     ) -> None:
+        from aioiceberg.maintenance.manifests import append_for
+
         files = list(data_files)
         if files:
             self.changes.append(
-                FastAppend(files, owns_files=owns_files, snapshot_properties=snapshot_properties)
+                append_for(
+                    files,
+                    self._metadata().properties,
+                    branch=branch,
+                    owns_files=owns_files,
+                    snapshot_properties=snapshot_properties,
+                )
             )
 
     def set_properties(self, properties: Mapping[str, str] | None = None, **kwargs: str) -> None:
         updates = {**(properties or {}), **kwargs}
+        from aioiceberg.commit.evolution import check_settable_properties
+
+        check_settable_properties(updates)
         self.changes.append(MetadataChange([SetProperties({k: str(v) for k, v in updates.items()})]))
 
     def remove_properties(self, *keys: str) -> None:
         self.changes.append(MetadataChange([RemoveProperties(tuple(keys))]))
+
+    def manage_snapshots(self) -> ManageSnapshots:
+        """Ref operations that join this transaction's commit (``async with`` or ``await ms.commit()``)."""
+        from aioiceberg.commit.refs import ManageSnapshots
+
+        return ManageSnapshots(self)
+
+    # -- row-level changes: planned now, on the staged metadata (aioiceberg.rowlevel) --
+    def _row_level_base(self) -> TableMetadata:
+        if self._done:
+            raise UnsupportedError("this transaction was already committed or aborted")
+        if any(c.snapshot_id is not None for c in self.changes):
+            raise UnsupportedError(
+                "a delete, overwrite or upsert must come before other data changes in a transaction: "
+                "it is planned on the table as committed"
+            )
+        return self._metadata()
+
+    def _stage_row_level(self, change: Change | None) -> None:
+        if change is not None:
+            self.changes.append(change)
+
+    async def delete(
+        self,
+        delete_filter: Any,
+        snapshot_properties: Mapping[str, str] | None = None,
+        case_sensitive: bool = True,
+    ) -> None:
+        from aioiceberg.rowlevel import plan_delete
+
+        md = self._row_level_base()
+        self._stage_row_level(
+            await plan_delete(
+                self.table.io,
+                md,
+                delete_filter,
+                case_sensitive=case_sensitive,
+                snapshot_properties=snapshot_properties,
+            )
+        )
+
+    async def overwrite(
+        self,
+        df: pa.Table,
+        overwrite_filter: Any = None,
+        snapshot_properties: Mapping[str, str] | None = None,
+        case_sensitive: bool = True,
+    ) -> None:
+        from aioiceberg.commit.overwrite import RowLevelChange
+        from aioiceberg.expressions import AlwaysTrue
+        from aioiceberg.rowlevel import plan_delete
+        from aioiceberg.spec.metadata import Operation
+
+        md = self._row_level_base()
+        change = await plan_delete(
+            self.table.io,
+            md,
+            AlwaysTrue() if overwrite_filter is None else overwrite_filter,
+            new_rows=df,
+            case_sensitive=case_sensitive,
+            snapshot_properties=snapshot_properties,
+            operation=Operation.OVERWRITE,
+            isolation="serializable",
+        )
+        if isinstance(change, RowLevelChange) and not change.removed and not change.added_delete_files:
+            change.operation = Operation.APPEND  # nothing replaced: as PyIceberg, an append
+        self._stage_row_level(change)
+
+    async def dynamic_partition_overwrite(
+        self, df: pa.Table, snapshot_properties: Mapping[str, str] | None = None
+    ) -> None:
+        from aioiceberg.rowlevel import plan_dynamic_partition_overwrite
+
+        md = self._row_level_base()
+        self._stage_row_level(
+            await plan_dynamic_partition_overwrite(
+                self.table.io, md, df, snapshot_properties=snapshot_properties
+            )
+        )
+
+    async def upsert(
+        self,
+        df: pa.Table,
+        join_cols: Sequence[str] | None = None,
+        *,
+        mode: str | None = None,
+        case_sensitive: bool = True,
+        snapshot_properties: Mapping[str, str] | None = None,
+    ) -> None:
+        from aioiceberg.rowlevel import plan_upsert
+
+        md = self._row_level_base()
+        self._stage_row_level(
+            await plan_upsert(
+                self.table.io,
+                md,
+                df,
+                join_cols,
+                mode=mode,
+                case_sensitive=case_sensitive,
+                snapshot_properties=snapshot_properties,
+            )
+        )
+
+    # -- evolution: builders stage their change here when their ``async with`` exits --
+    async def _stage(self, change: MetadataChange) -> None:
+        if self._done:
+            raise UnsupportedError("this transaction was already committed or aborted")
+        self.changes.append(change)
+
+    def update_schema(
+        self, allow_incompatible_changes: bool = False, case_sensitive: bool = True
+    ) -> UpdateSchema:
+        from aioiceberg.commit.schema_update import UpdateSchema
+
+        return UpdateSchema(
+            self._metadata(),
+            allow_incompatible_changes=allow_incompatible_changes,
+            case_sensitive=case_sensitive,
+            sink=self._stage,
+        )
+
+    def update_spec(self, case_sensitive: bool = True) -> UpdateSpec:
+        from aioiceberg.commit.spec_update import UpdateSpec
+
+        return UpdateSpec(self._metadata(), case_sensitive=case_sensitive, sink=self._stage)
+
+    def replace_sort_order(self, case_sensitive: bool = True) -> UpdateSortOrder:
+        from aioiceberg.commit.sort_update import UpdateSortOrder
+
+        return UpdateSortOrder(self._metadata(), case_sensitive=case_sensitive, sink=self._stage)
+
+    update_sort_order = replace_sort_order
+
+    def upgrade_table_version(self, format_version: int) -> None:
+        from aioiceberg.commit.evolution import upgrade_format_version
+
+        change = upgrade_format_version(self._metadata(), format_version)
+        if change is not None:
+            self.changes.append(change)

@@ -35,6 +35,11 @@ class Scan:
 
     def __init__(self, io: FileIO, metadata: TableMetadata, **kwargs: Any) -> None:
         self._read_options = {k: kwargs.pop(k) for k in _READ_OPTIONS if k in kwargs}
+        ref = kwargs.get("ref")
+        tag = ref is not None and ref in metadata.refs and not metadata.refs[ref].is_branch
+        # As Java and PyIceberg: only time travel (a snapshot id, a time, a tag) reads with the
+        # snapshot's own schema; the current state and branches read with the current schema.
+        self._time_travel = tag or kwargs.get("snapshot_id") is not None or kwargs.get("as_of") is not None
         self.planner = TableScan(io, metadata, **kwargs)
         self.io = io
         self.metadata = metadata
@@ -49,7 +54,7 @@ class Scan:
     def snapshot_schema(self) -> Schema:
         """The schema rows are read with: the snapshot's own (time travel), else the current one."""
         snap = self.planner.snapshot
-        if snap is not None and snap.schema_id is not None:
+        if self._time_travel and snap is not None and snap.schema_id is not None:
             found = self.metadata.schema_by_id(snap.schema_id)
             if found is not None:
                 return found

@@ -276,20 +276,22 @@ async def floors(meta: str, options: dict[str, str], concurrency: int = 64) -> d
     ctx = PruneContext.build(md.schema(), md.specs_by_id(), AlwaysTrue(), True, frozenset())
     by_path = {m.manifest_path: m for m in manifests}
     sample = manifests[: min(len(manifests), 20)]
-    start = time.perf_counter()
     data = {m.manifest_path: b for m, b in zip(manifests, blobs, strict=False)}
     del by_path
-    n = 0
-    for m in sample:
-        blob = data.get(m.manifest_path) or b""
-        if len(blob) == m.manifest_length:
-            n += decode_and_prune(blob, m, ctx).entries_read
-    per_entry = (time.perf_counter() - start) / max(1, n)
+    per_entry: dict[bool, float] = {}
+    for columnar in (False, True):
+        start = time.perf_counter()
+        n = 0
+        for m in sample:
+            blob = data.get(m.manifest_path) or b""
+            if len(blob) == m.manifest_length:
+                n += decode_and_prune(blob, m, ctx, columnar).entries_read
+        per_entry[columnar] = (time.perf_counter() - start) / max(1, n)
     total_entries = sum((m.added_files_count or 0) + (m.existing_files_count or 0) for m in manifests)
     return {
         "fetch_s": fetch,
-        "decode_1core_s": per_entry * total_entries,
-        "decode_2proc_s": per_entry * total_entries / 2,
+        "decode_1core_s": per_entry[False] * total_entries,
+        "decode_columnar_1thread_s": per_entry[True] * total_entries,
         "bytes_mb": sum(m.manifest_length for m in manifests) / 1e6,
     }
 
@@ -384,9 +386,10 @@ def main() -> None:
         built: dict[tuple[str, int, int], str] = {}
         print(
             "| store | M x E | filter | tasks | aioiceberg s | PyIceberg s | ratio | ttft ours s | "
-            "ttft PyI s | RSS ours MB | RSS PyI MB | 2nd plan s | fetch floor s | decode floor 1 core s |"
+            "ttft PyI s | RSS ours MB | RSS PyI MB | 2nd plan s | fetch floor s | decode floor 1 core s "
+            "(fastavro / columnar) | load |"
         )
-        print("|" + "---|" * 14)
+        print("|" + "---|" * 15)
         for store in store_list:
             for m, e in sizes:
                 key = (store.root, m, e)
@@ -400,15 +403,14 @@ def main() -> None:
                 for name, text in filters(m, e).items():
                     if name not in wanted_filters:
                         continue
-                    ours = [
-                        measure("aioiceberg", meta, text, store.options, twice=(i == 0))
-                        for i in range(args.repeat)
-                    ]
-                    theirs = (
-                        []
-                        if args.no_pyiceberg
-                        else [measure("pyiceberg", meta, text, store.options) for _ in range(pyi_repeat)]
-                    )
+                    # interleaved, so a change in machine load hits both engines alike
+                    ours: list[dict[str, Any]] = []
+                    theirs: list[dict[str, Any]] = []
+                    for i in range(max(args.repeat, 0 if args.no_pyiceberg else pyi_repeat)):
+                        if i < args.repeat:
+                            ours.append(measure("aioiceberg", meta, text, store.options, twice=(i == 0)))
+                        if not args.no_pyiceberg and i < pyi_repeat:
+                            theirs.append(measure("pyiceberg", meta, text, store.options))
                     t_ours = statistics.median(r["seconds"] for r in ours)
                     t_pyi = statistics.median(r["seconds"] for r in theirs) if theirs else float("nan")
                     if theirs and {r["tasks"] for r in theirs} != {ours[0]["tasks"]}:
@@ -421,7 +423,8 @@ def main() -> None:
                         f"{max(r['peak_rss_mb'] for r in ours):.0f} | "
                         f"{max(r['peak_rss_mb'] for r in theirs) if theirs else float('nan'):.0f} | "
                         f"{fmt(ours[0]['second_seconds'])} | {fmt(fl['fetch_s'])} | "
-                        f"{fmt(fl['decode_1core_s'])} |",
+                        f"{fmt(fl['decode_1core_s'])} / {fmt(fl['decode_columnar_1thread_s'])} | "
+                        f"{os.getloadavg()[0]:.1f} |",
                         flush=True,
                     )
 

@@ -10,10 +10,12 @@ from aiohttp import web
 from servers.backends import create_bucket
 from servers.moto import MotoServer
 from servers.proxy import FaultProxy, conditional_put
-from test_commit_support import ARROW_SCHEMA, FAST_RETRY, append_rows, rows, run_writer, s3_options
+from test_commit_support import ARROW_SCHEMA, FAST_RETRY, rows, run_writer, s3_options
 
 import aioiceberg
 from aioiceberg.errors import CommitStateUnknownError
+
+pytestmark = pytest.mark.usefixtures("aws_clients_closed")
 
 
 class ConflictProxy(FaultProxy):
@@ -68,11 +70,11 @@ async def test_lost_response_after_a_landed_commit_never_duplicates_the_append(
     options = s3_options(fault_proxy.url)
     catalog = aioiceberg.connect(root, lock=lock_uri, storage_options=options)
     table = await catalog.create_table("db.events", schema=ARROW_SCHEMA, properties=FAST_RETRY)
-    await append_rows(table, rows("w0", 0))
+    await table.append(rows("w0", 0))
     fault_proxy.configure(drop_filter=dynamodb_put_item if lock else metadata_put, drop_next=1)
     outcome = "success"
     try:
-        await append_rows(table, rows("w0", 10))
+        await table.append(rows("w0", 10))
     except CommitStateUnknownError:
         outcome = "unknown"
     assert fault_proxy.stats.dropped == 1
@@ -90,7 +92,7 @@ async def test_injected_409_conflicts_are_retried(conflict_proxy: ConflictProxy,
     catalog = aioiceberg.connect(root, storage_options=options)
     table = await catalog.create_table("db.events", schema=ARROW_SCHEMA, properties=FAST_RETRY)
     conflict_proxy.conflicts = 3
-    await append_rows(table, rows("w0", 0))
+    await table.append(rows("w0", 0))
     assert conflict_proxy.answered == 3
     assert await committed_ids(root, s3_options(moto_endpoint)) == [0, 1, 2]
 

@@ -21,6 +21,8 @@ import aioiceberg
 from aioiceberg.commit.protocols.base import version_path
 from aioiceberg.table import Table
 
+pytestmark = pytest.mark.usefixtures("aws_clients_closed")
+
 TESTS = Path(__file__).parent
 
 
@@ -130,3 +132,23 @@ async def test_racing_tasks_without_the_in_process_lock_still_land_once(setup: S
         *(run_writer(setup.root, setup.lock, setup.options, "db.events", f"w{i}", 3) for i in range(8))
     )
     await check_history(table, [i for r in results for i in r], 24)
+
+
+@pytest.mark.anyio
+async def test_missing_commit_table_is_created_on_first_use_unless_disabled(moto_endpoint: str) -> None:
+    from aioiceberg.errors import StoreError
+
+    bucket = await create_bucket(moto_endpoint)
+    name = f"commits_{uuid.uuid4().hex[:8]}"
+    options = s3_options(moto_endpoint)
+    refusing = aioiceberg.connect(
+        f"s3://{bucket}/wh", lock=f"dynamodb://{name}?create_table=false", storage_options=options
+    )
+    with pytest.raises(StoreError, match=name):
+        await refusing.create_table("db.events", schema=ARROW_SCHEMA)
+    assert [i async for i in refusing.io.list(refusing.table_location("db.events") + "/")] == []
+    catalog = aioiceberg.connect(f"s3://{bucket}/wh", lock=f"dynamodb://{name}", storage_options=options)
+    table = await catalog.create_table("db.events", schema=ARROW_SCHEMA)
+    assert table.version == 1
+    # the commit point is the DynamoDB item; v1.metadata.json is the copy for file readers
+    assert await table.io.exists(version_path(table.location, 1))

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import gc
 import importlib.util
+import logging
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -157,7 +161,7 @@ async def test_closing_early_stops_the_pipeline(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
-async def test_process_decoding_agrees_with_thread_decoding(tmp_path: Path) -> None:
+async def test_process_columnar_and_thread_decoding_agree(tmp_path: Path) -> None:
     io, md = await _table(tmp_path, 8, 40)
     decoder = shared_decoder(2)
     decoder.start()
@@ -165,13 +169,22 @@ async def test_process_decoding_agrees_with_thread_decoding(tmp_path: Path) -> N
     while not decoder.warm and time.monotonic() < deadline:
         await anyio.sleep(0.05)
     for name, text in BENCH.filters(8, 40).items():
-        threaded = TableScan(io, md, text, **_fresh())
-        procs = TableScan(io, md, text, **_fresh(decode_workers=2, process_threshold_bytes=0))
+        threaded = TableScan(io, md, text, **_fresh(columnar=False))
+        procs = TableScan(io, md, text, **_fresh(decode_workers=2, process_threshold_bytes=0, columnar=False))
+        columnar = TableScan(io, md, text, **_fresh(decode_workers=2, columnar_min_entries=0))
         a = sorted([(t.file.file_path, str(t.residual)) async for t in threaded.plan_files()])
         b = sorted([(t.file.file_path, str(t.residual)) async for t in procs.plan_files()])
-        assert a == b, name
+        c = sorted([(t.file.file_path, str(t.residual)) async for t in columnar.plan_files()])
+        assert a == b == c, name
         assert procs.metrics.decoded_in_processes == procs.metrics.manifests_read
-        assert procs.metrics.entries_read == threaded.metrics.entries_read
+        assert columnar.metrics.decoded_columnar == columnar.metrics.manifests_read
+        assert threaded.metrics.decoded_columnar == 0
+        for m in (procs.metrics, columnar.metrics):
+            assert (m.entries_read, m.entries_skipped_by_partition, m.entries_skipped_by_metrics) == (
+                threaded.metrics.entries_read,
+                threaded.metrics.entries_skipped_by_partition,
+                threaded.metrics.entries_skipped_by_metrics,
+            )
 
 
 @pytest.mark.anyio
@@ -339,3 +352,75 @@ def test_benchmark_tiny_mode_runs() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     rows = [line for line in done.stdout.splitlines() if line.startswith("| local")]
     assert len(rows) == 4
+
+
+def _pipeline_tasks() -> list[asyncio.Task[Any]]:
+    return [
+        t
+        for t in asyncio.all_tasks()
+        if not t.done() and "_run_workers" in getattr(t.get_coro(), "__qualname__", "")
+    ]
+
+
+async def _settle() -> None:
+    for _ in range(200):
+        if not _pipeline_tasks():
+            return
+        await asyncio.sleep(0.01)
+
+
+@contextlib.contextmanager
+def _loop_errors(caplog: pytest.LogCaptureFixture) -> Iterator[list[dict[str, Any]]]:
+    """Errors the event loop reports (unhandled task errors, failed finalisers) and logs."""
+    loop = asyncio.get_running_loop()
+    seen: list[dict[str, Any]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: seen.append(context))
+    try:
+        with caplog.at_level(logging.WARNING):
+            yield seen
+    finally:
+        loop.set_exception_handler(previous)
+
+
+@pytest.mark.anyio
+async def test_breaking_out_of_the_loop_needs_no_aclosing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    io, md = await _table(tmp_path, 8, 20)
+    with _loop_errors(caplog) as seen:
+        scan = TableScan(io, md, **_fresh(io_concurrency=2, channel_size=1))
+        async for _ in scan.plan_files():
+            break
+        gc.collect()
+        await _settle()
+        assert not _pipeline_tasks()
+        # closing from another task, after a partial read
+        tasks = TableScan(io, md, **_fresh(io_concurrency=2, channel_size=1)).plan_files()
+        await tasks.__anext__()
+        await asyncio.create_task(tasks.aclose())  # type: ignore[arg-type]
+        assert not _pipeline_tasks()
+    assert seen == []
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    # the plan still runs to completion afterwards
+    assert len(await _paths(TableScan(io, md, **_fresh()))) == 160
+
+
+@pytest.mark.anyio
+async def test_abandoned_iterator_is_finalised_quietly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    io, md = await _table(tmp_path, 8, 20)
+    with _loop_errors(caplog) as seen:
+        scan = TableScan(io, md, **_fresh(io_concurrency=2, channel_size=1))
+        tasks = scan.plan_files()
+        first = await tasks.__anext__()
+        assert first.file.file_path
+        assert _pipeline_tasks()  # blocked on the full queue
+        del tasks
+        gc.collect()  # the loop's finaliser hook closes the generator in a new task
+        await _settle()
+        assert not _pipeline_tasks()
+    assert seen == []
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert scan.metrics.manifests_read < 8

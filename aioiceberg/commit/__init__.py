@@ -1,6 +1,7 @@
 """Commits: changes as updates plus requirements, one protocol seam, retry with rebase."""
 
 from aioiceberg.commit.apply import apply_updates
+from aioiceberg.commit.overwrite import RemovedFile, RowLevelChange, rowlevel_summary
 from aioiceberg.commit.protocols import CommitProtocol, ConditionalWriteProtocol, TableState
 from aioiceberg.commit.requirements import (
     AssertCreate,
@@ -25,15 +26,18 @@ from aioiceberg.commit.updates import (
     RemoveProperties,
     RemoveSnapshotRef,
     RemoveSnapshots,
+    RemoveStatistics,
     SetCurrentSchema,
     SetDefaultSortOrder,
     SetDefaultSpec,
     SetLocation,
     SetProperties,
     SetSnapshotRef,
+    SetStatistics,
     TableUpdate,
     UpgradeFormatVersion,
 )
+from aioiceberg.commit.validate import ConflictDetection, validate_concurrent_changes
 
 __all__ = [
     "AddPartitionSpec",
@@ -53,24 +57,31 @@ __all__ = [
     "CommitProtocol",
     "CommitStats",
     "ConditionalWriteProtocol",
+    "ConflictDetection",
     "FastAppend",
     "MetadataChange",
     "RemoveProperties",
     "RemoveSnapshotRef",
     "RemoveSnapshots",
+    "RemoveStatistics",
+    "RemovedFile",
     "RetryConfig",
+    "RowLevelChange",
     "SetCurrentSchema",
     "SetDefaultSortOrder",
     "SetDefaultSpec",
     "SetLocation",
     "SetProperties",
     "SetSnapshotRef",
+    "SetStatistics",
     "TableRequirement",
     "TableState",
     "TableUpdate",
     "UpgradeFormatVersion",
     "apply_updates",
     "commit_changes",
+    "rowlevel_summary",
     "snapshot_summary",
+    "validate_concurrent_changes",
     "validate_requirements",
 ]

@@ -19,12 +19,14 @@ from aioiceberg.commit.updates import (
     RemoveProperties,
     RemoveSnapshotRef,
     RemoveSnapshots,
+    RemoveStatistics,
     SetCurrentSchema,
     SetDefaultSortOrder,
     SetDefaultSpec,
     SetLocation,
     SetProperties,
     SetSnapshotRef,
+    SetStatistics,
     TableUpdate,
     UpgradeFormatVersion,
 )
@@ -76,6 +78,8 @@ def apply_updates(
                     f"cannot downgrade format version {md.format_version} to {update.format_version}"
                 )
             md = md.replace(format_version=update.format_version)
+            if update.format_version >= 3 and md.next_row_id is None:
+                md = md.replace(next_row_id=0)  # v3 requires next-row-id; no row has one yet
         elif isinstance(update, AddSchema):
             md, added_schema = _add_schema(md, update)
         elif isinstance(update, SetCurrentSchema):
@@ -105,6 +109,14 @@ def apply_updates(
             md = _remove_ref(md, update.ref_name)
         elif isinstance(update, RemoveSnapshots):
             md = _remove_snapshots(md, set(update.snapshot_ids))
+        elif isinstance(update, SetStatistics):
+            stats = update.statistics
+            if md.snapshot_by_id(stats.snapshot_id) is None:
+                raise ValidationError(f"statistics for unknown snapshot {stats.snapshot_id}")
+            kept = tuple(s for s in md.statistics if s.snapshot_id != stats.snapshot_id)
+            md = md.replace(statistics=(*kept, stats))
+        elif isinstance(update, RemoveStatistics):
+            md = md.replace(statistics=tuple(s for s in md.statistics if s.snapshot_id != update.snapshot_id))
         elif isinstance(update, SetProperties):
             removed = [k for k in update.updates if not isinstance(update.updates[k], str)]
             if removed:

@@ -217,7 +217,7 @@ class FastAppend:
         manifest = await self._write_manifest(io, base)
         parent = base.snapshot_by_ref(self.branch)
         parent_id = parent.snapshot_id if parent is not None else None
-        manifests = [manifest, *await self._manifests_of(io, parent)]
+        manifests = await self._compose(io, base, manifest, await self._manifests_of(io, parent), attempt)
         sequence_number = base.next_sequence_number()
         first_row_id = None
         added_rows = None
@@ -252,12 +252,35 @@ class FastAppend:
             first_row_id=first_row_id,
             added_rows=added_rows,
         )
-        updates: list[TableUpdate] = [AddSnapshot(snapshot), SetSnapshotRef(self.snapshot_id, self.branch)]
+        ref = base.refs.get(self.branch)  # moving a branch keeps its retention settings
+        if ref is not None and not ref.is_branch:
+            raise ValidationError(f"{self.branch!r} is a tag; commits go to branches")
+        updates: list[TableUpdate] = [
+            AddSnapshot(snapshot),
+            SetSnapshotRef(
+                self.snapshot_id,
+                self.branch,
+                min_snapshots_to_keep=ref.min_snapshots_to_keep if ref is not None else None,
+                max_snapshot_age_ms=ref.max_snapshot_age_ms if ref is not None else None,
+                max_ref_age_ms=ref.max_ref_age_ms if ref is not None else None,
+            ),
+        ]
         requirements: list[TableRequirement] = [
             AssertTableUUID(base.table_uuid),
             AssertRefSnapshotId(self.branch, parent_id),
         ]
         return updates, requirements
+
+    async def _compose(
+        self,
+        io: FileIO,
+        base: TableMetadata,
+        manifest: ManifestFile,
+        parent_manifests: list[ManifestFile],
+        attempt: int,
+    ) -> list[ManifestFile]:
+        """The new snapshot's manifests; a merging append overrides this."""
+        return [manifest, *parent_manifests]
 
     async def committed(self, io: FileIO, metadata: TableMetadata) -> None:
         snap = metadata.snapshot_by_id(self.snapshot_id)

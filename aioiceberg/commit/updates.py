@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from aioiceberg.spec.metadata import MAIN_BRANCH, Snapshot, SnapshotRefType
+from aioiceberg.spec.metadata import MAIN_BRANCH, Snapshot, SnapshotRefType, StatisticsFile
 from aioiceberg.spec.partitioning import PartitionSpec
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.sorting import SortOrder
@@ -25,12 +25,14 @@ __all__ = [
     "RemoveProperties",
     "RemoveSnapshotRef",
     "RemoveSnapshots",
+    "RemoveStatistics",
     "SetCurrentSchema",
     "SetDefaultSortOrder",
     "SetDefaultSpec",
     "SetLocation",
     "SetProperties",
     "SetSnapshotRef",
+    "SetStatistics",
     "TableUpdate",
     "UpgradeFormatVersion",
 ]
@@ -106,6 +108,18 @@ class RemoveSnapshots:
 
 
 @dataclass(frozen=True, slots=True)
+class SetStatistics:
+    """Register (or replace) the Puffin statistics file of one snapshot."""
+
+    statistics: StatisticsFile
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveStatistics:
+    snapshot_id: int
+
+
+@dataclass(frozen=True, slots=True)
 class SetProperties:
     updates: Mapping[str, str] = field(default_factory=dict)
 
@@ -139,6 +153,8 @@ TableUpdate = (
     | SetSnapshotRef
     | RemoveSnapshotRef
     | RemoveSnapshots
+    | SetStatistics
+    | RemoveStatistics
     | SetProperties
     | RemoveProperties
     | SetLocation

@@ -1,12 +1,15 @@
-"""S3 client options and the one-client-per-event-loop registry.
+"""AWS client options and the one-client-per-event-loop registry (S3, DynamoDB, ...).
 
 aiobotocore clients hold an aiohttp connection pool bound to the loop that created
-them, so clients are cached per (running loop, options) and shared by all its tasks.
+them, so clients are cached per (running loop, service, options) and shared by all its
+tasks. Every service gets the same no-resend HTTP session and SDK retries switched off:
+a conditional write (S3 PUT, DynamoDB PutItem) must never be repeated blindly.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -100,10 +103,10 @@ def _loop_clients() -> _LoopClients:
     return entry
 
 
-async def get_client(options: S3Options) -> Any:
-    """The shared aiobotocore S3 client for the running loop and these options."""
+async def get_client(options: S3Options, service: str = "s3") -> Any:
+    """The shared aiobotocore client of ``service`` for the running loop and these options."""
     entry = _loop_clients()
-    key = options.client_key()
+    key = (service, *options.client_key())
     found = entry.clients.get(key)
     if found is not None:
         return found[1]
@@ -111,7 +114,7 @@ async def get_client(options: S3Options) -> Any:
         found = entry.clients.get(key)
         if found is not None:
             return found[1]
-        context = _create_client_context(options)
+        context = _create_client_context(options, service)
         client = await context.__aenter__()
         entry.clients[key] = (context, client)
         return client
@@ -133,7 +136,7 @@ def _no_resend_session_cls() -> type[Any]:
     return NoResendAIOHTTPSession
 
 
-def _create_client_context(options: S3Options) -> Any:
+def _create_client_context(options: S3Options, service: str) -> Any:
     from aiobotocore.config import AioConfig
     from aiobotocore.session import AioSession
 
@@ -147,7 +150,7 @@ def _create_client_context(options: S3Options) -> Any:
         read_timeout=options.read_timeout,
         # Retries live in aioiceberg.io.retry: the SDK must never repeat a conditional PUT.
         retries={"total_max_attempts": 1, "mode": "standard"},
-        s3=s3_config or None,
+        s3=(s3_config or None) if service == "s3" else None,
         http_session_cls=_no_resend_session_cls(),
     )
     kwargs: dict[str, Any] = {"config": config}
@@ -155,26 +158,29 @@ def _create_client_context(options: S3Options) -> Any:
         kwargs["endpoint_url"] = options.endpoint_url
     if options.region:
         kwargs["region_name"] = options.region
+    elif service != "s3" and not (os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION")):
+        # S3 resolves a bucket's region itself; regional services refuse to start without one
+        kwargs["region_name"] = "us-east-1"
     if options.access_key_id and options.secret_access_key:
         kwargs["aws_access_key_id"] = options.access_key_id
         kwargs["aws_secret_access_key"] = options.secret_access_key
         if options.session_token:
             kwargs["aws_session_token"] = options.session_token
-    return session.create_client("s3", **kwargs)
+    return session.create_client(service, **kwargs)
 
 
-async def close_client(options: S3Options) -> None:
-    """Close this loop's client for ``options``; the next call opens a fresh one."""
+async def close_client(options: S3Options, service: str = "s3") -> None:
+    """Close this loop's ``service`` client for ``options``; the next call opens a fresh one."""
     entry = _REGISTRY.get(asyncio.get_running_loop())
     if entry is None:
         return
-    found = entry.clients.pop(options.client_key(), None)
+    found = entry.clients.pop((service, *options.client_key()), None)
     if found is not None:
         await found[0].__aexit__(None, None, None)
 
 
 async def close_all_clients() -> None:
-    """Close every S3 client opened on the running loop."""
+    """Close every client (any service) opened on the running loop."""
     entry = _REGISTRY.pop(asyncio.get_running_loop(), None)
     if entry is not None:
         for context, _client in entry.clients.values():

@@ -30,6 +30,7 @@ class ScanMetrics:
     tasks: int = 0
     delete_files: int = 0
     decoded_in_processes: int = 0
+    decoded_columnar: int = 0
     time_to_first_task_s: float | None = None
     planning_time_s: float | None = None
 

@@ -3,9 +3,14 @@
 Stages are joined by bounded channels with named knobs, the asyncio twin of
 iceberg-rust's scan: ``io_concurrency`` manifest workers each fetch one manifest
 (sharing the FileIO's client), decode and prune it off the loop (``decode_workers``
-processes), and hand the survivors to the consumer through a channel of
+threads running the columnar decoder, which releases the GIL; worker processes for the
+fastavro decoder), and hand the survivors to the consumer through a queue of
 ``channel_size`` manifests. So memory is bounded by the manifests in flight, not by the
 table, when the caller consumes tasks as they come.
+
+The pipeline runs in its own asyncio task; the generator only reads the queue. Closing
+the generator early (``break``, ``aclose()`` from any task, or garbage collection)
+cancels and awaits that task in the generator's ``finally``, so no caller code is needed.
 
 Delete manifests are queued first. A data file waits for the delete index only when a
 delete manifest could still apply to it (its sequence number is not above every
@@ -14,13 +19,13 @@ delete manifest's); all others are yielded as soon as their manifest is pruned.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import os
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 
 import anyio
-from anyio.abc import ObjectSendStream
 
 from aioiceberg.errors import ValidationError
 from aioiceberg.expressions import ManifestEvaluator, ResidualEvaluator, bind, parse, rewrite_not
@@ -44,6 +49,7 @@ from aioiceberg.spec.manifest import (
     ManifestFile,
     read_manifest_list,
 )
+from aioiceberg.spec.manifest.columnar import columnar_available
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
 from aioiceberg.spec.partitioning import PartitionSpec
 from aioiceberg.spec.schema import Schema
@@ -53,6 +59,15 @@ __all__ = ["TableScan"]
 
 # Below this many manifest bytes to decode, starting worker processes costs more than it saves.
 PROCESS_THRESHOLD_BYTES = 4 * 1024 * 1024
+# Below this many entries a manifest decodes faster with fastavro: the columnar path has a
+# fixed cost of ~2-3 ms per manifest (measured: 50-entry manifests 1.3x slower, 1000-entry
+# ones ~2x faster on one core).
+COLUMNAR_MIN_ENTRIES = 100
+
+
+def _entry_count(mf: ManifestFile) -> int | None:
+    counts = (mf.added_files_count, mf.existing_files_count, mf.deleted_files_count)
+    return None if any(c is None for c in counts) else sum(c or 0 for c in counts)
 
 
 def _referenced_ids(expr: Expression) -> set[int]:
@@ -88,11 +103,15 @@ class TableScan:
     """One planned read of a table snapshot; ``plan_files()`` streams its tasks.
 
     ``row_filter`` is a filter string or an expression. Knobs: ``io_concurrency``
-    (manifests fetched at once), ``decode_workers`` (worker processes; 0 decodes in one
-    thread; default: CPU count), ``split_size`` (split files along split offsets into
+    (manifests fetched at once), ``decode_workers`` (threads decoding columnar manifests
+    at once, or worker processes for fastavro decoding; 0: one thread; default: CPU count),
+    ``split_size`` (split files along split offsets into
     tasks of about this many bytes; None: one task per file), ``include_column_stats``
     (keep every column's metrics on task files; default only the filter's columns),
-    ``process_threshold_bytes`` (manifest bytes below which decoding stays in one thread).
+    ``process_threshold_bytes`` (manifest bytes below which fastavro decoding stays in one
+    thread), ``columnar`` (decode with the columnar decoder in ``decode_workers`` threads,
+    falling back to fastavro per manifest; False: fastavro in worker processes),
+    ``columnar_min_entries`` (manifests listing fewer entries decode with fastavro).
     ``limit`` stops planning once unfiltered, delete-free tasks hold that many rows.
     """
 
@@ -116,6 +135,8 @@ class TableScan:
         cache: ManifestCache | None = None,
         manifest_list_cache: ManifestListCache | None = None,
         process_threshold_bytes: int = PROCESS_THRESHOLD_BYTES,
+        columnar: bool = True,
+        columnar_min_entries: int = COLUMNAR_MIN_ENTRIES,
     ) -> None:
         if io_concurrency < 1:
             raise ValidationError(f"io_concurrency must be >= 1, got {io_concurrency}")
@@ -140,6 +161,8 @@ class TableScan:
         self.channel_size = channel_size if channel_size is not None else max(2, io_concurrency // 4)
         self.split_size = split_size
         self.process_threshold_bytes = process_threshold_bytes
+        self.columnar = columnar and columnar_available()
+        self.columnar_min_entries = columnar_min_entries
         default_cache, default_lists = default_manifest_cache()
         self.cache = cache if cache is not None else default_cache
         self.manifest_list_cache = manifest_list_cache if manifest_list_cache is not None else default_lists
@@ -221,11 +244,14 @@ class TableScan:
             kept = []
         return data, kept
 
+    def _columnar_for(self, mf: ManifestFile) -> bool:
+        n = _entry_count(mf)
+        return n is None or n >= self.columnar_min_entries
+
     async def _load(
         self,
         mf: ManifestFile,
-        use_processes: bool,
-        lane: anyio.CapacityLimiter,
+        lanes: _Lanes,
         io_limiter: anyio.CapacityLimiter,
     ) -> CachedManifest:
         view = self._ctx.key
@@ -237,13 +263,23 @@ class TableScan:
         async with io_limiter:
             data = await self.io.read(mf.manifest_path)
         m.bytes_fetched += len(data)
+        columnar = lanes.columnar and self._columnar_for(mf)
         result: DecodeResult = await shared_decoder(self.decode_workers).decode(
-            data, mf, self._ctx, processes=use_processes, thread_lane=lane
+            data,
+            mf,
+            self._ctx,
+            processes=lanes.processes,
+            thread_lane=lanes.columnar_lane if columnar else lanes.fastavro_lane,
+            columnar=columnar,
         )
         del data
         m.manifests_read += 1
         if not result.in_process:
             m.decoded_in_processes += 1
+        if result.columnar:
+            m.decoded_columnar += 1
+        elif columnar and mf.content == ManifestContent.DATA:
+            lanes.fell_back()
         m.entries_read += result.entries_read
         m.entries_skipped_by_partition += result.skipped_by_partition
         m.entries_skipped_by_metrics += result.skipped_by_metrics
@@ -262,15 +298,13 @@ class TableScan:
         self,
         data: list[ManifestFile],
         deletes: list[ManifestFile],
-        send: ObjectSendStream[tuple[ManifestEntry, ...]],
+        queue: asyncio.Queue[tuple[ManifestEntry, ...] | None],
         index: DeleteIndex,
         index_ready: anyio.Event,
     ) -> None:
         total_bytes = sum(mf.manifest_length for mf in data) + sum(mf.manifest_length for mf in deletes)
-        use_processes = self.decode_workers > 0 and total_bytes >= self.process_threshold_bytes
-        if use_processes:
-            shared_decoder(self.decode_workers).start()
-        lane = anyio.CapacityLimiter(1)
+        small = any(not self._columnar_for(mf) for mf in [*data, *deletes])
+        lanes = _Lanes(self, total_bytes >= self.process_threshold_bytes, small)
         io_limiter = anyio.CapacityLimiter(self.io_concurrency)
         unpartitioned = {i for i, s in self.specs.items() if not s.fields}
         work: Iterator[ManifestFile] = iter([*deletes, *data])
@@ -280,7 +314,7 @@ class TableScan:
 
         async def worker() -> None:
             for mf in work:
-                loaded = await self._load(mf, use_processes, lane, io_limiter)
+                loaded = await self._load(mf, lanes, io_limiter)
                 if mf.content == ManifestContent.DELETES:
                     for entry in loaded.entries:
                         index.add(entry, unpartitioned)
@@ -288,13 +322,13 @@ class TableScan:
                     if deletes_left[0] == 0:
                         index_ready.set()
                 elif loaded.entries:
-                    await send.send(loaded.entries)
+                    await queue.put(loaded.entries)
 
-        async with send:
-            n = min(self.io_concurrency, len(data) + len(deletes))
-            async with anyio.create_task_group() as tg:
-                for _ in range(n):
-                    tg.start_soon(worker)
+        n = min(self.io_concurrency, len(data) + len(deletes))
+        async with anyio.create_task_group() as tg:
+            for _ in range(n):
+                tg.start_soon(worker)
+        await queue.put(None)
 
     def _tasks_for(self, entry: ManifestEntry, deletes: tuple[DataFile, ...]) -> Iterator[FileScanTask]:
         f = entry.data_file
@@ -312,8 +346,8 @@ class TableScan:
     async def plan_files(self) -> AsyncIterator[FileScanTask]:
         """Stream the scan's tasks as they are decided (see the module docstring).
 
-        To stop early, close the iterator in the task that iterates it
-        (``async with contextlib.aclosing(scan.plan_files()) as tasks``): it owns a task group.
+        Stopping early needs nothing special: ``break`` out of the loop, or close or drop
+        the iterator from any task; the pipeline task is cancelled and awaited.
         """
         started = time.perf_counter()
         m = self.metrics = ScanMetrics()
@@ -327,44 +361,116 @@ class TableScan:
         max_delete_seq = max((mf.sequence_number or 0 for mf in deletes), default=None)
         index = DeleteIndex()
         index_ready = anyio.Event()
-        send, receive = anyio.create_memory_object_stream[tuple[ManifestEntry, ...]](self.channel_size)
+        queue: asyncio.Queue[tuple[ManifestEntry, ...] | None] = asyncio.Queue(self.channel_size)
+        pipeline = asyncio.create_task(self._run_workers(data, deletes, queue, index, index_ready))
         rows = 0
         delete_files: set[str] = set()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._run_workers, data, deletes, send, index, index_ready)
-            try:
-                async with receive:
-                    async for batch in receive:
-                        for entry in batch:
-                            if max_delete_seq is not None and (entry.sequence_number or 0) <= max_delete_seq:
-                                await index_ready.wait()
-                                found = index.for_data_file(entry.sequence_number, entry.data_file)
-                            else:
-                                found = ()
-                            for task in self._tasks_for(entry, found):
-                                if m.time_to_first_task_s is None:
-                                    m.time_to_first_task_s = time.perf_counter() - started
-                                m.tasks += 1
-                                delete_files.update(d.file_path for d in found)
-                                m.delete_files = len(delete_files)
-                                try:
-                                    yield task
-                                except GeneratorExit:
-                                    # closed early: stop the workers and end quietly, so the
-                                    # task group does not wrap the exit in an exception group
-                                    tg.cancel_scope.cancel()
-                                    return
-                            if self.limit is not None:
-                                if found or not isinstance(self._residual(entry.data_file), AlwaysTrue):
-                                    continue
-                                rows += entry.data_file.record_count
-                                if rows >= self.limit:
-                                    tg.cancel_scope.cancel()
-                                    return
-            finally:
-                tg.cancel_scope.cancel()
-                m.planning_time_s = time.perf_counter() - started
+        try:
+            while True:
+                batch = await _next_batch(queue, pipeline)
+                if batch is None:
+                    break
+                for entry in batch:
+                    if max_delete_seq is not None and (entry.sequence_number or 0) <= max_delete_seq:
+                        await _wait_or_fail(index_ready, pipeline)
+                        found = index.for_data_file(entry.sequence_number, entry.data_file)
+                    else:
+                        found = ()
+                    for task in self._tasks_for(entry, found):
+                        if m.time_to_first_task_s is None:
+                            m.time_to_first_task_s = time.perf_counter() - started
+                        m.tasks += 1
+                        if found:
+                            delete_files.update(d.file_path for d in found)
+                            m.delete_files = len(delete_files)
+                        yield task
+                    if self.limit is not None:
+                        if found or not isinstance(self._residual(entry.data_file), AlwaysTrue):
+                            continue
+                        rows += entry.data_file.record_count
+                        if rows >= self.limit:
+                            return
+        finally:
+            await _stop(pipeline)
+            m.planning_time_s = time.perf_counter() - started
 
     def __repr__(self) -> str:
         snap = self.snapshot.snapshot_id if self.snapshot is not None else None
         return f"TableScan(snapshot={snap}, filter={self.bound_filter})"
+
+
+class _Lanes:
+    """How one plan decodes: columnar in threads until a manifest needs fastavro, then
+    fastavro (in worker processes when the plan is big enough) for the rest."""
+
+    def __init__(self, scan: TableScan, big: bool, small_manifests: bool) -> None:
+        self._scan = scan
+        self._big = big
+        self.columnar = scan.columnar
+        self.columnar_lane = anyio.CapacityLimiter(max(1, scan.decode_workers))
+        self.fastavro_lane = anyio.CapacityLimiter(1)
+        self.processes = False
+        if not self.columnar or small_manifests:
+            self._use_processes()
+
+    def _use_processes(self) -> None:
+        self.processes = self._scan.decode_workers > 0 and self._big
+        if self.processes:
+            shared_decoder(self._scan.decode_workers).start()
+
+    def fell_back(self) -> None:
+        """A manifest the columnar decoder could not read: its siblings likely cannot either."""
+        if self.columnar:
+            self.columnar = False
+            self._use_processes()
+
+
+async def _next_batch(
+    queue: asyncio.Queue[tuple[ManifestEntry, ...] | None], pipeline: asyncio.Task[None]
+) -> tuple[ManifestEntry, ...] | None:
+    """The next batch, or the pipeline's error as soon as it fails."""
+    if not queue.empty():
+        return queue.get_nowait()
+    getter = asyncio.ensure_future(queue.get())
+    try:
+        await asyncio.wait({getter, pipeline}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not getter.done():
+            getter.cancel()
+    if getter.done() and not getter.cancelled():
+        return getter.result()
+    _raise_failure(pipeline)
+    return queue.get_nowait() if not queue.empty() else None
+
+
+def _raise_failure(pipeline: asyncio.Task[None]) -> None:
+    """Raise the pipeline's error (a lone error out of the workers' task group unwrapped)."""
+    error = pipeline.exception()
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    if error is not None:
+        raise error
+
+
+async def _wait_or_fail(event: anyio.Event, pipeline: asyncio.Task[None]) -> None:
+    if event.is_set():
+        return
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({waiter, pipeline}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not waiter.done():
+            waiter.cancel()
+    if not event.is_set():
+        _raise_failure(pipeline)
+        raise RuntimeError("planning pipeline ended before the delete index was ready")
+
+
+async def _stop(pipeline: asyncio.Task[None]) -> None:
+    """Cancel the pipeline task and wait until it has ended (its error, if any, is dropped
+    only when the plan was closed early; a finished pipeline's error was already raised)."""
+    if not pipeline.done():
+        pipeline.cancel()
+        await asyncio.wait({pipeline})
+    if not pipeline.cancelled():
+        pipeline.exception()  # retrieved, so asyncio does not log it

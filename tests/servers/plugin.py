@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
@@ -81,3 +81,13 @@ def s3_storage_options(endpoint: str) -> dict[str, str]:
 
 def unique_bucket_name(prefix: str = "test") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:20]}"
+
+
+@pytest.fixture
+async def aws_clients_closed(anyio_backend: str) -> AsyncIterator[None]:
+    """Close the loop's shared aiobotocore clients (S3, DynamoDB) when the test ends, so no
+    "Unclosed client session" warnings are left for interpreter exit."""
+    yield
+    from aioiceberg.io import close_all_clients
+
+    await close_all_clients()

@@ -5,7 +5,8 @@ Usable as a library (tests, benchmarks) and standalone:
 
 Faults it reproduces:
 * per-request delay with jitter (cloud latency);
-* a fraction of requests answered ``503 SlowDown`` without forwarding them;
+* a fraction of requests answered ``503 SlowDown`` without forwarding them (or every
+  request a filter picks: a heartbeat that never gets through);
 * dropping the response of a forwarded request (the write landed, the client never hears);
 * ``ignore_conditions``: strip ``If-None-Match`` / ``If-Match`` from PUTs before forwarding,
   simulating a store that ignores them. Those headers are covered by the SigV4 signature,
@@ -59,6 +60,8 @@ class FaultConfig:
     drop_rate: float = 0.0
     drop_filter: RequestFilter | None = None
     drop_next: int = 0  # drop the responses of the next N requests matching drop_filter
+    delay_filter: RequestFilter | None = None  # delay only matching requests (None: all)
+    refuse_filter: RequestFilter | None = None  # answer matching requests 503 without forwarding
     ignore_conditions: bool = False
     seed: int | None = None
 
@@ -111,7 +114,11 @@ class FaultProxy:
             self.stats.requests += 1
             self.stats.by_method[request.method] = self.stats.by_method.get(request.method, 0) + 1
             delay = max(0.0, c.delay_ms + self._random.uniform(-c.jitter_ms, c.jitter_ms)) / 1000
+            if c.delay_filter is not None and not c.delay_filter(request):
+                delay = 0.0
             slowdown = self._random.random() < c.slowdown_rate
+            if c.refuse_filter is not None and c.refuse_filter(request):
+                slowdown = True
             matches = c.drop_filter is None or c.drop_filter(request)
             drop = False
             if not slowdown and matches:

@@ -5,17 +5,21 @@ latest version is one consistent query (newest first, limit 1). After the commit
 the metadata is also copied to ``v{N+1}.metadata.json`` plus the version hint, so readers
 that do not use DynamoDB see the same history.
 
-``mode="lease"`` is for stores without conditional writes: a lease lock item (owner,
-lease id, heartbeat) serialises writers, who then write ``v{N+1}`` plainly. A lock is
-taken over only when its lease id stayed unchanged for a whole lease period, and a
-commit whose heartbeat lapsed is aborted before its commit point.
+``mode="lease"`` is for stores without conditional writes (fsspec, plain HTTP stores):
+a lease lock item (owner, lease id, heartbeat) serialises writers, who then write
+``v{N+1}`` plainly; the store's capability probe is not needed. A lock is taken over only
+when its lease id stayed unchanged for a whole lease period, and a commit whose heartbeat
+lapsed is aborted before its commit point. A plain store cannot fence a write the
+network delays past the lease, so ``lease_ms`` must exceed the store's worst write time.
+
+The commit table is created on first use unless ``create_table=false``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
+import random
 import time
 import uuid
 import weakref
@@ -43,11 +47,11 @@ from aioiceberg.errors import (
     WriteOutcomeUnknownError,
 )
 from aioiceberg.io.base import FileIO
-from aioiceberg.io.s3_client import S3Options, _no_resend_session_cls
+from aioiceberg.io.s3_client import S3Options, get_client
 from aioiceberg.spec.metadata import TableMetadata
 from aioiceberg.spec.metadata_json import parse_table_metadata, serialize_table_metadata
 
-__all__ = ["DynamoDbOptions", "DynamoDbProtocol", "LeaseLock", "close_dynamodb_clients"]
+__all__ = ["DynamoDbOptions", "DynamoDbProtocol", "LeaseLock"]
 
 _THROTTLES = {
     "ThrottlingException",
@@ -100,71 +104,22 @@ class DynamoDbOptions:
             lease_ms=int(query.get("lease_ms", 10_000)),
         )
 
-    def client_key(self) -> tuple[object, ...]:
-        return (
-            self.endpoint_url,
-            self.region,
-            self.access_key_id,
-            self.secret_access_key,
-            self.session_token,
-            self.profile,
+    def client_options(self) -> S3Options:
+        """The connection part, in the form the shared per-loop client cache takes."""
+        return S3Options(
+            endpoint_url=self.endpoint_url,
+            region=self.region,
+            access_key_id=self.access_key_id,
+            secret_access_key=self.secret_access_key,
+            session_token=self.session_token,
+            profile=self.profile,
         )
 
 
-# -- one client per event loop (aiohttp pools are bound to their loop) -------------------------
-_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[object, ...], tuple[Any, Any]]] = (
-    weakref.WeakKeyDictionary()
-)
-_CLIENT_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
-    weakref.WeakKeyDictionary()
-)
 _READY_TABLES: set[tuple[object, ...]] = set()
-
-
-async def _client(options: DynamoDbOptions) -> Any:
-    loop = asyncio.get_running_loop()
-    clients = _CLIENTS.setdefault(loop, {})
-    key = options.client_key()
-    found = clients.get(key)
-    if found is not None:
-        return found[1]
-    async with _CLIENT_LOCKS.setdefault(loop, asyncio.Lock()):
-        found = clients.get(key)
-        if found is not None:
-            return found[1]
-        from aiobotocore.config import AioConfig
-        from aiobotocore.session import AioSession
-
-        session = AioSession(profile=options.profile) if options.profile else AioSession()
-        config = AioConfig(
-            max_pool_connections=64,
-            # A conditional PutItem must never be repeated blindly: retries are ours.
-            retries={"total_max_attempts": 1, "mode": "standard"},
-            http_session_cls=_no_resend_session_cls(),
-        )
-        kwargs: dict[str, Any] = {"config": config}
-        if options.endpoint_url:
-            kwargs["endpoint_url"] = options.endpoint_url
-        if options.region:
-            kwargs["region_name"] = options.region
-        elif not os.environ.get("AWS_DEFAULT_REGION") and not os.environ.get("AWS_REGION"):
-            kwargs["region_name"] = "us-east-1"
-        if options.access_key_id and options.secret_access_key:
-            kwargs["aws_access_key_id"] = options.access_key_id
-            kwargs["aws_secret_access_key"] = options.secret_access_key
-            if options.session_token:
-                kwargs["aws_session_token"] = options.session_token
-        context = session.create_client("dynamodb", **kwargs)
-        client = await context.__aenter__()
-        clients[key] = (context, client)
-        return client
-
-
-async def close_dynamodb_clients() -> None:
-    """Close the DynamoDB clients opened on the running loop."""
-    clients = _CLIENTS.pop(asyncio.get_running_loop(), None)
-    for context, _ in (clients or {}).values():
-        await context.__aexit__(None, None, None)
+# One table check (and create) at a time per loop: concurrent first uses would all describe
+# and create it, and a store that creates non-atomically (moto) then loses early items.
+_TABLE_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
 def _code(exc: BaseException) -> str:
@@ -194,11 +149,14 @@ class _Dynamo:
         self.options = options
 
     async def client(self) -> Any:
-        client = await _client(self.options)
-        key = (*self.options.client_key(), self.options.table_name)
+        connection = self.options.client_options()
+        client = await get_client(connection, "dynamodb")
+        key = (*connection.client_key(), self.options.table_name)
         if key not in _READY_TABLES:
-            await self._ensure_table(client)
-            _READY_TABLES.add(key)
+            async with _TABLE_LOCKS.setdefault(asyncio.get_running_loop(), asyncio.Lock()):
+                if key not in _READY_TABLES:
+                    await self._ensure_table(client)
+                    _READY_TABLES.add(key)
         return client
 
     async def _ensure_table(self, client: Any) -> None:
@@ -292,7 +250,15 @@ class _Dynamo:
 
 
 class LeaseLock:
-    """A lease on one table, held in the commit table under ``lock#{table}`` at version 0."""
+    """A lease on one table, held in the commit table under ``lock#{table}`` at version 0.
+
+    The holder renews by replacing ``lease_id`` (conditional on still being the owner). A
+    waiter takes over only with a PutItem conditional on a lease id it watched stay
+    unchanged for a whole lease, so a holder that keeps renewing is never displaced. The
+    holder's deadline (``valid_until``) counts from *before* each renewal was sent, while a
+    waiter's clock starts *after* it read that renewal: the holder's lease always ends
+    before anyone can take over (clocks only need to run at the same rate).
+    """
 
     def __init__(self, dynamo: _Dynamo, table_id: str, lease_ms: int) -> None:
         self.dynamo = dynamo
@@ -301,102 +267,129 @@ class LeaseLock:
         self.owner = uuid.uuid4().hex
         self.lease_id = ""
         self.valid_until = 0.0  # monotonic: past it our lease may have been taken over
+        self.lost = False
+        self.in_flight = False  # a commit-point write was sent and not acknowledged
+
+    @property
+    def lease_s(self) -> float:
+        return self.lease_ms / 1000
 
     def _item(self) -> dict[str, Any]:
         return {**self.key, "owner": {"S": self.owner}, "lease_id": {"S": self.lease_id}}
 
+    def _granted(self, started: float) -> None:
+        self.valid_until = started + self.lease_s
+        self.lost = False
+
     async def acquire(self, timeout_s: float = 60.0) -> None:
+        """Wait for the lease: create the lock item, or take over a lease that stopped moving.
+
+        While the lease id keeps changing (or has not been still for a whole lease) the
+        waiter only reads; it writes only to create a missing item or to take over.
+        """
+        await self.dynamo.client()  # creating the table must not eat into the first lease
         deadline = time.monotonic() + timeout_s
         seen: tuple[str, float] | None = None  # (lease id, when first seen)
-        while time.monotonic() < deadline:
-            self.lease_id = uuid.uuid4().hex
-            started = time.monotonic()
-            if seen is None:
-                result = await self.dynamo.put_if_absent(self._item(), "attribute_not_exists(version)")
-            else:
-                result = await self.dynamo.put_if_absent(
-                    self._item(), "lease_id = :seen", ExpressionAttributeValues={":seen": {"S": seen[0]}}
-                )
-            if result == "written":
-                self.valid_until = started + self.lease_ms / 1000
-                return
-            if result == "unknown":
-                current = await self._current()
-                if current is not None and current.get("lease_id", {}).get("S") == self.lease_id:
-                    self.valid_until = started + self.lease_ms / 1000
+        sent: float | None = None  # when our latest lease id was sent
+        pause = 0.01
+        while True:
+            if seen is None or time.monotonic() - seen[1] >= self.lease_s:
+                self.lease_id = uuid.uuid4().hex
+                sent = time.monotonic()
+                if seen is None:
+                    condition, extra = "attribute_not_exists(version)", {}
+                else:  # unchanged for a whole lease: take over, conditional on that lease id
+                    condition = "lease_id = :seen"
+                    extra = {"ExpressionAttributeValues": {":seen": {"S": seen[0]}}}
+                if await self.dynamo.put_if_absent(self._item(), condition, **extra) == "written":
+                    self._granted(sent)
                     return
             current = await self._current()
             lease_id = current.get("lease_id", {}).get("S", "") if current is not None else None
+            if sent is not None and lease_id == self.lease_id:  # an unacknowledged put that landed
+                self._granted(sent)
+                return
+            now = time.monotonic()
+            if now >= deadline:
+                raise CommitFailedError(f"could not acquire the commit lease for {self.key['table_id']['S']}")
             if lease_id is None:
-                seen = None
-            elif seen is None or seen[0] != lease_id:
-                seen = (lease_id, time.monotonic())  # the holder is alive: restart the clock
-            elif time.monotonic() - seen[1] >= self.lease_ms / 1000:
-                continue  # unchanged for a whole lease: take over (conditional on that lease id)
-            await anyio.sleep(min(0.05 + self.lease_ms / 20000, 0.5))
-        raise CommitFailedError(f"could not acquire the commit lease for {self.key['table_id']['S']}")
+                seen = None  # released: create it again at once
+                continue
+            if seen is None or seen[0] != lease_id:
+                seen = (lease_id, now)  # the holder is alive (or new): restart the clock
+            wait = min(pause, seen[1] + self.lease_s - now)
+            await anyio.sleep(max(0.0, wait) * random.uniform(0.5, 1.0))
+            pause = min(pause * 2, 0.2, self.lease_s / 4)
 
     async def _current(self) -> dict[str, Any] | None:
         response = await self.dynamo.call("get_item", Key=self.key, ConsistentRead=True)
         item: dict[str, Any] | None = response.get("Item")
         return item
 
-    async def heartbeat(self) -> bool:
-        """Renew the lease (new lease id, conditional on ours); False once it was lost."""
+    async def heartbeat(self) -> bool | None:
+        """Renew the lease: True renewed, False lost to another owner, None no clear answer."""
         new_id = uuid.uuid4().hex
         started = time.monotonic()
-        client = await self.dynamo.client()
         try:
+            client = await self.dynamo.client()
             await client.update_item(
                 TableName=self.dynamo.options.table_name,
                 Key=self.key,
                 UpdateExpression="SET lease_id = :new",
-                ConditionExpression="lease_id = :mine AND #o = :owner",
+                ConditionExpression="#o = :owner",
                 ExpressionAttributeNames={"#o": "owner"},
-                ExpressionAttributeValues={
-                    ":new": {"S": new_id},
-                    ":mine": {"S": self.lease_id},
-                    ":owner": {"S": self.owner},
-                },
+                ExpressionAttributeValues={":new": {"S": new_id}, ":owner": {"S": self.owner}},
             )
-        except Exception:
-            return False
+        except Exception as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                self.lost = True
+                return False
+            return None  # may have landed: harmless, the deadline just is not extended
         self.lease_id = new_id
-        self.valid_until = started + self.lease_ms / 1000
+        self._granted(started)
         return True
 
     def lapsed(self, margin_s: float = 0.0) -> bool:
-        return time.monotonic() + margin_s >= self.valid_until
+        return self.lost or time.monotonic() + margin_s >= self.valid_until
 
     async def release(self) -> None:
-        client = await self.dynamo.client()
+        """Delete the lock item if it is still ours (owner-conditional, so a taker's stays)."""
         with contextlib.suppress(Exception):
+            client = await self.dynamo.client()
             await client.delete_item(
                 TableName=self.dynamo.options.table_name,
                 Key=self.key,
-                ConditionExpression="lease_id = :mine",
-                ExpressionAttributeValues={":mine": {"S": self.lease_id}},
+                ConditionExpression="#o = :owner",
+                ExpressionAttributeNames={"#o": "owner"},
+                ExpressionAttributeValues={":owner": {"S": self.owner}},
             )
+
+    async def _beat(self) -> None:
+        period = self.lease_s / 3
+        while not self.lost:
+            await anyio.sleep(period)
+            period = self.lease_s / 3 if await self.heartbeat() else self.lease_s / 10
 
     @contextlib.asynccontextmanager
     async def held(self) -> AsyncIterator[LeaseLock]:
+        """Hold the lease, renewed in the background, for the body.
+
+        After an unacknowledged commit-point write the lock item is left to expire instead
+        of being released: the write may still land, and nobody may write before it would.
+        """
         await self.acquire()
+        # A plain task, not a task group around the body: the body's errors (CommitFailedError
+        # and friends) must reach the retry loop as themselves, not inside an ExceptionGroup.
+        beat = asyncio.ensure_future(self._beat())
         try:
-            async with anyio.create_task_group() as tg:
-
-                async def beat() -> None:
-                    while True:
-                        await anyio.sleep(self.lease_ms / 3000)
-                        if not await self.heartbeat():
-                            return
-
-                tg.start_soon(beat)
-                try:
-                    yield self
-                finally:
-                    tg.cancel_scope.cancel()
+            yield self
         finally:
-            await self.release()
+            beat.cancel()
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait([beat])
+                if not self.in_flight:
+                    with anyio.move_on_after(10):
+                        await self.release()
 
 
 class DynamoDbProtocol(CommitProtocol):
@@ -461,21 +454,38 @@ class DynamoDbProtocol(CommitProtocol):
     async def _write_version_file(
         self, table_location: str, version: int, metadata: TableMetadata, lock: LeaseLock
     ) -> TableState:
+        """The lease-mode commit point: a plain write of ``v{version}``, only within the lease.
+
+        The write must finish before the lease could pass to another writer, so it gets the
+        lease's remaining time (at least a third of it) and is reported unknown past that.
+        """
         location = version_path(table_location, version)
         data = serialize_table_metadata(metadata)
-        if lock.lapsed(margin_s=lock.lease_ms / 3000):
-            raise CommitFailedError(f"the commit lease for {table_location} lapsed before the commit point")
         if await self.io.exists(location):
             raise CommitFailedError(f"version {version} of {table_location} already exists")
+        remaining = lock.valid_until - time.monotonic()
+        if lock.lost or remaining < lock.lease_s / 3:
+            raise CommitFailedError(
+                f"the commit lease for {table_location} lapsed before the commit point (not renewed "
+                f"within {lock.lease_ms} ms); v{version} was not written"
+            )
+        lock.in_flight = True
         try:
-            await self.io.write(location, data)
+            with anyio.fail_after(remaining):
+                await self.io.write(location, data)
+        except TimeoutError:
+            raise CommitStateUnknownError(
+                f"{location}: the version write outlasted the commit lease; it may still land"
+            ) from None
         except StoreError as exc:
             raise CommitStateUnknownError(f"{location}: the version write failed midway: {exc}") from exc
+        lock.in_flight = False
         with contextlib.suppress(StoreError):
             await self.io.write(f"{metadata_dir(table_location)}/version-hint.text", str(version).encode())
         return TableState(metadata, location, version)
 
     async def _commit_item(self, table_location: str, version: int, metadata: TableMetadata) -> TableState:
+        await self.dynamo.client()  # a missing or unreachable commit table fails before any write
         commit_id = uuid.uuid4().hex
         location = f"{metadata_dir(table_location)}/{version:05d}-{commit_id}.metadata.json"
         data = serialize_table_metadata(metadata)

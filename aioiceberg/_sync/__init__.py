@@ -1,0 +1,1 @@
+"""Machinery behind the blocking facade (aioiceberg.sync)."""

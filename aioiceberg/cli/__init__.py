@@ -1,0 +1,53 @@
+"""The ``aioiceberg`` command line, on top of the blocking API (``aioiceberg.sync``).
+
+``main`` turns every user mistake (missing table, bad filter, unreadable file, bad
+schema text) into one ``error: ...`` line on stderr and exit code 1; usage mistakes
+exit 2 with click's usage message. ``AIOICEBERG_DEBUG=1`` shows tracebacks instead.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from aioiceberg.cli.app import CliError, cli
+
+__all__ = ["CliError", "cli", "main", "one_line"]
+
+
+def one_line(exc: BaseException) -> str:
+    """The message on one line: caret markers dropped, the rest joined."""
+    lines = [line.strip() for line in str(exc).splitlines()]
+    text = " ".join(line for line in lines if line and set(line) != {"^"})
+    return text or type(exc).__name__
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        code = cli.main(args=argv, prog_name="aioiceberg", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("error: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("error: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:
+        if os.environ.get("AIOICEBERG_DEBUG"):
+            raise
+        prefix = "" if isinstance(exc, CliError) else _kind(exc)
+        click.echo(f"error: {prefix}{one_line(exc)}", err=True)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _kind(exc: BaseException) -> str:
+    from aioiceberg.errors import IcebergError
+
+    if isinstance(exc, IcebergError | OSError):
+        return ""
+    return f"{type(exc).__name__}: "

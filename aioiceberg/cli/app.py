@@ -1,0 +1,608 @@
+"""Subcommands of ``aioiceberg``: thin wrappers that parse text, call the blocking API, print.
+
+A TABLE argument is a catalog identifier (``db.events``) or, for reading commands, a
+table location or metadata file (anything with a ``/``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from aioiceberg.cli.parsing import (
+    expand_files,
+    parse_key_values,
+    parse_schema_text,
+    parse_time,
+    split_top_level,
+)
+from aioiceberg.errors import (
+    ExpressionError,
+    IcebergError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+)
+
+__all__ = ["CliError", "cli"]
+
+# Piped output (tests, scripts) gets wide lines instead of rich's 80-column wrapping.
+console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+
+
+class CliError(Exception):
+    """A user mistake, reported as one ``error: ...`` line with exit code 1."""
+
+
+class State:
+    """What the group options set up; the catalog is opened on first use and closed at exit."""
+
+    def __init__(self, warehouse: str, storage_options: dict[str, str], lock: str | None) -> None:
+        self.warehouse = warehouse
+        self.storage_options = storage_options
+        self.lock = lock
+        self._catalog: Any = None
+
+    @property
+    def catalog(self) -> Any:
+        if self._catalog is None:
+            from aioiceberg import sync
+
+            self._catalog = sync.connect(self.warehouse, self.lock, self.storage_options or None)
+        return self._catalog
+
+    def close(self) -> None:
+        if self._catalog is not None:
+            self._catalog.aclose()
+
+    def table(self, name: str) -> Any:
+        """A catalog table by identifier, or any table by location / metadata file."""
+        from aioiceberg import sync
+
+        try:
+            if "/" in name:
+                return sync.load_table(name, self.storage_options or None)
+            return self.catalog.load_table(name)
+        except TableNotFoundError:
+            where = "" if "/" in name else f" in warehouse {self.warehouse}"
+            raise CliError(f"table {name} not found{where}") from None
+
+
+pass_state = click.make_pass_decorator(State)
+
+
+@contextmanager
+def filter_errors(text: str | None) -> Iterator[None]:
+    try:
+        yield
+    except ExpressionError as exc:
+        from aioiceberg.cli import one_line
+
+        raise CliError(f"bad filter {text!r}: {one_line(exc)}") from None
+
+
+def _columns(text: str | None) -> tuple[str, ...]:
+    return tuple(c.strip() for c in text.split(",") if c.strip()) if text else ("*",)
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+def _when(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _partition_text(task: Any) -> str:
+    parts = []
+    for pf, value in zip(task.spec.fields, task.file.partition, strict=False):
+        try:
+            source = task.schema.find_field(pf.source_id).field_type
+            shown = "null" if value is None else pf.transform.to_human_string(value, source)
+        except Exception:
+            shown = str(value)
+        parts.append(f"{pf.name}={shown}")
+    return ", ".join(parts)
+
+
+def _partition_field(pf: Any, schema: Any) -> str:
+    try:
+        source = schema.find_field(pf.source_id).name
+    except IcebergError:
+        source = f"field {pf.source_id}"
+    return f"{pf.transform}({source}) as {pf.name}"
+
+
+def _relative(path: str, base: str) -> str:
+    return path[len(base) + 1 :] if path.startswith(base + "/") else path
+
+
+def _scan(table: Any, row_filter: str | None, columns: str | None, snapshot_id: int | None, **kw: Any) -> Any:
+    with filter_errors(row_filter):
+        return table.scan(
+            row_filter=row_filter if row_filter else None,
+            selected_fields=_columns(columns),
+            snapshot_id=snapshot_id,
+            **kw,
+        )
+
+
+def _require(table: Any, name: str, what: str) -> Any:
+    method = getattr(table, name, None)
+    if method is None:
+        raise CliError(f"{what} is not available in this version of aioiceberg (Table.{name} is missing)")
+    return method
+
+
+# -- group -----------------------------------------------------------------------------------------
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option(
+    "--warehouse",
+    "-w",
+    envvar="AIOICEBERG_WAREHOUSE",
+    default="./warehouse",
+    show_default=True,
+    help="Warehouse root: a directory, s3://bucket/prefix or an fsspec URL (env AIOICEBERG_WAREHOUSE).",
+)
+@click.option(
+    "--storage-option",
+    "-o",
+    "storage_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Store option, e.g. s3.endpoint=http://localhost:4566 (repeatable). "
+    "Standard AWS variables (AWS_ENDPOINT_URL, AWS_PROFILE, ...) work without it.",
+)
+@click.option(
+    "--lock", envvar="AIOICEBERG_LOCK", default=None, help="Commit through DynamoDB: dynamodb://TABLE."
+)
+@click.version_option(package_name="aioiceberg")
+@click.pass_context
+def cli(ctx: click.Context, warehouse: str, storage_options: tuple[str, ...], lock: str | None) -> None:
+    """aioiceberg: Apache Iceberg tables on any object store, from the command line."""
+    state = State(warehouse, parse_key_values(storage_options, "storage option"), lock)
+    ctx.obj = state
+    ctx.call_on_close(state.close)
+
+
+# -- create / list / describe ----------------------------------------------------------------------
+@cli.command()
+@click.argument("table")
+@click.option(
+    "--schema",
+    "schema_text",
+    required=True,
+    help="Inline ('id long, ts timestamptz, region string') or a Parquet file whose schema to use.",
+)
+@click.option("--partition-by", "-p", default=None, help="Comma-separated, e.g. 'day(ts), bucket(16, id)'.")
+@click.option("--property", "properties", multiple=True, metavar="KEY=VALUE", help="Table property.")
+@click.option("--format-version", type=click.IntRange(1, 3), default=2, show_default=True)
+@pass_state
+def create(
+    state: State,
+    table: str,
+    schema_text: str,
+    partition_by: str | None,
+    properties: tuple[str, ...],
+    format_version: int,
+) -> None:
+    """Create a table."""
+    schema: Any
+    if schema_text.lower().endswith(".parquet") or os.path.isfile(schema_text):
+        import pyarrow.parquet as pq
+
+        try:
+            schema = pq.read_schema(schema_text)
+        except (OSError, ValueError) as exc:
+            raise CliError(f"cannot read the schema of {schema_text}: {exc}") from None
+    else:
+        schema = parse_schema_text(schema_text)
+    try:
+        created = state.catalog.create_table(
+            table,
+            schema=schema,
+            partition_by=split_top_level(partition_by) if partition_by else None,
+            properties=parse_key_values(properties, "property"),
+            format_version=format_version,
+        )
+    except TableAlreadyExistsError:
+        raise CliError(f"table {table} already exists in warehouse {state.warehouse}") from None
+    console.print(f"created {table} at {created.location}")
+    console.print(str(created.schema()))
+    if created.spec().fields:
+        shown = ", ".join(_partition_field(f, created.schema()) for f in created.spec().fields)
+        console.print(f"partitioned by {shown}")
+
+
+@cli.command("list")
+@click.argument("namespace", required=False)
+@pass_state
+def list_(state: State, namespace: str | None) -> None:
+    """List namespaces and their tables (all, or below NAMESPACE)."""
+    catalog = state.catalog
+    if namespace is not None and not catalog.namespace_exists(namespace):
+        raise CliError(f"namespace {namespace} not found in warehouse {state.warehouse}")
+    pending = [namespace] if namespace else list(catalog.list_namespaces())
+    if not pending:
+        console.print(f"no tables in {state.warehouse}")
+        return
+    while pending:
+        ns = pending.pop(0)
+        tables = catalog.list_tables(ns)
+        props = catalog.load_namespace_properties(ns)
+        extra = f"  ({', '.join(f'{k}={v}' for k, v in sorted(props.items()))})" if props else ""
+        console.print(f"{ns}{extra}")
+        for name in tables:
+            console.print(f"  {name}")
+        pending[0:0] = list(catalog.list_namespaces(ns))
+
+
+@cli.command()
+@click.argument("table")
+@pass_state
+def describe(state: State, table: str) -> None:
+    """Show schema, partition spec, sort order, properties and the current snapshot."""
+    t = state.table(table)
+    md = t.metadata
+    console.print(f"table       {t.identifier or t.location}")
+    console.print(f"location    {t.location}")
+    console.print(f"metadata    {t.metadata_location}")
+    console.print(f"format      v{md.format_version}   uuid {md.table_uuid}")
+    schema = t.schema()
+    grid = RichTable(title=f"schema (id {schema.schema_id})", title_justify="left")
+    for col in ("id", "name", "type", "required"):
+        grid.add_column(col)
+    for f in schema.fields:
+        grid.add_row(str(f.field_id), f.name, str(f.field_type), "yes" if f.required else "no")
+    console.print(grid)
+    spec = t.spec()
+    fields = ", ".join(_partition_field(f, schema) for f in spec.fields) or "unpartitioned"
+    console.print(f"partition spec (id {spec.spec_id}): {fields}")
+    order = md.sort_order()
+    console.print(
+        f"sort order (id {order.order_id}): {', '.join(str(f) for f in order.fields) or 'unsorted'}"
+    )
+    if t.properties:
+        console.print("properties:")
+        for key, value in sorted(t.properties.items()):
+            console.print(f"  {key} = {value}")
+    else:
+        console.print("properties: none")
+    snap = t.current_snapshot()
+    if snap is None:
+        console.print("current snapshot: none (empty table)")
+        return
+    console.print(
+        f"current snapshot: {snap.snapshot_id} at {_when(snap.timestamp_ms)} ({snap.operation or '?'})"
+    )
+    if snap.summary is not None:
+        summary = snap.summary.to_dict()
+        for key in ("total-records", "total-data-files", "total-files-size", "total-delete-files"):
+            if key in summary:
+                console.print(f"  {key} = {summary[key]}")
+    console.print(f"snapshots: {len(t.snapshots())}")
+
+
+# -- append ----------------------------------------------------------------------------------------
+def _read_file(path: str, arrow_schema: Any) -> Any:
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    lower = path.lower()
+    try:
+        if lower.endswith(".parquet"):
+            return pq.read_table(path)
+        if lower.endswith((".csv", ".csv.gz")):
+            types = {f.name: f.type for f in arrow_schema}
+            return pcsv.read_csv(path, convert_options=pcsv.ConvertOptions(column_types=types))
+    except (OSError, pa.ArrowException) as exc:
+        from aioiceberg.cli import one_line
+
+        raise CliError(f"cannot read {path}: {one_line(exc)}") from None
+    raise CliError(f"cannot read {path}: only .parquet and .csv files can be appended")
+
+
+@cli.command()
+@click.argument("table")
+@click.argument("files", nargs=-1, required=True)
+@pass_state
+def append(state: State, table: str, files: tuple[str, ...]) -> None:
+    """Append Parquet or CSV FILES (or globs) to TABLE in one commit."""
+    from rich.progress import Progress
+
+    from aioiceberg.spec.arrow import schema_to_arrow
+
+    paths = expand_files(files)
+    t = state.table(table)
+    arrow_schema = schema_to_arrow(t.schema(), include_field_ids=False)
+    started = time.perf_counter()
+    rows = 0
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("appending", total=len(paths))
+
+        def batches() -> Iterator[Any]:  # one stream, so one snapshot for all files
+            nonlocal rows
+            for path in paths:
+                data = _read_file(path, arrow_schema)
+                rows += data.num_rows
+                yield from data.to_batches()
+                progress.advance(task)
+
+        t.append(batches())
+    snap = t.current_snapshot()
+    console.print(
+        f"appended {rows:,} rows from {len(paths)} file(s) to {table} in "
+        f"{time.perf_counter() - started:.2f} s; snapshot {snap.snapshot_id if snap else '-'}"
+    )
+
+
+# -- plan / scan -----------------------------------------------------------------------------------
+@cli.command()
+@click.argument("table")
+@click.option("--filter", "-f", "row_filter", default=None, help="e.g. \"region = 'eu' AND id > 5\".")
+@click.option("--columns", "-c", default=None, help="Comma-separated columns.")
+@click.option("--snapshot-id", type=int, default=None)
+@click.option("--max-files", type=int, default=50, show_default=True, help="Files to list (0: none).")
+@pass_state
+def plan(
+    state: State,
+    table: str,
+    row_filter: str | None,
+    columns: str | None,
+    snapshot_id: int | None,
+    max_files: int,
+) -> None:
+    """Plan a scan: the files it would read and what the filter pruned."""
+    t = state.table(table)
+    scan = _scan(t, row_filter, columns, snapshot_id)
+    grid = RichTable()
+    for col, justify in (("file", "left"), ("partition", "left"), ("rows", "right"), ("size", "right")):
+        grid.add_column(col, justify=justify)  # type: ignore[arg-type]
+    grid.add_column("deletes", justify="right")
+    files = rows = size = 0
+    with filter_errors(row_filter):
+        for task in scan.plan_files():
+            files += 1
+            rows += task.file.record_count
+            size += task.file.file_size_in_bytes
+            if files <= max_files:
+                grid.add_row(
+                    _relative(task.file.file_path, t.location),
+                    _partition_text(task),
+                    f"{task.file.record_count:,}",
+                    _size(task.file.file_size_in_bytes),
+                    str(len(task.delete_files)),
+                )
+    if files and max_files:
+        console.print(grid)
+        if files > max_files:
+            console.print(f"... and {files - max_files} more files")
+    m = scan.metrics
+    console.print(f"files: {files:,} to read ({_size(size)}, {rows:,} rows before the residual filter)")
+    console.print(
+        f"manifests: {m.manifests_total} total, {m.manifests_skipped_by_summaries} skipped by partition "
+        f"summaries, {m.manifests_read} read, {m.manifests_from_cache} from cache"
+    )
+    console.print(
+        f"files skipped: {m.entries_skipped_by_partition} by partition, "
+        f"{m.entries_skipped_by_metrics} by column metrics (of {m.entries_read} entries read)"
+    )
+    if m.planning_time_s is not None:
+        console.print(f"planned in {m.planning_time_s * 1000:.1f} ms")
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--filter", "-f", "row_filter", default=None, help="e.g. \"region = 'eu' AND id > 5\".")
+@click.option("--columns", "-c", default=None, help="Comma-separated columns.")
+@click.option("--limit", "-n", type=click.IntRange(min=0), default=None, help="At most this many rows.")
+@click.option("--snapshot-id", type=int, default=None)
+@click.option(
+    "--output",
+    "-O",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="Write the rows to a .parquet or .csv file instead of showing them.",
+)
+@pass_state
+def scan(
+    state: State,
+    table: str,
+    row_filter: str | None,
+    columns: str | None,
+    limit: int | None,
+    snapshot_id: int | None,
+    output: str | None,
+) -> None:
+    """Read rows: to the screen (20 unless --limit) or to a Parquet/CSV file."""
+    if output is not None and not output.lower().endswith((".parquet", ".csv")):
+        raise CliError(f"cannot write {output}: the output must end in .parquet or .csv")
+    t = state.table(table)
+    shown_limit = limit if limit is not None or output is not None else 20
+    started = time.perf_counter()
+    with filter_errors(row_filter):
+        data = _scan(t, row_filter, columns, snapshot_id, limit=shown_limit).to_arrow()
+    elapsed = time.perf_counter() - started
+    if output is not None:
+        import pyarrow.csv as pcsv
+        import pyarrow.parquet as pq
+
+        try:
+            if output.lower().endswith(".parquet"):
+                pq.write_table(data, output)
+            else:
+                pcsv.write_csv(data, output)
+        except OSError as exc:
+            raise CliError(f"cannot write {output}: {exc}") from None
+        console.print(f"wrote {data.num_rows:,} rows to {output} in {elapsed:.2f} s")
+        return
+    grid = RichTable()
+    for name in data.column_names:
+        grid.add_column(name)
+    for row in data.to_pylist():
+        grid.add_row(*("null" if v is None else str(v) for v in row.values()))
+    console.print(grid)
+    more = " (the first ones; --limit for more)" if limit is None and data.num_rows == shown_limit else ""
+    console.print(f"{data.num_rows:,} rows{more} in {elapsed:.2f} s")
+
+
+# -- history and snapshot maintenance --------------------------------------------------------------
+@cli.command()
+@click.argument("table")
+@pass_state
+def history(state: State, table: str) -> None:
+    """List snapshots, oldest first; * marks the current one."""
+    t = state.table(table)
+    current = t.current_snapshot()
+    grid = RichTable()
+    for col in ("", "snapshot id", "parent", "committed at", "operation", "added rows", "total rows"):
+        grid.add_column(col)
+    for snap in sorted(t.snapshots(), key=lambda s: (s.sequence_number, s.timestamp_ms)):
+        summary = snap.summary.to_dict() if snap.summary is not None else {}
+        grid.add_row(
+            "*" if current is not None and snap.snapshot_id == current.snapshot_id else "",
+            str(snap.snapshot_id),
+            str(snap.parent_snapshot_id or "-"),
+            _when(snap.timestamp_ms),
+            str(snap.operation or "?"),
+            summary.get("added-records", "-"),
+            summary.get("total-records", "-"),
+        )
+    console.print(grid)
+    console.print(f"{len(t.snapshots())} snapshot(s)")
+
+
+cli.add_command(history, "snapshots")
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--older-than", default=None, help="ISO time or age (7d, 12h); default: table retention.")
+@click.option("--retain-last", type=click.IntRange(min=1), default=None, help="Always keep this many.")
+@pass_state
+def expire(state: State, table: str, older_than: str | None, retain_last: int | None) -> None:
+    """Expire old snapshots and delete the files only they reached."""
+    t = state.table(table)
+    method = _require(t, "expire_snapshots", "expire")
+    result = method(
+        older_than=parse_time(older_than) if older_than else None,
+        retain_last=retain_last,
+    )
+    expired = list(getattr(result, "expired_snapshot_ids", []) or [])
+    deleted = list(getattr(result, "deleted_files", []) or [])
+    console.print(f"expired {len(expired)} snapshot(s), deleted {len(deleted)} file(s)")
+    for snapshot_id in expired:
+        console.print(f"  {snapshot_id}")
+
+
+@cli.command()
+@click.argument("table")
+@click.argument("snapshot_id", type=int)
+@pass_state
+def rollback(state: State, table: str, snapshot_id: int) -> None:
+    """Make SNAPSHOT_ID (an ancestor of the current one) current again."""
+    t = state.table(table)
+    if t.snapshot_by_id(snapshot_id) is None:
+        raise CliError(f"table {table} has no snapshot {snapshot_id}")
+    manage = getattr(t, "manage_snapshots", None)
+    if manage is not None:
+        with manage() as ms:
+            ms.rollback_to_snapshot(snapshot_id)
+    else:
+        _require(t, "rollback", "rollback")(snapshot_id)
+    t.refresh()
+    snap = t.current_snapshot()
+    console.print(f"{table} is at snapshot {snap.snapshot_id if snap else '-'}")
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--columns", "-c", default=None, help="Comma-separated columns (default: all primitive).")
+@pass_state
+def stats(state: State, table: str, columns: str | None) -> None:
+    """Compute column NDV sketches into a Puffin statistics file."""
+    t = state.table(table)
+    method = _require(t, "compute_statistics", "stats")
+    selected: Sequence[str] | None = _columns(columns) if columns else None
+    result = method(columns=selected) if selected else method()
+    path = getattr(result, "statistics_path", None) or getattr(result, "path", None)
+    console.print(f"statistics for {table} written{f' to {path}' if path else ''}")
+    md = t.refresh().metadata
+    for stat in getattr(md, "statistics", ()) or ():
+        for blob in stat.blob_metadata:
+            names = [t.schema().find_field(i).name for i in blob.fields]
+            ndv = blob.properties.get("ndv", "?") if blob.properties else "?"
+            console.print(f"  {', '.join(names)}: ndv {ndv} ({blob.type}) snapshot {stat.snapshot_id}")
+
+
+# -- catalog maintenance ---------------------------------------------------------------------------
+@cli.command()
+@click.argument("table")
+@click.option("--purge", is_flag=True, help="Also delete every file under the table's location.")
+@pass_state
+def drop(state: State, table: str, purge: bool) -> None:
+    """Unregister TABLE (data and latest metadata kept), or delete it with --purge."""
+    try:
+        kept = state.catalog.drop_table(table, purge=purge)
+    except TableNotFoundError:
+        raise CliError(f"table {table} not found in warehouse {state.warehouse}") from None
+    if purge:
+        console.print(f"dropped {table} and deleted its files")
+    else:
+        console.print(f"dropped {table}; its data stays, metadata kept at {kept}")
+
+
+@cli.command()
+@click.argument("table")
+@click.argument("new_name")
+@pass_state
+def rename(state: State, table: str, new_name: str) -> None:
+    """Rename a table (local warehouses only)."""
+    try:
+        moved = state.catalog.rename_table(table, new_name)
+    except TableNotFoundError:
+        raise CliError(f"table {table} not found in warehouse {state.warehouse}") from None
+    except TableAlreadyExistsError:
+        raise CliError(f"table {new_name} already exists in warehouse {state.warehouse}") from None
+    console.print(f"renamed {table} to {new_name} ({moved.location})")
+
+
+@cli.command()
+@click.argument("namespace")
+@click.option("--property", "properties", multiple=True, metavar="KEY=VALUE")
+@pass_state
+def namespace(state: State, namespace: str, properties: tuple[str, ...]) -> None:
+    """Create NAMESPACE, or set its properties when it exists."""
+    props = parse_key_values(properties, "property")
+    if state.catalog.namespace_exists(namespace):
+        state.catalog.update_namespace_properties(namespace, updates=props)
+        console.print(f"updated namespace {namespace}")
+    else:
+        state.catalog.create_namespace(namespace, props)
+        console.print(f"created namespace {namespace}")
+
+
+@cli.command()
+@click.option("--rows", type=click.IntRange(min=1000), default=3_000_000, show_default=True)
+@click.option("--table", "table_name", default="demo.events", show_default=True)
+@click.option("--appends", type=click.IntRange(1, 50), default=4, show_default=True)
+@pass_state
+def demo(state: State, rows: int, table_name: str, appends: int) -> None:
+    """Create, fill, evolve and query a partitioned table, showing timings and pruning."""
+    from aioiceberg.cli.demo import run_demo
+
+    run_demo(state.warehouse, state.storage_options or None, state.lock, table_name, rows, appends, console)

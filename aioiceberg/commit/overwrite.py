@@ -1,0 +1,379 @@
+"""Row-level changes as one snapshot: remove data files, add data and delete files.
+
+Deletes, copy-on-write rewrites, overwrites, dynamic partition overwrites and upserts all
+end here: a set of data files to drop (found on the snapshot the change started from), new
+data files and new delete files. Each attempt rebuilds only what depends on the parent:
+manifests that hold a dropped file are rewritten with that entry marked DELETED and the
+rest EXISTING (manifests without one are carried over untouched), and before rebasing
+onto a parent that is not the starting snapshot, the snapshots in between are checked for
+conflicts (``validate.py``). New manifests are written once: the snapshot id is fixed.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from aioiceberg.commit.requirements import AssertRefSnapshotId, AssertTableUUID, TableRequirement
+from aioiceberg.commit.snapshot_producer import new_snapshot_id
+from aioiceberg.commit.updates import AddSnapshot, SetSnapshotRef, TableUpdate
+from aioiceberg.commit.validate import ConflictDetection, snapshots_since, validate_concurrent_changes
+from aioiceberg.errors import CommitConflictError, StoreError, ValidationError
+from aioiceberg.io.base import FileIO
+from aioiceberg.spec.manifest import (
+    DataFile,
+    DataFileContent,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+    read_manifest,
+    read_manifest_list,
+    write_manifest,
+    write_manifest_list,
+)
+from aioiceberg.spec.manifest.writer import assign_first_row_ids
+from aioiceberg.spec.metadata import MAIN_BRANCH, Operation, Snapshot, Summary, TableMetadata
+
+__all__ = ["RemovedFile", "RowLevelChange", "rowlevel_summary"]
+
+
+@dataclass(frozen=True, slots=True)
+class RemovedFile:
+    """A live data file to drop, as found in the starting snapshot (entry and manifest)."""
+
+    entry: ManifestEntry
+    manifest_path: str
+
+    @property
+    def file(self) -> DataFile:
+        return self.entry.data_file
+
+
+_TOTALS = (
+    ("total-data-files", "added-data-files", "deleted-data-files"),
+    ("total-delete-files", "added-delete-files", "removed-delete-files"),
+    ("total-records", "added-records", "deleted-records"),
+    ("total-files-size", "added-files-size", "removed-files-size"),
+    ("total-position-deletes", "added-position-deletes", "removed-position-deletes"),
+    ("total-equality-deletes", "added-equality-deletes", "removed-equality-deletes"),
+)
+
+
+def rowlevel_summary(
+    added: Sequence[DataFile],
+    removed: Sequence[DataFile],
+    previous: Summary | None,
+    operation: Operation,
+    extra: Mapping[str, str] | None = None,
+) -> Summary:
+    """The summary Java writes for overwrites and deletes: added and removed counts plus totals."""
+    counts: dict[str, int] = {}
+
+    def bump(key: str, value: int) -> None:
+        counts[key] = counts.get(key, 0) + value
+
+    for f in added:
+        if f.content == DataFileContent.DATA:
+            bump("added-data-files", 1)
+            bump("added-records", f.record_count)
+        else:
+            bump("added-delete-files", 1)
+            pos = f.content == DataFileContent.POSITION_DELETES
+            bump("added-position-deletes" if pos else "added-equality-deletes", f.record_count)
+            bump("added-position-delete-files" if pos else "added-equality-delete-files", 1)
+        bump("added-files-size", f.file_size_in_bytes)
+    for f in removed:
+        if f.content == DataFileContent.DATA:
+            bump("deleted-data-files", 1)
+            bump("deleted-records", f.record_count)
+        else:
+            bump("removed-delete-files", 1)
+            pos = f.content == DataFileContent.POSITION_DELETES
+            bump("removed-position-deletes" if pos else "removed-equality-deletes", f.record_count)
+            bump("removed-position-delete-files" if pos else "removed-equality-delete-files", 1)
+        bump("removed-files-size", f.file_size_in_bytes)
+    props = {k: str(v) for k, v in counts.items() if v}
+    props["changed-partition-count"] = str(len({(f.spec_id, f.partition) for f in [*added, *removed]}))
+    for total, plus, minus in _TOTALS:
+        before = 0
+        if previous is not None:
+            try:
+                before = int(previous.get(total) or 0)
+            except ValueError:
+                before = 0
+        props[total] = str(max(0, before + counts.get(plus, 0) - counts.get(minus, 0)))
+    props.update(extra or {})
+    return Summary(operation, props)
+
+
+class RowLevelChange:
+    """Drop ``removed`` data files and add data and delete files, in one snapshot.
+
+    ``start_snapshot_id`` is the snapshot the change was computed on and ``start_manifests``
+    its manifest paths: a manifest not among them (written by a concurrent commit) is opened
+    to find dropped files that moved there. ``detection`` says what counts as a conflicting
+    concurrent commit; ``None`` rebases unconditionally (still failing if a dropped file
+    disappeared).
+    """
+
+    def __init__(
+        self,
+        *,
+        removed: Iterable[RemovedFile] = (),
+        added_data_files: Iterable[DataFile] = (),
+        added_delete_files: Iterable[DataFile] = (),
+        start_snapshot_id: int | None,
+        start_manifests: Iterable[str] = (),
+        detection: ConflictDetection | None = None,
+        operation: Operation | None = None,
+        branch: str = MAIN_BRANCH,
+        snapshot_properties: Mapping[str, str] | None = None,
+        owns_files: bool = True,
+        codec: str = "deflate",
+    ) -> None:
+        self.removed = {r.file.file_path: r for r in removed}
+        self.added_data_files = list(added_data_files)
+        self.added_delete_files = list(added_delete_files)
+        if any(f.content != DataFileContent.DATA for f in self.added_data_files):
+            raise ValidationError("added_data_files must hold data files only")
+        if any(f.content == DataFileContent.DATA for f in self.added_delete_files):
+            raise ValidationError("added_delete_files must hold delete files only")
+        self.start_snapshot_id = start_snapshot_id
+        self.start_manifests = frozenset(start_manifests)
+        self.detection = detection
+        self.operation = operation or self._default_operation()
+        self.branch = branch
+        self.snapshot_properties = dict(snapshot_properties or {})
+        self.owns_files = owns_files
+        self.codec = "null" if codec == "null" else "deflate"
+        self._snapshot_id = new_snapshot_id()
+        self.commit_uuid = uuid.uuid4()
+        self._new_manifests: list[ManifestFile] | None = None
+        self._removed_manifests = {r.manifest_path for r in self.removed.values()}
+        self._rewritten: dict[str, tuple[ManifestFile | None, set[str]]] = {}
+        self._written: list[str] = []
+        self._lists: dict[str, set[str]] = {}
+        self._parent_manifests: dict[int, list[ManifestFile]] = {}
+        self._counter = 0
+
+    def _default_operation(self) -> Operation:
+        """As Java: deletes only -> delete; data only -> append; anything else -> overwrite."""
+        if not self.added_data_files:
+            return Operation.DELETE
+        if not self.removed and not self.added_delete_files:
+            return Operation.APPEND
+        return Operation.OVERWRITE
+
+    @property
+    def snapshot_id(self) -> int:
+        return self._snapshot_id
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.removed or self.added_data_files or self.added_delete_files)
+
+    def _manifest_path(self, base: TableMetadata) -> str:
+        self._counter += 1
+        path = f"{base.location}/metadata/{self.commit_uuid}-m{self._counter}.avro"
+        self._written.append(path)
+        return path
+
+    async def _write_new_manifests(self, io: FileIO, base: TableMetadata) -> list[ManifestFile]:
+        if self._new_manifests is not None:
+            return self._new_manifests
+        out: list[ManifestFile] = []
+        for content, files in (
+            (ManifestContent.DATA, self.added_data_files),
+            (ManifestContent.DELETES, self.added_delete_files),
+        ):
+            by_spec: dict[int, list[DataFile]] = {}
+            for f in files:
+                by_spec.setdefault(f.spec_id, []).append(f)
+            for spec_id, group in sorted(by_spec.items()):
+                spec = base.spec_by_id(spec_id)
+                if spec is None:
+                    raise ValidationError(f"partition spec {spec_id} of new files is not in the table")
+                path = self._manifest_path(base)
+                entries = [ManifestEntry(ManifestEntryStatus.ADDED, None, None, None, f) for f in group]
+                data, manifest = write_manifest(
+                    entries,
+                    spec,
+                    base.schema(),
+                    base.format_version,
+                    self.snapshot_id,
+                    content,
+                    "null" if self.codec == "null" else "deflate",
+                    manifest_path=path,
+                )
+                await io.write(path, data)
+                out.append(manifest)
+        self._new_manifests = out
+        return out
+
+    async def _manifests_of(self, io: FileIO, parent: Snapshot | None) -> list[ManifestFile]:
+        if parent is None:
+            return []
+        found = self._parent_manifests.get(parent.snapshot_id)
+        if found is None:
+            if parent.manifest_list is None:
+                raise ValidationError(
+                    f"snapshot {parent.snapshot_id} lists manifests inline (v1): unsupported"
+                )
+            found = read_manifest_list(await io.read(parent.manifest_list), parent.manifest_list)
+            self._parent_manifests = {parent.snapshot_id: found}
+        return found
+
+    async def _rewrite(
+        self, io: FileIO, base: TableMetadata, mf: ManifestFile
+    ) -> tuple[ManifestFile | None, set[str]]:
+        """The manifest with our dropped files marked DELETED, or None when it holds none."""
+        cached = self._rewritten.get(mf.manifest_path)
+        if cached is not None:
+            return cached
+        manifest = read_manifest(await io.read(mf.manifest_path), mf)
+        hits = {
+            e.data_file.file_path
+            for e in manifest.entries
+            if e.is_live and e.data_file.file_path in self.removed
+        }
+        if not hits:
+            self._rewritten[mf.manifest_path] = (None, hits)
+            return None, hits
+        entries: list[ManifestEntry] = []
+        for e in manifest.entries:
+            if not e.is_live:
+                continue  # deletions recorded by older snapshots are history, not carried on
+            status = (
+                ManifestEntryStatus.DELETED
+                if e.data_file.file_path in self.removed
+                else ManifestEntryStatus.EXISTING
+            )
+            entries.append(
+                ManifestEntry(status, e.snapshot_id, e.sequence_number, e.file_sequence_number, e.data_file)
+            )
+        spec = base.spec_by_id(mf.partition_spec_id)
+        if spec is None:
+            raise ValidationError(
+                f"{mf.manifest_path}: partition spec {mf.partition_spec_id} is not in the table"
+            )
+        path = self._manifest_path(base)
+        data, rewritten = write_manifest(
+            entries,
+            spec,
+            base.schema(),
+            base.format_version,
+            self.snapshot_id,
+            mf.content,
+            "null" if self.codec == "null" else "deflate",
+            manifest_path=path,
+        )
+        await io.write(path, data)
+        self._rewritten[mf.manifest_path] = (rewritten, hits)
+        return rewritten, hits
+
+    async def build(
+        self, io: FileIO, base: TableMetadata, attempt: int
+    ) -> tuple[list[TableUpdate], list[TableRequirement]]:
+        if self.is_empty:
+            raise ValidationError("a row-level change needs files to remove or add")
+        if base.snapshot_by_id(self.snapshot_id) is not None:
+            raise ValidationError(f"snapshot {self.snapshot_id} is already in the table")
+        parent = base.snapshot_by_ref(self.branch)
+        parent_id = parent.snapshot_id if parent is not None else None
+        if parent_id != self.start_snapshot_id:
+            between = snapshots_since(base, parent, self.start_snapshot_id)
+            if self.detection is not None:
+                await validate_concurrent_changes(io, base, between, self.detection)
+        carried: list[ManifestFile] = []
+        found: set[str] = set()
+        for mf in await self._manifests_of(io, parent):
+            if (
+                self.removed
+                and mf.content == ManifestContent.DATA
+                and (mf.manifest_path not in self.start_manifests or self._may_hold_removed(mf))
+            ):
+                rewritten, hits = await self._rewrite(io, base, mf)
+                found |= hits
+                carried.append(rewritten if rewritten is not None else mf)
+            else:
+                carried.append(mf)
+        missing = set(self.removed) - found
+        if missing:
+            raise CommitConflictError(
+                f"{len(missing)} data file(s) this change removes are no longer in the table, "
+                f"e.g. {sorted(missing)[0]}"
+            )
+        manifests = [*await self._write_new_manifests(io, base), *carried]
+        sequence_number = base.next_sequence_number()
+        first_row_id = None
+        added_rows = None
+        if base.format_version >= 3:
+            first_row_id = base.next_row_id or 0
+            _, next_row_id = assign_first_row_ids(manifests, first_row_id)
+            added_rows = next_row_id - first_row_id
+        path = f"{base.location}/metadata/snap-{self.snapshot_id}-{attempt}-{self.commit_uuid}.avro"
+        data = write_manifest_list(
+            manifests,
+            base.format_version,
+            self.snapshot_id,
+            parent_id,
+            sequence_number if base.format_version >= 2 else None,
+            first_row_id,
+            "null" if self.codec == "null" else "deflate",
+        )
+        await io.write(path, data)
+        self._lists[path] = {m.manifest_path for m in manifests}
+        snapshot = Snapshot(
+            snapshot_id=self.snapshot_id,
+            parent_snapshot_id=parent_id,
+            sequence_number=sequence_number,
+            timestamp_ms=max(int(time.time() * 1000), base.last_updated_ms),
+            manifest_list=path,
+            summary=rowlevel_summary(
+                [*self.added_data_files, *self.added_delete_files],
+                [r.file for r in self.removed.values()],
+                parent.summary if parent is not None else None,
+                self.operation,
+                self.snapshot_properties,
+            ),
+            schema_id=base.current_schema_id,
+            first_row_id=first_row_id,
+            added_rows=added_rows,
+        )
+        updates: list[TableUpdate] = [AddSnapshot(snapshot), SetSnapshotRef(self.snapshot_id, self.branch)]
+        requirements: list[TableRequirement] = [
+            AssertTableUUID(base.table_uuid),
+            AssertRefSnapshotId(self.branch, parent_id),
+        ]
+        return updates, requirements
+
+    def _may_hold_removed(self, mf: ManifestFile) -> bool:
+        return mf.manifest_path in self._removed_manifests
+
+    async def committed(self, io: FileIO, metadata: TableMetadata) -> None:
+        snap = metadata.snapshot_by_id(self.snapshot_id)
+        keep_list = snap.manifest_list if snap is not None else None
+        keep = self._lists.get(keep_list or "", set())
+        stale = [p for p in self._lists if p != keep_list]
+        stale += [p for p in self._written if p not in keep]
+        await _delete_quietly(io, stale)
+
+    async def aborted(self, io: FileIO) -> None:
+        paths = [*self._lists, *self._written]
+        if self.owns_files:
+            paths += [f.file_path for f in self.added_data_files]
+            paths += [f.file_path for f in self.added_delete_files]
+        await _delete_quietly(io, paths)
+
+
+async def _delete_quietly(io: FileIO, paths: list[str]) -> None:
+    """Cleanup is best effort: an orphan file is harmless, a failed commit report is not."""
+    if not paths:
+        return
+    try:
+        await io.delete_many(paths)
+    except StoreError:
+        pass

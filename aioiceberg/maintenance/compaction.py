@@ -1,0 +1,279 @@
+"""Data file compaction: bin-pack small files per partition, rewrite them, commit a ``replace``.
+
+Rows are read through the normal read path (so deletes are applied) and written through
+the normal write path. The new files carry the data sequence number of the snapshot the
+rewrite started from, as Java does: equality deletes committed while the rewrite ran
+still apply to them. At every commit attempt the rewritten files must still be live and
+no position delete committed since the start may touch them; otherwise the rewrite fails
+with ``CommitConflictError`` and its new files are deleted.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aioiceberg.commit.requirements import TableRequirement
+from aioiceberg.commit.updates import TableUpdate
+from aioiceberg.errors import CommitConflictError, UnsupportedError, ValidationError
+from aioiceberg.expressions.tree import Expression
+from aioiceberg.io.base import FileIO
+from aioiceberg.maintenance.files import MaintainedTable, ManifestWalker
+from aioiceberg.maintenance.manifests import _ManifestSink, _publish, _quietly_delete, _replace_snapshot
+from aioiceberg.read import read_to_table
+from aioiceberg.scan import TableScan
+from aioiceberg.spec.manifest import (
+    DataFile,
+    DataFileContent,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+)
+from aioiceberg.spec.metadata import Snapshot, TableMetadata
+from aioiceberg.spec.tasks import FileScanTask
+from aioiceberg.write.locations import LocationProvider
+from aioiceberg.write.parquet import write_data_files
+
+__all__ = ["RewriteDataFilesChange", "RewriteDataFilesResult", "plan_bins", "rewrite_data_files"]
+
+TARGET_FILE_SIZE = "write.target-file-size-bytes"
+_DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024
+
+
+@dataclass
+class RewriteDataFilesResult:
+    snapshot_id: int | None = None
+    rewritten_files: list[str] = field(default_factory=list)
+    added_files: list[str] = field(default_factory=list)
+    groups: int = 0
+
+
+def plan_bins(
+    tasks: Sequence[FileScanTask], target: int, min_input_files: int = 2
+) -> list[list[FileScanTask]]:
+    """Small files (under 3/4 of ``target``) or files with deletes, packed per partition.
+
+    First-fit decreasing into bins of ``target`` bytes; a bin is worth rewriting when it
+    merges at least ``min_input_files`` files or drops deleted rows.
+    """
+    by_partition: dict[tuple[int, tuple[Any, ...]], list[FileScanTask]] = {}
+    for t in tasks:
+        f = t.file
+        if f.file_size_in_bytes < target * 3 // 4 or t.delete_files:
+            by_partition.setdefault((f.spec_id, tuple(f.partition)), []).append(t)
+    out: list[list[FileScanTask]] = []
+    for group in by_partition.values():
+        bins: list[tuple[int, list[FileScanTask]]] = []
+        for t in sorted(group, key=lambda t: -t.file.file_size_in_bytes):
+            size = t.file.file_size_in_bytes
+            for i, (used, members) in enumerate(bins):
+                if used + size <= target:
+                    members.append(t)
+                    bins[i] = (used + size, members)
+                    break
+            else:
+                bins.append((size, [t]))
+        for _, members in bins:
+            if len(members) >= min_input_files or any(t.delete_files for t in members):
+                out.append(members)
+    return out
+
+
+class RewriteDataFilesChange:
+    """Replace ``deleted`` data files by ``added`` ones in a ``replace`` snapshot on main."""
+
+    def __init__(self, deleted: Sequence[DataFile], added: Sequence[DataFile], start: Snapshot) -> None:
+        self.deleted = list(deleted)
+        self.added = list(added)
+        self.start = start
+        self._snapshot_id = _new_id()
+        self.commit_uuid = uuid.uuid4()
+        self.written: list[str] = []
+        self.kept_manifests: set[str] = set()
+
+    @property
+    def snapshot_id(self) -> int:
+        return self._snapshot_id
+
+    async def _check_conflicts(self, walker: ManifestWalker, base: TableMetadata, parent: Snapshot) -> None:
+        since: set[int] = set()
+        for snap in base.ancestors_of(parent.snapshot_id):
+            if snap.snapshot_id == self.start.snapshot_id:
+                break
+            since.add(snap.snapshot_id)
+        else:
+            raise CommitConflictError(
+                f"snapshot {self.start.snapshot_id} the rewrite started from is no longer an ancestor of main"
+            )
+        if not since:
+            return
+        paths = {f.file_path for f in self.deleted}
+        partitions = {(f.spec_id, tuple(f.partition)) for f in self.deleted}
+        for m in await walker.manifests(parent):
+            if m.content != ManifestContent.DELETES or m.added_snapshot_id not in since:
+                continue
+            for e in await walker.entries(m):
+                f = e.data_file
+                if e.status is not ManifestEntryStatus.ADDED or f.content != DataFileContent.POSITION_DELETES:
+                    continue
+                if f.referenced_data_file in paths or (
+                    f.referenced_data_file is None and (f.spec_id, tuple(f.partition)) in partitions
+                ):
+                    raise CommitConflictError(
+                        f"position deletes {f.file_path} committed during the rewrite "
+                        "may touch rewritten files"
+                    )
+
+    async def build(
+        self, io: FileIO, base: TableMetadata, attempt: int
+    ) -> tuple[list[TableUpdate], list[TableRequirement]]:
+        parent = base.current_snapshot()
+        if parent is None:
+            raise CommitConflictError("the table no longer has a current snapshot")
+        walker = ManifestWalker(io)
+        await self._check_conflicts(walker, base, parent)
+        doomed = {f.file_path for f in self.deleted}
+        found: set[str] = set()
+        sink = _ManifestSink(io, base, self._snapshot_id, f"{self.commit_uuid}-{attempt}")
+        manifests: list[ManifestFile] = []
+        try:
+            added_entries = [
+                ManifestEntry(
+                    ManifestEntryStatus.ADDED,
+                    None,
+                    self.start.sequence_number if base.format_version >= 2 else None,
+                    None,
+                    f,
+                )
+                for f in self.added
+            ]
+            by_spec: dict[int, list[ManifestEntry]] = {}
+            for e in added_entries:
+                by_spec.setdefault(e.data_file.spec_id, []).append(e)
+            for spec_id, entries in by_spec.items():
+                manifests.append(await sink.write(spec_id, entries))
+            for m in await walker.manifests(parent):
+                if m.content != ManifestContent.DATA:
+                    manifests.append(m)
+                    continue
+                entries = await walker.entries(m)
+                hits = {e.data_file.file_path for e in entries if e.is_live} & doomed
+                if not hits:
+                    manifests.append(m)
+                    continue
+                found |= hits
+                rewritten = [
+                    ManifestEntry(
+                        ManifestEntryStatus.DELETED
+                        if e.data_file.file_path in hits
+                        else ManifestEntryStatus.EXISTING,
+                        e.snapshot_id,
+                        e.sequence_number,
+                        e.file_sequence_number,
+                        e.data_file,
+                    )
+                    for e in entries
+                    if e.is_live
+                ]
+                manifests.append(await sink.write(m.partition_spec_id, rewritten))
+        finally:
+            self.written += sink.written
+        missing = doomed - found
+        if missing:
+            raise CommitConflictError(
+                f"{len(missing)} files being rewritten were removed by a concurrent commit, "
+                f"e.g. {sorted(missing)[0]}"
+            )
+        extra = {"rewritten-data-files": str(len(self.deleted))}
+        snapshot, list_path = await _replace_snapshot(
+            io,
+            base,
+            parent,
+            self._snapshot_id,
+            manifests,
+            attempt,
+            self.commit_uuid,
+            extra,
+            added=self.added,
+            deleted=self.deleted,
+        )
+        self.written.append(list_path)
+        self.kept_manifests = {m.manifest_path for m in manifests} | {list_path}
+        return _publish(base, snapshot, parent)
+
+    async def committed(self, io: FileIO, metadata: TableMetadata) -> None:
+        await _quietly_delete(io, [p for p in self.written if p not in self.kept_manifests])
+
+    async def aborted(self, io: FileIO) -> None:
+        await _quietly_delete(io, [*self.written, *(f.file_path for f in self.added)])
+
+
+def _new_id() -> int:
+    from aioiceberg.commit.snapshot_producer import new_snapshot_id
+
+    return new_snapshot_id()
+
+
+async def _tasks(io: FileIO, md: TableMetadata, row_filter: str | Expression | None) -> list[FileScanTask]:
+    planner = TableScan(io, md, row_filter=row_filter or "", snapshot_id=md.current_snapshot_id)
+    return [t async for t in planner.plan_files()]
+
+
+async def rewrite_data_files(
+    table: MaintainedTable,
+    target_file_size: int | None = None,
+    filter: str | Expression | None = None,
+    *,
+    min_input_files: int = 2,
+    properties: Mapping[str, str] | None = None,
+) -> RewriteDataFilesResult:
+    """Compact the current snapshot's small files (those matching ``filter``) per partition."""
+    md = table.metadata
+    if md.format_version >= 3:
+        raise UnsupportedError("compacting v3 tables (row lineage, deletion vectors) is not supported yet")
+    start = md.current_snapshot()
+    if start is None:
+        return RewriteDataFilesResult()
+    props = {**md.properties, **(properties or {})}
+    target = target_file_size or int(props.get(TARGET_FILE_SIZE, _DEFAULT_TARGET_FILE_SIZE))
+    if target <= 0:
+        raise ValidationError(f"target_file_size must be positive, got {target}")
+    chosen = {t.file.file_path for t in await _tasks(table.io, md, filter)} if filter else None
+    every = await _tasks(table.io, md, None)
+    candidates = [t for t in every if chosen is None or t.file.file_path in chosen]
+    bins = plan_bins(candidates, target, min_input_files)
+    if not bins:
+        return RewriteDataFilesResult()
+    schema = md.schema()
+    write_props = {**props, TARGET_FILE_SIZE: str(target)}
+    added: list[DataFile] = []
+    deleted: list[DataFile] = []
+    try:
+        for members in bins:
+            rows = await read_to_table(table.io, members, schema, table_schema=schema)
+            deleted += [t.file for t in members]
+            if rows.num_rows:
+                added += await write_data_files(
+                    table.io,
+                    schema,
+                    md.spec(),
+                    rows,
+                    LocationProvider(md.location, props),
+                    write_props,
+                    io_concurrency=int(props.get("write.io-concurrency", 16)),
+                    cpu_workers=int(props.get("write.cpu-workers", 2)),
+                )
+    except BaseException:
+        await _quietly_delete(table.io, [f.file_path for f in added])
+        raise
+    change = RewriteDataFilesChange(deleted, added, start)
+    await table._commit([change])
+    return RewriteDataFilesResult(
+        change.snapshot_id,
+        sorted(f.file_path for f in deleted),
+        sorted(f.file_path for f in added),
+        len(bins),
+    )

@@ -1,0 +1,247 @@
+"""Snapshot expiration: drop old snapshots (and aged refs), then the files only they reached.
+
+Retention follows Java's ``RemoveSnapshots``: each branch keeps the ancestors that are
+within its ``min-snapshots-to-keep`` or younger than its ``max-snapshot-age-ms`` (table
+defaults ``history.expire.*``, overridden by ``retain_last`` / ``older_than``); tags keep
+their snapshot; refs older than their ``max-ref-age-ms`` are removed (never main);
+snapshots no ref reaches are kept only while younger than the cutoff.
+
+Files are deleted only after the commit landed, and chosen from the metadata actually
+committed: a file is deleted when an expired snapshot reached it and no remaining one
+does. On ``CommitStateUnknownError`` nothing is deleted.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from aioiceberg.commit.requirements import AssertTableUUID, TableRequirement
+from aioiceberg.commit.updates import RemoveSnapshotRef, RemoveSnapshots, TableUpdate
+from aioiceberg.errors import ValidationError
+from aioiceberg.io.base import FileIO
+from aioiceberg.maintenance.files import (
+    MaintainedTable,
+    ManifestWalker,
+    delete_files,
+    statistics_paths,
+)
+from aioiceberg.spec.metadata import MAIN_BRANCH, TableMetadata
+
+__all__ = [
+    "MAX_REF_AGE_MS",
+    "MAX_SNAPSHOT_AGE_MS",
+    "MIN_SNAPSHOTS_TO_KEEP",
+    "ExpireResult",
+    "ExpireSnapshotsChange",
+    "expire_snapshots",
+    "plan_expiry",
+]
+
+MAX_SNAPSHOT_AGE_MS = "history.expire.max-snapshot-age-ms"
+MIN_SNAPSHOTS_TO_KEEP = "history.expire.min-snapshots-to-keep"
+MAX_REF_AGE_MS = "history.expire.max-ref-age-ms"
+_DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 24 * 3600 * 1000
+_DEFAULT_MIN_SNAPSHOTS_TO_KEEP = 1
+_FOREVER = 2**63 - 1
+
+
+@dataclass
+class ExpireResult:
+    """What one expiry removed from the metadata and deleted from the store."""
+
+    expired_snapshot_ids: list[int] = field(default_factory=list)
+    removed_refs: list[str] = field(default_factory=list)
+    deleted_manifest_lists: list[str] = field(default_factory=list)
+    deleted_manifests: list[str] = field(default_factory=list)
+    deleted_content_files: list[str] = field(default_factory=list)
+    deleted_statistics_files: list[str] = field(default_factory=list)
+    failed_deletes: list[str] = field(default_factory=list)
+
+    @property
+    def deleted_files(self) -> list[str]:
+        return sorted(
+            self.deleted_manifest_lists
+            + self.deleted_manifests
+            + self.deleted_content_files
+            + self.deleted_statistics_files
+        )
+
+
+def _millis(value: dt.datetime | int | None) -> int | None:
+    if value is None or isinstance(value, int):
+        return value
+    if value.tzinfo is None:
+        raise ValidationError("older_than must be timezone-aware (a naive time is ambiguous)")
+    return int(value.timestamp() * 1000)
+
+
+def _prop(md: TableMetadata, key: str, default: int) -> int:
+    try:
+        return int(md.properties.get(key, default))
+    except ValueError:
+        raise ValidationError(f"table property {key}={md.properties[key]!r} is not an integer") from None
+
+
+def plan_expiry(
+    md: TableMetadata,
+    now_ms: int,
+    older_than_ms: int | None = None,
+    retain_last: int | None = None,
+    snapshot_ids: Iterable[int] = (),
+) -> tuple[set[int], list[str]]:
+    """The snapshot ids to remove and the refs to drop, given the table's retention rules."""
+    if retain_last is not None and retain_last < 1:
+        raise ValidationError(f"retain_last must be at least 1, got {retain_last}")
+    default_cutoff = (
+        older_than_ms
+        if older_than_ms is not None
+        else now_ms - _prop(md, MAX_SNAPSHOT_AGE_MS, _DEFAULT_MAX_SNAPSHOT_AGE_MS)
+    )
+    default_min = (
+        retain_last
+        if retain_last is not None
+        else _prop(md, MIN_SNAPSHOTS_TO_KEEP, _DEFAULT_MIN_SNAPSHOTS_TO_KEEP)
+    )
+    default_ref_age = _prop(md, MAX_REF_AGE_MS, _FOREVER)
+
+    removed_refs: list[str] = []
+    kept_refs = {}
+    for name, ref in md.refs.items():
+        snap = md.snapshot_by_id(ref.snapshot_id)
+        max_age = ref.max_ref_age_ms if ref.max_ref_age_ms is not None else default_ref_age
+        if name != MAIN_BRANCH and (snap is None or now_ms - snap.timestamp_ms > max_age):
+            removed_refs.append(name)
+        else:
+            kept_refs[name] = ref
+
+    retain: set[int] = set()
+    for ref in kept_refs.values():
+        if not ref.is_branch:
+            retain.add(ref.snapshot_id)
+            continue
+        cutoff = now_ms - ref.max_snapshot_age_ms if ref.max_snapshot_age_ms is not None else default_cutoff
+        keep = ref.min_snapshots_to_keep if ref.min_snapshots_to_keep is not None else default_min
+        kept = 0
+        for snap in md.ancestors_of(ref.snapshot_id):
+            if kept < keep or snap.timestamp_ms >= cutoff:
+                retain.add(snap.snapshot_id)
+                kept += 1
+            else:
+                break
+
+    reachable_from_refs: set[int] = set()
+    for ref in md.refs.values():
+        reachable_from_refs |= {s.snapshot_id for s in md.ancestors_of(ref.snapshot_id)}
+    for snap in md.snapshots:
+        if snap.snapshot_id not in reachable_from_refs and snap.timestamp_ms >= default_cutoff:
+            retain.add(snap.snapshot_id)
+
+    explicit = set(snapshot_ids)
+    heads = {ref.snapshot_id: name for name, ref in kept_refs.items()}
+    for sid in explicit:
+        if sid in heads:
+            raise ValidationError(f"cannot expire snapshot {sid}: ref {heads[sid]!r} points at it")
+        if md.snapshot_by_id(sid) is None:
+            raise ValidationError(f"cannot expire snapshot {sid}: it is not in the table")
+    remove = {s.snapshot_id for s in md.snapshots if s.snapshot_id not in retain} | explicit
+    return remove, sorted(removed_refs)
+
+
+class ExpireSnapshotsChange:
+    """Removes the planned snapshots and refs; replanned on the latest metadata at every attempt."""
+
+    def __init__(
+        self,
+        older_than_ms: int | None,
+        retain_last: int | None,
+        snapshot_ids: Iterable[int] = (),
+        now_ms: int | None = None,
+    ) -> None:
+        self.older_than_ms = older_than_ms
+        self.retain_last = retain_last
+        self.snapshot_ids = tuple(snapshot_ids)
+        self.now_ms = now_ms
+        self.base: TableMetadata | None = None
+        self.removed_ids: set[int] = set()
+        self.removed_refs: list[str] = []
+
+    @property
+    def snapshot_id(self) -> int | None:
+        return None
+
+    def plan(self, md: TableMetadata) -> tuple[set[int], list[str]]:
+        now = self.now_ms if self.now_ms is not None else int(time.time() * 1000)
+        return plan_expiry(md, now, self.older_than_ms, self.retain_last, self.snapshot_ids)
+
+    async def build(
+        self, io: FileIO, base: TableMetadata, attempt: int
+    ) -> tuple[list[TableUpdate], list[TableRequirement]]:
+        self.base = base
+        self.removed_ids, self.removed_refs = self.plan(base)
+        updates: list[TableUpdate] = [RemoveSnapshotRef(name) for name in self.removed_refs]
+        if self.removed_ids:
+            updates.append(RemoveSnapshots(tuple(sorted(self.removed_ids))))
+        return updates, [AssertTableUUID(base.table_uuid)]
+
+    async def committed(self, io: FileIO, metadata: TableMetadata) -> None:
+        return None
+
+    async def aborted(self, io: FileIO) -> None:
+        return None
+
+
+async def expire_snapshots(
+    table: MaintainedTable,
+    older_than: dt.datetime | int | None = None,
+    retain_last: int | None = None,
+    *,
+    snapshot_ids: Iterable[int] = (),
+    clean_files: bool = True,
+    now_ms: int | None = None,
+) -> ExpireResult:
+    """Expire snapshots by the table's retention rules, then delete what only they reached."""
+    change = ExpireSnapshotsChange(_millis(older_than), retain_last, snapshot_ids, now_ms)
+    ids, refs = change.plan(table.metadata)
+    if not ids and not refs:
+        return ExpireResult()
+    await table._commit([change])  # raises (and deletes nothing) when the outcome is unknown
+    before = change.base
+    after = table.metadata
+    assert before is not None
+    kept_ids = {s.snapshot_id for s in after.snapshots}
+    expired = [s for s in before.snapshots if s.snapshot_id not in kept_ids]
+    result = ExpireResult(
+        expired_snapshot_ids=sorted(s.snapshot_id for s in expired),
+        removed_refs=sorted(set(before.refs) - set(after.refs)),
+    )
+    if not clean_files or not expired:
+        return result
+
+    walker = ManifestWalker(table.io)
+    gone = await walker.reach(expired, missing_ok=True)
+    kept = await walker.reach(after.snapshots)
+    manifest_lists = [p for k, p in gone.manifest_lists.items() if k not in kept.manifest_lists]
+    manifests = [p for k, p in gone.manifests.items() if k not in kept.manifests]
+    content_candidates = {**gone.content, **gone.deleted_content, **kept.deleted_content}
+    content = [p for k, p in content_candidates.items() if k not in kept.content]
+    kept_stats = statistics_paths(after)
+    stats = [
+        p
+        for k, p in statistics_paths(before, {s.snapshot_id for s in expired}).items()
+        if k not in kept_stats
+    ]
+
+    # Data first, lists last: an interrupted run leaves orphans, never dangling references.
+    failed: list[str] = []
+    for group in (content, manifests, manifest_lists, stats):
+        failed += await delete_files(table.io, group)
+    bad = set(failed)
+    result.deleted_content_files = sorted(p for p in content if p not in bad)
+    result.deleted_manifests = sorted(p for p in manifests if p not in bad)
+    result.deleted_manifest_lists = sorted(p for p in manifest_lists if p not in bad)
+    result.deleted_statistics_files = sorted(p for p in stats if p not in bad)
+    result.failed_deletes = sorted(bad)
+    return result

@@ -1,0 +1,168 @@
+"""Which files a set of snapshots reaches: the shared walk behind expiry and orphan removal.
+
+Manifest lists and manifests are read once per walk (a manifest is usually shared by many
+snapshots), a bounded number at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+from urllib.parse import urlsplit
+
+import anyio
+
+from aioiceberg.commit.snapshot_producer import Change
+from aioiceberg.errors import StoreError, UnsupportedError
+from aioiceberg.io.base import FileIO
+from aioiceberg.spec.manifest import ManifestEntry, ManifestFile, read_manifest, read_manifest_list
+from aioiceberg.spec.metadata import Snapshot, TableMetadata
+
+__all__ = ["MaintainedTable", "ManifestWalker", "Reachable", "delete_files", "normalize", "statistics_paths"]
+
+
+class MaintainedTable(Protocol):
+    """What maintenance needs from a table: its store, its metadata and a way to commit."""
+
+    io: FileIO
+
+    @property
+    def location(self) -> str: ...
+
+    @property
+    def metadata(self) -> TableMetadata: ...
+
+    @property
+    def metadata_location(self) -> str: ...
+
+    async def _commit(self, changes: Sequence[Change]) -> None: ...
+
+
+def normalize(location: str) -> str:
+    """One spelling per object: ``file:/x``, ``file:///x`` and ``/x`` match, as do s3a/s3n and s3."""
+    if location.startswith("file:"):
+        parts = urlsplit(location)
+        return parts.path
+    for alias in ("s3a://", "s3n://"):
+        if location.startswith(alias):
+            return "s3://" + location[len(alias) :]
+    return location
+
+
+@dataclass
+class Reachable:
+    """Files reached from some snapshots, each map from normalized to stored location.
+
+    ``content`` holds live data and delete files; ``deleted_content`` files named only by
+    DELETED entries (history, part of no snapshot's data).
+    """
+
+    manifest_lists: dict[str, str] = field(default_factory=dict)
+    manifests: dict[str, str] = field(default_factory=dict)
+    content: dict[str, str] = field(default_factory=dict)
+    deleted_content: dict[str, str] = field(default_factory=dict)
+
+    def all(self) -> dict[str, str]:
+        return {**self.manifest_lists, **self.manifests, **self.content, **self.deleted_content}
+
+
+class ManifestWalker:
+    """Reads and caches manifest lists and manifests of one table."""
+
+    def __init__(self, io: FileIO, concurrency: int = 16) -> None:
+        self.io = io
+        self._lists: dict[str, list[ManifestFile]] = {}
+        self._entries: dict[str, list[ManifestEntry]] = {}
+        self._limit = anyio.Semaphore(concurrency)
+
+    async def manifests(self, snapshot: Snapshot) -> list[ManifestFile]:
+        if snapshot.manifest_list is None:
+            raise UnsupportedError(
+                f"snapshot {snapshot.snapshot_id} lists manifests inline (v1): unsupported"
+            )
+        path = snapshot.manifest_list
+        found = self._lists.get(path)
+        if found is None:
+            async with self._limit:
+                found = read_manifest_list(await self.io.read(path), path)
+            self._lists[path] = found
+        return found
+
+    async def entries(self, manifest: ManifestFile) -> list[ManifestEntry]:
+        found = self._entries.get(manifest.manifest_path)
+        if found is None:
+            async with self._limit:
+                data = await self.io.read(manifest.manifest_path)
+            found = read_manifest(data, manifest).entries
+            self._entries[manifest.manifest_path] = found
+        return found
+
+    async def reach(self, snapshots: Iterable[Snapshot], *, missing_ok: bool = False) -> Reachable:
+        """Everything ``snapshots`` reach. ``missing_ok`` skips files already gone (old metadata)."""
+        out = Reachable()
+        manifests: dict[str, ManifestFile] = {}
+
+        async def one_list(snap: Snapshot) -> None:
+            try:
+                for m in await self.manifests(snap):
+                    manifests.setdefault(m.manifest_path, m)
+            except StoreError:
+                if not missing_ok:
+                    raise
+                return
+            path = snap.manifest_list or ""
+            out.manifest_lists[normalize(path)] = path
+
+        async with anyio.create_task_group() as tg:
+            for snap in snapshots:
+                if snap.manifest_list is not None:
+                    tg.start_soon(one_list, snap)
+
+        live: dict[str, str] = {}
+        deleted: dict[str, str] = {}
+
+        async def one_manifest(m: ManifestFile) -> None:
+            try:
+                entries = await self.entries(m)
+            except StoreError:
+                if not missing_ok:
+                    raise
+                return
+            out.manifests[normalize(m.manifest_path)] = m.manifest_path
+            for e in entries:
+                path = e.data_file.file_path
+                (live if e.is_live else deleted)[normalize(path)] = path
+
+        async with anyio.create_task_group() as tg:
+            for m in manifests.values():
+                tg.start_soon(one_manifest, m)
+        out.content = live
+        out.deleted_content = {k: v for k, v in deleted.items() if k not in live}
+        return out
+
+
+def statistics_paths(md: TableMetadata, snapshot_ids: Iterable[int] | None = None) -> dict[str, str]:
+    """Statistics and partition-statistics files of ``snapshot_ids`` (default: all)."""
+    ids = set(snapshot_ids) if snapshot_ids is not None else None
+    paths = [s.statistics_path for s in md.statistics if ids is None or s.snapshot_id in ids]
+    paths += [s.statistics_path for s in md.partition_statistics if ids is None or s.snapshot_id in ids]
+    return {normalize(p): p for p in paths}
+
+
+async def delete_files(io: FileIO, paths: Sequence[str], concurrency: int = 16) -> list[str]:
+    """Delete ``paths``; returns those that could not be deleted (deletion is best effort)."""
+    failed: list[str] = []
+    limiter = anyio.Semaphore(concurrency)
+
+    async def one(path: str) -> None:
+        async with limiter:
+            try:
+                await io.delete(path)
+            except StoreError:
+                failed.append(path)
+
+    async with anyio.create_task_group() as tg:
+        for p in paths:
+            tg.start_soon(one, p)
+    return sorted(failed)

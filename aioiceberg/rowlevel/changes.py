@@ -1,0 +1,402 @@
+"""Deletes, overwrites, dynamic partition overwrites and upserts, planned as one change each.
+
+Planning happens when the change is staged, on the snapshot the table object holds: files
+are classified (``files.py``), partly matching files are rewritten (copy-on-write) or get
+position deletes (merge-on-read), new rows are written, and the result is one
+``RowLevelChange``. The commit loop may rebase it onto newer snapshots; the change itself
+decides, from what it touched, whether that is safe (``commit/validate.py``).
+
+Memory: copy-on-write holds the kept rows of all partly matching files at once; a delete
+that rewrites more data than fits in memory should be split by partition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from aioiceberg.commit.overwrite import RemovedFile, RowLevelChange
+from aioiceberg.commit.validate import ConflictDetection
+from aioiceberg.errors import StoreError, UnsupportedError, ValidationError
+from aioiceberg.expressions.arrow import to_arrow_expression
+from aioiceberg.expressions.tree import AlwaysTrue, EqualTo, Expression, and_, in_, or_
+from aioiceberg.io.base import FileIO
+from aioiceberg.read import read_to_table
+from aioiceberg.rowlevel.files import (
+    PartialFile,
+    Selection,
+    select_by_filter,
+    select_by_partitions,
+    sql_filter,
+)
+from aioiceberg.spec.manifest import DataFile, ManifestContent, read_manifest_list
+from aioiceberg.spec.metadata import MAIN_BRANCH, Operation, TableMetadata
+from aioiceberg.spec.name_mapping import DEFAULT_NAME_MAPPING_PROPERTY, NameMapping, name_mapping_from_json
+from aioiceberg.spec.schema import Schema
+from aioiceberg.spec.tasks import FileScanTask
+from aioiceberg.spec.types import StructType
+from aioiceberg.write import (
+    LocationProvider,
+    conform_to_schema,
+    split_by_partition,
+    write_data_files,
+    write_equality_delete_file,
+    write_position_delete_file,
+)
+
+__all__ = [
+    "DELETE_ISOLATION_LEVEL",
+    "DELETE_MODE",
+    "plan_delete",
+    "plan_dynamic_partition_overwrite",
+    "plan_upsert",
+]
+
+DELETE_MODE = "write.delete.mode"
+"""Table property: ``copy-on-write`` (default) or ``merge-on-read`` (position deletes, v2)."""
+DELETE_ISOLATION_LEVEL = "write.delete.isolation-level"
+"""Table property: ``serializable`` (default: a concurrent append of matching rows fails the
+delete) or ``snapshot`` (it does not; the appended rows survive the delete)."""
+
+COPY_ON_WRITE = "copy-on-write"
+MERGE_ON_READ = "merge-on-read"
+
+
+def _name_mapping(md: TableMetadata) -> NameMapping | None:
+    text = md.properties.get(DEFAULT_NAME_MAPPING_PROPERTY)
+    return name_mapping_from_json(text) if text else None
+
+
+def _paths(schema: Schema) -> dict[int, tuple[str, ...]]:
+    out: dict[int, tuple[str, ...]] = {}
+
+    def visit(fields: Sequence[Any], prefix: tuple[str, ...]) -> None:
+        for f in fields:
+            out[f.field_id] = (*prefix, f.name)
+            if isinstance(f.field_type, StructType):
+                visit(f.field_type.fields, (*prefix, f.name))
+
+    visit(schema.fields, ())
+    return out
+
+
+async def _write_rows(io: FileIO, md: TableMetadata, data: pa.Table) -> list[DataFile]:
+    props = md.properties
+    if data.num_rows == 0:
+        return []
+    return await write_data_files(
+        io,
+        md.schema(),
+        md.spec(),
+        data,
+        LocationProvider(md.location, props),
+        props,
+        io_concurrency=int(props.get("write.io-concurrency", 16)),
+        cpu_workers=int(props.get("write.cpu-workers", 2)),
+    )
+
+
+def _task(md: TableMetadata, p: PartialFile, residual: Expression) -> FileScanTask:
+    spec = md.spec_by_id(p.file.spec_id)
+    if spec is None:
+        raise ValidationError(f"{p.file.file_path}: partition spec {p.file.spec_id} is not in the table")
+    return FileScanTask(p.file, p.deletes, residual, spec, md.schema())
+
+
+async def _kept_rows(
+    io: FileIO, md: TableMetadata, partial: Sequence[PartialFile], expr: Expression
+) -> pa.Table:
+    """The live rows of ``partial`` for which ``expr`` is false or null (copy-on-write)."""
+    schema = md.schema()
+    rows = await read_to_table(
+        io,
+        [_task(md, p, AlwaysTrue()) for p in partial],
+        schema,
+        table_schema=schema,
+        name_mapping=_name_mapping(md),
+    )
+    matches = to_arrow_expression(expr, _paths(schema))
+    return rows.filter(~matches | matches.is_null())
+
+
+async def _position_deletes(
+    io: FileIO, md: TableMetadata, partial: Sequence[PartialFile], expr: Expression
+) -> list[DataFile]:
+    """Position delete files (one per partition) for the rows of ``partial`` matching ``expr``."""
+    schema = md.schema()
+    hits = await read_to_table(
+        io,
+        [_task(md, p, expr) for p in partial],
+        Schema(),
+        table_schema=schema,
+        name_mapping=_name_mapping(md),
+        include_file_column=True,
+        include_pos_column=True,
+    )
+    if hits.num_rows == 0:
+        return []
+    groups: dict[tuple[int, tuple[Any, ...]], list[str]] = {}
+    for p in partial:
+        groups.setdefault((p.file.spec_id, p.file.partition), []).append(p.file.file_path)
+    provider = LocationProvider(md.location, md.properties)
+    out: list[DataFile] = []
+    for (spec_id, partition), paths in groups.items():
+        rows = hits.filter(pc.is_in(hits.column("_file"), pa.array(paths, pa.string())))
+        if rows.num_rows == 0:
+            continue
+        spec = md.spec_by_id(spec_id)
+        assert spec is not None  # checked by _task
+        deletes = pa.table({"file_path": rows.column("_file"), "pos": rows.column("_pos")})
+        out.append(
+            await write_position_delete_file(
+                io,
+                provider,
+                deletes,
+                table_schema=schema,
+                spec=spec,
+                partition=partition,
+                properties=md.properties,
+            )
+        )
+    return out
+
+
+async def _cleanup(io: FileIO, files: Iterable[DataFile]) -> None:
+    paths = [f.file_path for f in files]
+    if paths:
+        try:
+            await io.delete_many(paths)
+        except StoreError:
+            pass
+
+
+def _start_of(selection: Selection, md: TableMetadata, branch: str) -> int | None:
+    snap = md.snapshot_by_ref(branch)
+    return snap.snapshot_id if snap is not None else selection.snapshot_id
+
+
+async def plan_delete(
+    io: FileIO,
+    md: TableMetadata,
+    delete_filter: Expression | str,
+    *,
+    new_rows: pa.Table | None = None,
+    case_sensitive: bool = True,
+    snapshot_properties: Mapping[str, str] | None = None,
+    branch: str = MAIN_BRANCH,
+    operation: Operation | None = None,
+    isolation: str | None = None,
+) -> RowLevelChange | None:
+    """Delete the rows matching ``delete_filter`` (and add ``new_rows``): one change, or
+    None when nothing matches and nothing is added.
+
+    Files proven to match whole are dropped; partly matching ones are rewritten, or get
+    position deletes when the table says ``write.delete.mode=merge-on-read`` (v2 only: v3
+    wants deletion vectors, which are not written here, so v3 rewrites).
+    """
+    schema = md.schema()
+    expr = sql_filter(schema, delete_filter, case_sensitive)
+    snapshot = md.snapshot_by_ref(branch)
+    selection = await select_by_filter(io, md, snapshot, expr, case_sensitive)
+    merge_on_read = md.properties.get(DELETE_MODE, COPY_ON_WRITE) == MERGE_ON_READ and md.format_version == 2
+    removed: list[RemovedFile] = list(selection.drop)
+    added_data: list[DataFile] = []
+    added_deletes: list[DataFile] = []
+    referenced: set[str] = set()
+    try:
+        if selection.partial:
+            if merge_on_read:
+                added_deletes = await _position_deletes(io, md, selection.partial, expr)
+                referenced = {p.file.file_path for p in selection.partial}
+            else:
+                kept = await _kept_rows(io, md, selection.partial, expr)
+                removed += [p.removed for p in selection.partial]
+                added_data = await _write_rows(io, md, kept)
+        if new_rows is not None:
+            added_data += await _write_rows(io, md, new_rows)
+    except BaseException:
+        await _cleanup(io, [*added_data, *added_deletes])
+        raise
+    if not (removed or added_data or added_deletes):
+        return None
+    level = isolation or md.properties.get(DELETE_ISOLATION_LEVEL, "serializable")
+    if level not in ("serializable", "snapshot"):
+        raise ValidationError(f"unknown isolation level {level!r}: use 'serializable' or 'snapshot'")
+    detection = ConflictDetection(
+        row_filter=expr,
+        check_added_data=level == "serializable",
+        removed=frozenset(r.file.file_path for r in removed),
+        removed_partitions=frozenset((r.file.spec_id, r.file.partition) for r in removed),
+        referenced=frozenset(referenced),
+        case_sensitive=case_sensitive,
+    )
+    return RowLevelChange(
+        removed=removed,
+        added_data_files=added_data,
+        added_delete_files=added_deletes,
+        start_snapshot_id=_start_of(selection, md, branch),
+        start_manifests=selection.manifests,
+        detection=detection,
+        operation=operation,
+        branch=branch,
+        snapshot_properties=snapshot_properties,
+    )
+
+
+async def plan_dynamic_partition_overwrite(
+    io: FileIO,
+    md: TableMetadata,
+    data: pa.Table,
+    *,
+    snapshot_properties: Mapping[str, str] | None = None,
+    branch: str = MAIN_BRANCH,
+) -> RowLevelChange | None:
+    """Replace exactly the partitions ``data`` has rows in (of the current spec) with ``data``.
+
+    On an unpartitioned table that is the whole table, as Java's ``ReplacePartitions``.
+    """
+    added = await _write_rows(io, md, data)
+    if not added:
+        return None
+    try:
+        partitions = frozenset((f.spec_id, f.partition) for f in added)
+        selection = await select_by_partitions(io, md.snapshot_by_ref(branch), partitions)
+    except BaseException:
+        await _cleanup(io, added)
+        raise
+    detection = ConflictDetection(
+        partitions=partitions,
+        removed=frozenset(r.file.file_path for r in selection.drop),
+        removed_partitions=partitions,
+    )
+    return RowLevelChange(
+        removed=selection.drop,
+        added_data_files=added,
+        start_snapshot_id=_start_of(selection, md, branch),
+        start_manifests=selection.manifests,
+        detection=detection,
+        operation=Operation.OVERWRITE,
+        branch=branch,
+        snapshot_properties={"replace-partitions": "true", **(snapshot_properties or {})},
+    )
+
+
+def _key_names(schema: Schema, join_cols: Sequence[str] | None, case_sensitive: bool) -> list[str]:
+    if join_cols is None:
+        names = list(schema.identifier_field_names)
+        if not names:
+            raise ValidationError("upsert needs join_cols, or identifier fields in the table schema")
+        return names
+    if not join_cols:
+        raise ValidationError("upsert needs at least one join column")
+    return [schema.find_column_name(schema.find_field(c, case_sensitive).field_id) or c for c in join_cols]
+
+
+def _match_filter(keys: pa.Table, names: Sequence[str]) -> Expression:
+    """A filter true exactly for rows whose key equals one of ``keys``' rows."""
+    if len(names) == 1:
+        values = [v for v in keys.column(0).to_pylist() if v is not None]
+        return in_(names[0], values)
+    columns = [keys.column(i).to_pylist() for i in range(len(names))]
+    rows = [r for r in zip(*columns, strict=True) if all(v is not None for v in r)]
+    return or_(*(and_(*(EqualTo(n, v) for n, v in zip(names, row, strict=True))) for row in rows))
+
+
+async def plan_upsert(
+    io: FileIO,
+    md: TableMetadata,
+    data: pa.Table,
+    join_cols: Sequence[str] | None = None,
+    *,
+    mode: str | None = None,
+    case_sensitive: bool = True,
+    snapshot_properties: Mapping[str, str] | None = None,
+    branch: str = MAIN_BRANCH,
+) -> RowLevelChange | None:
+    """Replace the rows whose key is in ``data`` by ``data``'s rows and insert the others.
+
+    ``merge-on-read`` (default from v2): equality deletes on the key plus the new rows, in
+    one snapshot; nothing is read. Their sequence number makes the deletes hit every older
+    row with that key, so concurrent commits need no check and the change always rebases.
+    ``copy-on-write`` (default for v1): an overwrite filtered on the keys.
+    """
+    schema = md.schema()
+    names = _key_names(schema, join_cols, case_sensitive)
+    if data.num_rows == 0:
+        return None
+    missing = [n for n in names if n not in data.column_names]
+    if missing:
+        raise ValidationError(f"upsert rows lack the key columns {missing}")
+    keys = data.select(names)
+    if keys.group_by(names).aggregate([]).num_rows != keys.num_rows:
+        raise ValidationError(f"upsert rows hold duplicate keys on {names}")
+    mode = mode or (MERGE_ON_READ if md.format_version >= 2 else COPY_ON_WRITE)
+    if mode == COPY_ON_WRITE:
+        return await plan_delete(
+            io,
+            md,
+            _match_filter(keys, names),
+            new_rows=data,
+            case_sensitive=case_sensitive,
+            snapshot_properties=snapshot_properties,
+            branch=branch,
+            operation=Operation.OVERWRITE,
+        )
+    if mode != MERGE_ON_READ:
+        raise ValidationError(f"unknown upsert mode {mode!r}: use {COPY_ON_WRITE!r} or {MERGE_ON_READ!r}")
+    if md.format_version < 2:
+        raise UnsupportedError("equality deletes need format version 2 or later; use mode='copy-on-write'")
+    key_ids = [schema.find_field(n).field_id for n in names]
+    spec = md.spec()
+    if spec.fields:
+        # A partition-scoped delete only reaches rows of its own partition and spec: the key
+        # must decide the partition, and no older spec may hold rows.
+        outside = [f.name for f in spec.fields if not set(f.source_ids) <= set(key_ids)]
+        if outside:
+            raise UnsupportedError(
+                f"partition fields {outside} do not derive from the key {names}: an equality "
+                "delete could miss the old row; use mode='copy-on-write'"
+            )
+        snap = md.snapshot_by_ref(branch)
+        if snap is not None and snap.manifest_list is not None:
+            for mf in read_manifest_list(await io.read(snap.manifest_list), snap.manifest_list):
+                if mf.content == ManifestContent.DATA and mf.partition_spec_id != spec.spec_id:
+                    if mf.has_added_files() or mf.has_existing_files():
+                        raise UnsupportedError(
+                            "rows written under an older partition spec are out of reach of "
+                            "partitioned equality deletes; use mode='copy-on-write'"
+                        )
+    added = await _write_rows(io, md, data)
+    deletes: list[DataFile] = []
+    try:
+        provider = LocationProvider(md.location, md.properties)
+        conformed = conform_to_schema(data, schema)
+        for partition, rows in split_by_partition(conformed, schema, spec):
+            deletes.append(
+                await write_equality_delete_file(
+                    io,
+                    provider,
+                    rows,
+                    key_ids,
+                    table_schema=schema,
+                    spec=spec,
+                    partition=partition,
+                    properties=md.properties,
+                )
+            )
+    except BaseException:
+        await _cleanup(io, [*added, *deletes])
+        raise
+    snap = md.snapshot_by_ref(branch)
+    return RowLevelChange(
+        added_data_files=added,
+        added_delete_files=deletes,
+        start_snapshot_id=snap.snapshot_id if snap is not None else None,
+        detection=None,
+        operation=Operation.OVERWRITE,
+        branch=branch,
+        snapshot_properties=snapshot_properties,
+    )

@@ -1,0 +1,210 @@
+"""Which live data files a delete filter or a set of partitions touches, and how.
+
+Per file, proof comes from the cheapest source first: the strict partition projection or
+the strict metrics evaluator proves every row matches (drop the file whole); the
+inclusive ones prove no row does (leave it alone); otherwise the file matches partly and
+its rows must be read. Filters follow SQL: a row is deleted only when the filter is true,
+never when it is null (``sql_filter``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aioiceberg.commit.overwrite import RemovedFile
+from aioiceberg.expressions.binding import bind
+from aioiceberg.expressions.evaluators import (
+    InclusiveMetricsEvaluator,
+    ManifestEvaluator,
+    PartitionEvaluator,
+    StrictMetricsEvaluator,
+)
+from aioiceberg.expressions.projection import strict_projection
+from aioiceberg.expressions.rows import compile_row_filter
+from aioiceberg.expressions.tree import (
+    AlwaysFalse,
+    AlwaysTrue,
+    And,
+    Expression,
+    NotNull,
+    Or,
+    Predicate,
+    and_,
+    or_,
+    rewrite_not,
+)
+from aioiceberg.io.base import FileIO
+from aioiceberg.scan.delete_index import DeleteIndex
+from aioiceberg.spec.manifest import (
+    DataFile,
+    ManifestContent,
+    ManifestEntry,
+    read_manifest,
+    read_manifest_list,
+)
+from aioiceberg.spec.metadata import Snapshot, TableMetadata
+from aioiceberg.spec.schema import Schema
+
+__all__ = ["PartialFile", "Selection", "select_by_filter", "select_by_partitions", "sql_filter"]
+
+PartitionKey = tuple[int, tuple[Any, ...]]
+
+# Iceberg's evaluators call these true for a null value; SQL calls them unknown.
+_TRUE_ON_NULL = frozenset({"not_eq", "not_in", "not_starts_with", "not_nan"})
+
+
+def sql_filter(schema: Schema, expr: Expression | str, case_sensitive: bool = True) -> Expression:
+    """Bind ``expr`` and make it true exactly where SQL says the filter is true.
+
+    NOT is pushed to the predicates (valid under three-valued logic), then every predicate
+    Iceberg evaluates as true on a null gets ``IS NOT NULL`` added, so evaluators, strict
+    projections and Arrow all agree that ``id != 3`` does not match a null ``id``.
+    """
+    return _null_safe(rewrite_not(bind(schema, expr, case_sensitive)))
+
+
+def _null_safe(expr: Expression) -> Expression:
+    if isinstance(expr, And):
+        return and_(_null_safe(expr.left), _null_safe(expr.right))
+    if isinstance(expr, Or):
+        return or_(_null_safe(expr.left), _null_safe(expr.right))
+    if isinstance(expr, Predicate) and expr.op in _TRUE_ON_NULL and not expr.ref.required:
+        return and_(NotNull(expr.ref), expr)
+    return expr
+
+
+@dataclass(frozen=True, slots=True)
+class PartialFile:
+    """A data file some (not all) of whose rows match, with the delete files that apply."""
+
+    removed: RemovedFile
+    deletes: tuple[DataFile, ...]
+
+    @property
+    def file(self) -> DataFile:
+        return self.removed.file
+
+
+@dataclass
+class Selection:
+    """The starting snapshot, its manifests, and the files to drop whole or to read."""
+
+    snapshot_id: int | None
+    manifests: tuple[str, ...] = ()
+    drop: list[RemovedFile] = field(default_factory=list)
+    partial: list[PartialFile] = field(default_factory=list)
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.drop or self.partial)
+
+
+# file -> True (every row matches), False (no row does), None (some may)
+_Classify = Callable[[ManifestEntry], bool | None]
+
+
+async def _walk(
+    io: FileIO,
+    snapshot: Snapshot | None,
+    manifest_may_match: Callable[[Any], bool],
+    classify: _Classify,
+) -> Selection:
+    if snapshot is None:
+        return Selection(None)
+    if snapshot.manifest_list is None:
+        raise ValueError(f"snapshot {snapshot.snapshot_id} lists manifests inline (v1): unsupported")
+    manifests = read_manifest_list(await io.read(snapshot.manifest_list), snapshot.manifest_list)
+    selection = Selection(snapshot.snapshot_id, tuple(m.manifest_path for m in manifests))
+    partial: list[RemovedFile] = []
+    delete_manifests = []
+    for mf in manifests:
+        if mf.content == ManifestContent.DELETES:
+            delete_manifests.append(mf)
+            continue
+        if not (mf.has_added_files() or mf.has_existing_files()) or not manifest_may_match(mf):
+            continue
+        manifest = read_manifest(await io.read(mf.manifest_path), mf, discard_deleted=True)
+        for entry in manifest.entries:
+            verdict = classify(entry)
+            if verdict is True:
+                selection.drop.append(RemovedFile(entry, mf.manifest_path))
+            elif verdict is None:
+                partial.append(RemovedFile(entry, mf.manifest_path))
+    if partial:
+        index = DeleteIndex()
+        for mf in delete_manifests:
+            if not (mf.has_added_files() or mf.has_existing_files()):
+                continue
+            for entry in read_manifest(await io.read(mf.manifest_path), mf, discard_deleted=True).entries:
+                index.add(entry)  # an empty partition tuple marks global deletes
+        for r in partial:
+            selection.partial.append(PartialFile(r, index.for_data_file(r.entry.sequence_number, r.file)))
+    return selection
+
+
+async def select_by_filter(
+    io: FileIO,
+    metadata: TableMetadata,
+    snapshot: Snapshot | None,
+    expr: Expression,
+    case_sensitive: bool = True,
+) -> Selection:
+    """Classify the snapshot's live data files against ``expr`` (from ``sql_filter``)."""
+    if isinstance(expr, AlwaysFalse):
+        return await _walk(io, None, lambda mf: False, lambda e: False)
+    schema = metadata.schema()
+    specs = metadata.specs_by_id()
+    manifest_evals: dict[int, ManifestEvaluator] = {}
+    partition_evals: dict[int, tuple[PartitionEvaluator, Callable[[Any], bool]]] = {}
+    inclusive = InclusiveMetricsEvaluator(schema, expr, case_sensitive, include_empty_files=True)
+    strict = StrictMetricsEvaluator(schema, expr, case_sensitive)
+
+    def manifest_may_match(mf: Any) -> bool:
+        if isinstance(expr, AlwaysTrue):
+            return True
+        spec = specs.get(mf.partition_spec_id)
+        if spec is None:
+            return True
+        ev = manifest_evals.get(spec.spec_id)
+        if ev is None:
+            ev = manifest_evals[spec.spec_id] = ManifestEvaluator(schema, spec, expr, case_sensitive)
+        return ev.eval(mf.partitions)
+
+    def classify(entry: ManifestEntry) -> bool | None:
+        if isinstance(expr, AlwaysTrue):
+            return True
+        f = entry.data_file
+        spec = specs.get(f.spec_id)
+        if spec is not None:
+            evs = partition_evals.get(f.spec_id)
+            if evs is None:
+                evs = partition_evals[f.spec_id] = (
+                    PartitionEvaluator(schema, spec, expr, case_sensitive),
+                    compile_row_filter(strict_projection(schema, spec, expr, case_sensitive)),
+                )
+            if not evs[0].eval(f.partition):
+                return False
+            if evs[1](f.partition):
+                return True
+        if not inclusive.eval(f):
+            return False
+        if strict.eval(f):
+            return True
+        return None
+
+    return await _walk(io, snapshot, manifest_may_match, classify)
+
+
+async def select_by_partitions(
+    io: FileIO, snapshot: Snapshot | None, partitions: frozenset[PartitionKey]
+) -> Selection:
+    """Every live data file in one of ``partitions`` (spec id, partition tuple) is dropped."""
+    spec_ids = {spec_id for spec_id, _ in partitions}
+
+    def classify(entry: ManifestEntry) -> bool | None:
+        f = entry.data_file
+        return True if (f.spec_id, f.partition) in partitions else False
+
+    return await _walk(io, snapshot, lambda mf: mf.partition_spec_id in spec_ids, classify)

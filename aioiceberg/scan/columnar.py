@@ -1,0 +1,122 @@
+"""Prune a manifest on its columns, then build entries only for the survivors.
+
+Exactness comes from the existing evaluators: partition tuples are evaluated with the
+``PartitionEvaluator`` once per distinct tuple (manifests repeat few tuples), and the
+inclusive metrics evaluator runs on every row that survives a vectorised prefilter. The
+prefilter only drops a row when the evaluator would too: it reads integer-like bounds
+(int, long, date, time, timestamps) of simple comparisons from the bound columns in
+bulk, and treats anything it cannot read exactly (a missing or oddly sized bound, a
+repeated key, a negative record count, any other predicate) as "may match".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from aioiceberg.expressions import InclusiveMetricsEvaluator, PartitionEvaluator
+from aioiceberg.expressions.tree import And, Expression, LiteralPredicate, Or
+from aioiceberg.spec.manifest import ManifestEntry
+from aioiceberg.spec.manifest.columnar import BoundColumn, ColumnarManifest
+from aioiceberg.spec.types import (
+    DateType,
+    IntegerType,
+    LongType,
+    PrimitiveType,
+    TimestampType,
+    TimestamptzType,
+    TimeType,
+)
+
+__all__ = ["prefilter", "prune_columnar"]
+
+_COMPARISONS = frozenset({"lt", "lt_eq", "gt", "gt_eq", "eq"})
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _width(t: PrimitiveType) -> int | None:
+    if isinstance(t, LongType | TimestampType | TimestamptzType | TimeType):
+        return 8
+    if isinstance(t, IntegerType | DateType):
+        return 4
+    return None
+
+
+def prefilter(expr: Expression, cm: ColumnarManifest, rows: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Per row of ``rows``: False only where the inclusive metrics evaluator says False."""
+    n = len(rows)
+    bounds: dict[tuple[int, bool, int], BoundColumn] = {}
+
+    def bound(fid: int, upper: bool, width: int) -> BoundColumn:
+        key = (fid, upper, width)
+        found = bounds.get(key)
+        if found is None:
+            found = bounds[key] = cm.bound_column(fid, upper, width, rows)
+        return found
+
+    def walk(e: Expression) -> np.ndarray[Any, Any]:
+        if isinstance(e, And):
+            out: np.ndarray[Any, Any] = walk(e.left) & walk(e.right)
+            return out
+        if isinstance(e, Or):
+            out = walk(e.left) | walk(e.right)
+            return out
+        if isinstance(e, LiteralPredicate) and e.op in _COMPARISONS:
+            ref = e.ref
+            width = _width(ref.type)
+            v = e.value
+            if (
+                width is None
+                or not isinstance(v, int)
+                or isinstance(v, bool)
+                or not _INT64_MIN <= v <= _INT64_MAX
+            ):
+                return np.ones(n, dtype=bool)
+            op = e.op
+            drop = np.zeros(n, dtype=bool)
+            opaque = np.zeros(n, dtype=bool)
+            if op in ("lt", "lt_eq", "eq"):
+                lo = bound(ref.field_id, False, width)
+                opaque |= lo.state == 2
+                drop |= (lo.state == 1) & ((lo.values >= v) if op == "lt" else (lo.values > v))
+            if op in ("gt", "gt_eq", "eq"):
+                hi = bound(ref.field_id, True, width)
+                opaque |= hi.state == 2
+                drop |= (hi.state == 1) & ((hi.values <= v) if op == "gt" else (hi.values < v))
+            out = ~(drop & ~opaque)
+            return out
+        return np.ones(n, dtype=bool)
+
+    may = walk(expr)
+    if not may.all():
+        may |= cm.record_counts(rows) < 0  # the evaluator keeps files of unknown size
+    return may
+
+
+def prune_columnar(
+    cm: ColumnarManifest,
+    part: PartitionEvaluator | None,
+    metrics: InclusiveMetricsEvaluator | None,
+) -> tuple[list[ManifestEntry], int, int]:
+    """(surviving entries, skipped by partition, skipped by metrics) of one manifest."""
+    rows = cm.rows
+    by_partition = by_metrics = 0
+    if part is not None and len(rows):
+        memo: dict[tuple[Any, ...], bool] = {}
+        keep = np.empty(len(rows), dtype=bool)
+        for i, p in enumerate(cm.partitions(rows)):
+            verdict = memo.get(p)
+            if verdict is None:
+                verdict = memo[p] = part.eval(p)
+            keep[i] = verdict
+        by_partition = int(len(rows) - keep.sum())
+        rows = rows[keep]
+    if metrics is None or not len(rows):
+        return cm.entries(rows), by_partition, 0
+    may = prefilter(metrics.expr, cm, rows)
+    by_metrics = int(len(rows) - may.sum())
+    candidates = cm.entries(rows[may])
+    kept = [e for e in candidates if metrics.eval(e.data_file)]
+    by_metrics += len(candidates) - len(kept)
+    return kept, by_partition, by_metrics

@@ -1,0 +1,387 @@
+"""The ``aioiceberg`` PySpark data source: Spark reads and writes Iceberg tables through aioiceberg.
+
+Spark calls each method in a Python worker process, never the driver's own: ``schema``,
+``pushFilters`` and ``partitions`` in a planning worker, ``read`` and ``write`` on
+executors, ``commit`` / ``abort`` in yet another worker. So nothing here keeps state
+between calls except what travels pickled in the reader / writer and in the partitions
+and commit messages: plain strings and dicts (task JSON, content-file JSON, schema JSON).
+
+Reading: the planning worker plans with the blocking API, packs the file scan tasks
+into partitions of about ``split-size`` bytes, and each executor reads its tasks
+(deletes, schema evolution and residual filters applied) as Arrow batches.
+
+Writing: executors write Parquet data files and return their content-file JSON; the
+job commits once, atomically (an append snapshot; for overwrite a delete of every row
+then the append, in one transaction); an aborted job deletes the files its tasks wrote, unless the snapshot
+carrying the job's write id made it into the table.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.types import StructType
+
+from aioiceberg import sync
+from aioiceberg._sync import runner
+from aioiceberg.errors import UnsupportedError, ValidationError
+from aioiceberg.expressions import AlwaysTrue, and_, parse
+from aioiceberg.expressions.serde import expression_from_json, expression_to_json
+from aioiceberg.io.resolve import resolve_io
+from aioiceberg.spark.filters import translate_filter
+from aioiceberg.spark.tasks import DEFAULT_OPEN_FILE_COST, DEFAULT_SPLIT_SIZE, group_tasks, read_tasks_json
+from aioiceberg.spec.arrow import schema_to_arrow
+from aioiceberg.spec.name_mapping import DEFAULT_NAME_MAPPING_PROPERTY
+from aioiceberg.spec.schema import Schema
+from aioiceberg.spec.schema_json import (
+    partition_spec_from_json,
+    partition_spec_to_json,
+    schema_from_json,
+    schema_to_json,
+)
+from aioiceberg.spec.tasks import content_file_from_json, content_file_to_json, file_scan_task_to_json
+
+__all__ = [
+    "FILTER_PUSHDOWN_CONF",
+    "SOURCE_NAME",
+    "WRITE_ID_PROPERTY",
+    "AioIcebergCommitMessage",
+    "AioIcebergDataSource",
+    "AioIcebergPushdownReader",
+    "AioIcebergReader",
+    "AioIcebergScanOnlySource",
+    "AioIcebergWriter",
+    "spark_arrow_schema",
+]
+
+SOURCE_NAME = "aioiceberg"
+FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+# snapshot summary key naming the Spark job that wrote a snapshot (abort checks it)
+WRITE_ID_PROPERTY = "aioiceberg.spark.write-id"
+SPLIT_SIZE_PROPERTY = "read.split.target-size"
+OPEN_FILE_COST_PROPERTY = "read.split.open-file-cost"
+
+# options that configure the source; every other option is a storage option (s3.endpoint, ...)
+_SOURCE_OPTIONS = frozenset(
+    {"path", "snapshot-id", "as-of-timestamp", "branch", "tag", "split-size", "open-file-cost", "filter"}
+)
+
+
+@dataclass(frozen=True)
+class _Options:
+    location: str
+    storage_options: dict[str, str]
+    snapshot_id: int | None = None
+    ref: str | None = None
+    as_of: int | None = None
+    split_size: int | None = None
+    open_file_cost: int | None = None
+    row_filter: str | None = None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> _Options:
+        opts = {str(k).lower(): v for k, v in options.items()}
+        location = opts.get("path")
+        if not location:
+            raise ValidationError("the aioiceberg source needs a table location: .load(location)")
+        branch, tag = opts.get("branch"), opts.get("tag")
+        if branch and tag:
+            raise ValidationError("give at most one of the 'branch' and 'tag' options")
+
+        def number(key: str) -> int | None:
+            value = opts.get(key)
+            try:
+                return int(value) if value not in (None, "") else None
+            except ValueError as e:
+                raise ValidationError(f"option {key!r} must be an integer, got {value!r}") from e
+
+        return cls(
+            location=location,
+            storage_options={k: v for k, v in opts.items() if k not in _SOURCE_OPTIONS},
+            snapshot_id=number("snapshot-id"),
+            ref=branch or tag or None,
+            as_of=number("as-of-timestamp"),
+            split_size=number("split-size"),
+            open_file_cost=number("open-file-cost"),
+            row_filter=opts.get("filter") or None,
+        )
+
+    def load(self) -> sync.Table:
+        return sync.load_table(self.location, self.storage_options or None)
+
+    def scan(self, table: sync.Table, **kwargs: Any) -> sync.Scan:
+        return table.scan(snapshot_id=self.snapshot_id, ref=self.ref, as_of=self.as_of, **kwargs)
+
+
+def _spark_type(t: pa.DataType) -> pa.DataType:
+    """The Arrow type Spark can hold for ``t``: no fixed-size binary, nanoseconds or 64-bit offsets."""
+    if isinstance(t, pa.ExtensionType):
+        return _spark_type(t.storage_type)
+    if pa.types.is_fixed_size_binary(t) or pa.types.is_large_binary(t):
+        return pa.binary()
+    if pa.types.is_large_string(t):
+        return pa.string()
+    if pa.types.is_timestamp(t):
+        return pa.timestamp("us", tz="UTC" if t.tz is not None else None)
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_spark_type(f.type)) for f in t])
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(t.value_field.with_type(_spark_type(t.value_type)))
+    if pa.types.is_map(t):
+        return pa.map_(
+            t.key_field.with_type(_spark_type(t.key_type)), t.item_field.with_type(_spark_type(t.item_type))
+        )
+    return t
+
+
+def spark_arrow_schema(schema: Schema) -> pa.Schema:
+    """The Arrow form of an Iceberg schema in types Spark accepts (no field ids)."""
+    arrow = schema_to_arrow(schema, include_field_ids=False)
+    return pa.schema([f.with_type(_spark_type(f.type)) for f in arrow])
+
+
+class AioIcebergDataSource(DataSource):
+    """``spark.read.format("aioiceberg").load(location)`` / ``df.write.format("aioiceberg")``.
+
+    Read options: ``snapshot-id``, ``as-of-timestamp`` (ms), ``branch`` or ``tag``,
+    ``split-size`` and ``open-file-cost`` (bytes; default the table's
+    ``read.split.target-size`` / ``read.split.open-file-cost``), ``filter`` (an Iceberg
+    filter string: rows outside it are never read, whatever Spark pushes down); any
+    other option is a storage option (``s3.endpoint``, ``s3.region``, ...).
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def _options(self) -> _Options:
+        return _Options.parse(self.options)
+
+    def schema(self) -> StructType:
+        opts = self._options()
+        scan = opts.scan(opts.load())
+        return from_arrow_schema(spark_arrow_schema(scan.snapshot_schema), prefer_timestamp_ntz=True)
+
+    def reader(self, schema: StructType) -> AioIcebergReader:
+        return AioIcebergPushdownReader(self._options(), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> AioIcebergWriter:
+        opts = self._options()
+        if opts.snapshot_id is not None or opts.as_of is not None:
+            raise ValidationError("writes go to the current state: drop 'snapshot-id' / 'as-of-timestamp'")
+        table = opts.load()
+        if table.read_only:
+            raise UnsupportedError(f"{opts.location} opened read-only (no writable version files)")
+        if overwrite and not _can_overwrite():
+            raise UnsupportedError("overwrite needs Transaction.delete, which this aioiceberg lacks")
+        metadata = table.metadata
+        return AioIcebergWriter(
+            _WriteJob(
+                location=table.location,
+                storage_options=opts.storage_options,
+                schema_json=json.dumps(schema_to_json(table.schema())),
+                spec_json=json.dumps(partition_spec_to_json(table.spec(), metadata.format_version)),
+                properties=dict(table.properties),
+                write_id=uuid.uuid4().hex,
+                overwrite=overwrite,
+            )
+        )
+
+
+class AioIcebergReader(DataSourceReader):
+    """Plans in the planning worker (``partitions``) and reads task groups on executors (``read``).
+
+    Pushed filters live on this reader only, never on the data source, and every plan
+    is made from them afresh: a reader built for a filtered query cannot leak its
+    filters into another query's plan through shared state.
+    """
+
+    def __init__(self, options: _Options, schema: StructType) -> None:
+        self.options = options
+        self.columns: list[str] = list(schema.fieldNames())
+        self.arrow_schema: pa.Schema = to_arrow_schema(schema, timezone="UTC")
+        self.pushed: list[dict[str, Any]] = []  # expression JSON of the filters planning uses
+        self._table: sync.Table | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_table"] = None  # a loaded table holds clients bound to this process's loop
+        return state
+
+    def _loaded(self) -> sync.Table:
+        if self._table is None:
+            self._table = self.options.load()
+        return self._table
+
+    def _row_filter(self) -> Any:
+        parts: list[Any] = [expression_from_json(e) for e in self.pushed]
+        if self.options.row_filter:
+            parts.append(parse(self.options.row_filter))
+        return and_(*parts) if parts else AlwaysTrue()
+
+    def partitions(self) -> list[InputPartition]:
+        table = self._loaded()
+        props = table.properties
+        split = self.options.split_size or int(props.get(SPLIT_SIZE_PROPERTY, DEFAULT_SPLIT_SIZE))
+        cost = self.options.open_file_cost or int(props.get(OPEN_FILE_COST_PROPERTY, DEFAULT_OPEN_FILE_COST))
+        scan = self.options.scan(
+            table, row_filter=self._row_filter(), selected_fields=tuple(self.columns), split_size=split
+        )
+        tasks = list(scan.plan_files())
+        shared = {
+            "projected": json.dumps(schema_to_json(scan.projection())),
+            "table_schema": json.dumps(schema_to_json(scan.snapshot_schema)),
+            "name_mapping": props.get(DEFAULT_NAME_MAPPING_PROPERTY),
+        }
+        return [
+            InputPartition({**shared, "tasks": [json.dumps(file_scan_task_to_json(t)) for t in group]})
+            for group in group_tasks(tasks, split, cost)
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        value = partition.value
+        if not value or not value.get("tasks"):
+            return
+        mapping = value.get("name_mapping")
+        batches = read_tasks_json(
+            value["tasks"],
+            storage_options=self.options.storage_options,
+            projected_schema=schema_from_json(json.loads(value["projected"])),
+            table_schema=schema_from_json(json.loads(value["table_schema"])),
+            name_mapping=mapping if mapping else None,
+        )
+        target = self.arrow_schema
+        for batch in batches:
+            yield pa.RecordBatch.from_arrays(
+                [batch.column(f.name).cast(f.type) for f in target], schema=target
+            )
+
+
+class AioIcebergPushdownReader(AioIcebergReader):
+    """The reader when filter pushdown is on (Spark rejects a ``pushFilters`` reader when it is off)."""
+
+    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:
+        """Claim the filters Iceberg answers exactly; yield the rest back to Spark."""
+        schema = self.options.scan(self._loaded()).snapshot_schema
+        self.pushed = []
+        for f in filters:
+            found = translate_filter(f, schema, case_sensitive=True)
+            if found is not None:
+                self.pushed.append(expression_to_json(found.expression))
+            if found is None or not found.exact:
+                yield f
+
+
+class AioIcebergScanOnlySource(AioIcebergDataSource):
+    """The source registered when filter pushdown is off: its reader has no ``pushFilters``."""
+
+    def reader(self, schema: StructType) -> AioIcebergReader:
+        return AioIcebergReader(self._options(), schema)
+
+
+@dataclass
+class AioIcebergCommitMessage(WriterCommitMessage):  # type: ignore[misc]
+    """What one write task produced: the content-file JSON of its data files."""
+
+    data_files: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _WriteJob:
+    location: str
+    storage_options: dict[str, str]
+    schema_json: str
+    spec_json: str
+    properties: dict[str, str]
+    write_id: str
+    overwrite: bool
+
+    def schema(self) -> Schema:
+        return schema_from_json(json.loads(self.schema_json))
+
+    def spec(self) -> Any:
+        return partition_spec_from_json(json.loads(self.spec_json))
+
+
+def _can_overwrite() -> bool:
+    return hasattr(sync.Transaction, "delete")  # the twin exists when Transaction.delete does
+
+
+class AioIcebergWriter(DataSourceArrowWriter):
+    """Executors write data files; ``commit`` makes one snapshot; ``abort`` cleans up."""
+
+    def __init__(self, job: _WriteJob) -> None:
+        self.job = job
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> AioIcebergCommitMessage:
+        from pyspark import TaskContext
+
+        from aioiceberg.write import LocationProvider, write_data_files
+
+        context = TaskContext.get()
+        task_id = context.partitionId() if context is not None else 0
+        job = self.job
+        schema, spec = job.schema(), job.spec()
+        io = resolve_io(job.location, job.storage_options or None)
+        files = runner.run(
+            write_data_files(
+                io,
+                schema,
+                spec,
+                iterator,
+                LocationProvider(job.location, job.properties),
+                job.properties,
+                io_concurrency=int(job.properties.get("write.io-concurrency", 16)),
+                cpu_workers=1,
+                task_id=task_id,
+            )
+        )
+        return AioIcebergCommitMessage([json.dumps(content_file_to_json(f, spec, schema)) for f in files])
+
+    def _files(self, messages: Sequence[WriterCommitMessage | None]) -> list[Any]:
+        schema, spec = self.job.schema(), self.job.spec()
+        return [
+            content_file_from_json(json.loads(text), {spec.spec_id: spec}, schema)
+            for m in messages
+            if isinstance(m, AioIcebergCommitMessage)
+            for text in m.data_files
+        ]
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        job = self.job
+        files = self._files(messages)
+        table = sync.load_table(job.location, job.storage_options or None)
+        props = {WRITE_ID_PROPERTY: job.write_id}
+        with table.transaction() as tx:
+            if job.overwrite:
+                tx.delete(AlwaysTrue(), props)
+            tx.append_data_files(files, props, owns_files=True)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        job = self.job
+        files = self._files(messages)
+        if not files:
+            return
+        try:
+            table = sync.load_table(job.location, job.storage_options or None)
+        except Exception:
+            return  # cannot tell whether the commit landed: leave the files (orphans are harmless)
+        for snap in table.snapshots():
+            summary = snap.summary
+            if summary is not None and summary.properties.get(WRITE_ID_PROPERTY) == job.write_id:
+                return  # the commit landed after all: the files belong to the table now
+        io = resolve_io(job.location, job.storage_options or None)
+        runner.run(io.delete_many([f.file_path for f in files]))

@@ -1,0 +1,326 @@
+"""The columnar manifest path (polars -> Arrow) against the fastavro reader, entry for entry.
+
+Both decoders run over the same manifests: PyIceberg-written v1 and v2 (partitioned and
+not, with DELETED entries from copy-on-write deletes and overwrites), ours v1-v3 (data and
+delete manifests, many partition types, v3 row ids), and damaged files. Where the
+columnar path declines (v1, some partition types, damage) the fastavro reader decides,
+so corrupt input still raises ``CorruptFileError``. Pruning on columns must keep exactly
+the entries the per-entry evaluators keep, including for awkward stats.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_manifest import (
+    LOCATION,
+    PARTITIONS,
+    SCHEMA,
+    SPEC,
+    _file,
+    _local,
+    _write,
+    pyiceberg_tables,  # noqa: F401  (fixture)
+)
+
+from aioiceberg.errors import CorruptFileError, InvalidMetadataError
+from aioiceberg.expressions import bind, parse, rewrite_not
+from aioiceberg.expressions.tree import AlwaysTrue, Expression
+from aioiceberg.scan.decode import PruneContext, decode_and_prune
+from aioiceberg.spec.manifest import (
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+    read_manifest,
+    read_manifest_list,
+    write_manifest,
+    write_manifest_list,
+)
+from aioiceberg.spec.manifest.columnar import open_columnar, read_manifest_entries_columnar
+from aioiceberg.spec.partitioning import UNPARTITIONED, PartitionField, PartitionSpec
+from aioiceberg.spec.schema import Schema
+from aioiceberg.spec.transforms import parse_transform
+from aioiceberg.spec.types import (
+    BinaryType,
+    BooleanType,
+    DateType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    NestedField,
+    StringType,
+    TimestampType,
+    TimestamptzType,
+    TimeType,
+)
+from aioiceberg.spec.values import to_bytes
+
+pytest.importorskip("polars")
+
+COLUMN_CHOICES: list[frozenset[int] | None] = [None, frozenset(), frozenset({1, 2})]
+
+
+def _agree(data: bytes, manifest: ManifestFile | None = None) -> bool:
+    """Both decoders give identical entries; True when the columnar path was used."""
+    used = False
+    for columns in COLUMN_CHOICES:
+        for discard in (False, True):
+            want = read_manifest(data, manifest, columns_needed=columns, discard_deleted=discard).entries
+            got = read_manifest_entries_columnar(
+                data, manifest, columns_needed=columns, discard_deleted=discard
+            )
+            if got is not None:
+                used = True
+                assert _same(got, want)
+    return used
+
+
+def _same(a: list[ManifestEntry], b: list[ManifestEntry]) -> bool:
+    # NaN partition values compare unequal to themselves: compare their reprs instead
+    return len(a) == len(b) and all(x == y or repr(x) == repr(y) for x, y in zip(a, b, strict=True))
+
+
+def test_pyiceberg_v1_and_v2_manifests_decode_identically(pyiceberg_tables: list[Any]) -> None:  # noqa: F811
+    used = {1: 0, 2: 0}
+    partitioned_v2 = unpartitioned_v2 = 0
+    for table in pyiceberg_tables:
+        for snapshot in table.snapshots():
+            for mf in read_manifest_list(_local(snapshot.manifest_list).read_bytes()):
+                data = _local(mf.manifest_path).read_bytes()
+                if _agree(data, mf):
+                    used[table.format_version] += 1
+                    if table.spec().fields:
+                        partitioned_v2 += 1
+                    else:
+                        unpartitioned_v2 += 1
+                _agree(data)  # without the list row: nothing inherited
+    assert used[1] == 0  # v1 manifests always take the fastavro path
+    assert partitioned_v2 > 0 and unpartitioned_v2 > 0
+
+
+@pytest.mark.parametrize("format_version", [1, 2, 3])
+@pytest.mark.parametrize("codec", ["deflate", "null"])
+def test_our_manifests_decode_identically(format_version: int, codec: str) -> None:
+    data, mf = _write(format_version, codec)
+    listed = read_manifest_list(write_manifest_list([mf], format_version, 99, 98, 6, first_row_id=500))[0]
+    _agree(data, listed)
+    _agree(data)
+
+
+def test_delete_manifests_decode_identically(tmp_path: Path) -> None:
+    entries = [
+        ManifestEntry(
+            ManifestEntryStatus.ADDED,
+            None,
+            None,
+            None,
+            _file(0, PARTITIONS[0], DataFileContent.POSITION_DELETES),
+        ),
+        ManifestEntry(
+            ManifestEntryStatus.EXISTING,
+            5,
+            3,
+            3,
+            _file(1, PARTITIONS[1], DataFileContent.EQUALITY_DELETES, equality_ids=(1, 2)),
+        ),
+    ]
+    data, mf = write_manifest(
+        entries, SPEC, SCHEMA, 2, 5, ManifestContent.DELETES, manifest_path=f"file://{tmp_path}/d.avro"
+    )
+    (listed,) = read_manifest_list(write_manifest_list([mf], 2, 5, 4, 9))
+    _agree(data, listed)
+
+
+def _simple(i: int, partition: tuple[Any, ...], **kw: Any) -> DataFile:
+    return DataFile(
+        DataFileContent.DATA,
+        f"file:///wh/data/{i}.parquet",
+        FileFormat.PARQUET,
+        partition,
+        10,
+        100,
+        **kw,
+    )
+
+
+def test_supported_partition_types_decode_columnar_and_others_fall_back() -> None:
+    schema = Schema(
+        NestedField(1, "b", BooleanType()),
+        NestedField(2, "i", IntegerType()),
+        NestedField(3, "l", LongType()),
+        NestedField(4, "f", FloatType()),
+        NestedField(5, "d", DoubleType()),
+        NestedField(6, "s", StringType()),
+        NestedField(7, "bin", BinaryType()),
+        NestedField(8, "dt", DateType()),
+        NestedField(9, "ts", TimestampType()),
+        NestedField(10, "tz", TimestamptzType()),
+        NestedField(11, "t", TimeType()),
+    )
+
+    def manifest(ids: range) -> bytes:
+        spec = PartitionSpec(
+            0,
+            tuple(
+                PartitionField((i,), 1000 + i, parse_transform("identity"), schema.find_field(i).name)
+                for i in ids
+            ),
+        )
+        rows = [
+            (True, -5, 1 << 40, 2.5, -0.0, "é", b"\x00\xff", -3, -1, 1_700_000_000_123_456, 3_600_000_001),
+            (None,) * 11,
+            (False, 0, -1, float("nan"), 1e300, "", b"", 19000, 0, -7, 0),
+        ]
+        entries = [
+            ManifestEntry(
+                ManifestEntryStatus.ADDED, None, None, None, _simple(k, tuple(r[i - 1] for i in ids))
+            )
+            for k, r in enumerate(rows)
+        ]
+        return write_manifest(entries, spec, schema, 2, 1, manifest_path="mem://p.avro")[0]
+
+    assert _agree(manifest(range(1, 11)))  # everything but time decodes columnar
+    assert not _agree(manifest(range(1, 12)))  # time-micros: the fastavro reader decides
+    one = [ManifestEntry(ManifestEntryStatus.ADDED, None, None, None, _simple(0, ()))]
+    assert _agree(write_manifest(one, UNPARTITIONED, schema, 2, 1, manifest_path="mem://u.avro")[0])
+    _agree(write_manifest([], UNPARTITIONED, schema, 2, 1, manifest_path="mem://e.avro")[0])
+
+
+def _assert_fallback_decides(data: bytes) -> None:
+    try:
+        want = read_manifest(data, location=LOCATION).entries
+    except InvalidMetadataError as e:  # CorruptFileError is one
+        with pytest.raises(type(e)):
+            _decode(data, AlwaysTrue())
+        return
+    got = read_manifest_entries_columnar(data, location=LOCATION)
+    assert got is None or _same(got, want)
+
+
+@pytest.mark.parametrize("codec", ["deflate", "null"])
+def test_damaged_manifests_raise_corrupt_or_agree(codec: str) -> None:
+    data, _ = _write(2, codec)
+    header_end = data.index(b"manifest_entry") + 200
+    rng = random.Random(11)
+    for _ in range(150):
+        pos = rng.randrange(header_end, len(data))
+        flipped = bytearray(data)
+        flipped[pos] ^= 1 << rng.randrange(8)
+        _assert_fallback_decides(bytes(flipped))
+    for cut in (len(data) // 2, len(data) - 20, len(data) - 1):
+        _assert_fallback_decides(data[:cut])
+        with pytest.raises(CorruptFileError):
+            _decode(data[:cut], AlwaysTrue())
+
+
+# ---------------------------------------------------------------------------------------------
+# Pruning on columns keeps exactly what the per-entry evaluators keep
+
+PRUNE_SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=True),
+    NestedField(2, "ts", TimestamptzType()),
+    NestedField(3, "n", IntegerType()),
+    NestedField(4, "s", StringType()),
+    NestedField(5, "x", DoubleType()),
+    NestedField(6, "day", DateType()),
+)
+PRUNE_SPEC = PartitionSpec(
+    0,
+    (
+        PartitionField((1,), 1000, parse_transform("bucket[4]"), "id_bucket"),
+        PartitionField((6,), 1001, parse_transform("identity"), "day"),
+    ),
+)
+
+
+def _awkward_files() -> list[DataFile]:
+    """Files whose stats test every corner the prefilter must leave to the evaluator."""
+    long_b = lambda v: to_bytes(v, LongType())  # noqa: E731
+    int_b = lambda v: to_bytes(v, IntegerType())  # noqa: E731
+    out: list[DataFile] = []
+    for k in range(40):
+        lo, hi = k * 10, k * 10 + 9
+        lower: dict[int, bytes] = {1: long_b(lo), 2: long_b(lo * 1000), 3: int_b(lo), 4: f"a{k:03d}".encode()}
+        upper: dict[int, bytes] = {1: long_b(hi), 2: long_b(hi * 1000), 3: int_b(hi), 4: f"b{k:03d}".encode()}
+        values = {1: 10, 2: 10, 3: 10, 4: 10, 5: 10}
+        nulls = {1: 0, 2: 0, 3: 0, 4: 0, 5: 0}
+        record_count = 10
+        kind = k % 8
+        if kind == 1:
+            lower[1] = int_b(lo)  # a 4-byte bound of a long (promoted int): not readable in bulk
+        elif kind == 2:
+            del lower[1], upper[1]  # no bounds: may match
+        elif kind == 3:
+            nulls[1] = 10  # nulls only: the evaluator drops it for comparisons
+        elif kind == 4:
+            record_count = -1  # unknown size: always kept
+        elif kind == 5:
+            upper[1] = b"\x01"  # an undecodable bound
+        elif kind == 6:
+            record_count = 0
+        partition = (k % 4, 19000 + k % 3)
+        out.append(
+            DataFile(
+                DataFileContent.DATA,
+                f"file:///wh/p/{k}.parquet",
+                FileFormat.PARQUET,
+                partition,
+                record_count,
+                100,
+                value_counts=values,
+                null_value_counts=nulls,
+                nan_value_counts={5: 1 if kind == 7 else 0},
+                lower_bounds=lower,
+                upper_bounds=upper,
+            )
+        )
+    return out
+
+
+PRUNE_FILTERS = [
+    "",
+    "id = 125",
+    "id < 50",
+    "id <= 49 OR id > 380",
+    "id >= 200 AND id < 230",
+    "id > 395",
+    "ts >= 100000 AND n < 120",
+    "n = 7",
+    "s < 'a010'",
+    "s LIKE 'b03%'",
+    "x > 1.5",
+    "id IN (5, 105, 305)",
+    "id IS NULL",
+    "id IS NOT NULL AND id != 3",
+    "day = '2022-01-09'",
+    "NOT (id < 100)",
+    "false",
+]
+
+
+def _decode(data: bytes, expr: Expression, columnar: bool = True) -> list[ManifestEntry]:
+    bound = rewrite_not(bind(PRUNE_SCHEMA, expr))
+    ctx = PruneContext.build(PRUNE_SCHEMA, {0: PRUNE_SPEC}, bound, True, None)
+    mf = ManifestFile(LOCATION, len(data), 0, ManifestContent.DATA, 3, 3, 77)
+    return decode_and_prune(data, mf, ctx, columnar).entries
+
+
+@pytest.mark.parametrize("text", PRUNE_FILTERS)
+def test_columnar_pruning_keeps_exactly_what_the_evaluators_keep(text: str) -> None:
+    files = _awkward_files()
+    entries = [ManifestEntry(ManifestEntryStatus.ADDED, None, None, None, f) for f in files]
+    entries.append(ManifestEntry(ManifestEntryStatus.DELETED, 70, 2, 2, _simple(99, (0, 19000))))
+    data, _ = write_manifest(entries, PRUNE_SPEC, PRUNE_SCHEMA, 2, 77, manifest_path=LOCATION)
+    assert open_columnar(data) is not None
+    expr = parse(text) if text else AlwaysTrue()
+    want = _decode(data, expr, columnar=False)
+    got = _decode(data, expr, columnar=True)
+    assert got == want
