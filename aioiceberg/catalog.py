@@ -32,6 +32,7 @@ from aioiceberg.commit.protocols.base import (
 from aioiceberg.commit.protocols.conditional import ConditionalWriteProtocol
 from aioiceberg.errors import (
     NamespaceAlreadyExistsError,
+    NamespaceNotEmptyError,
     NamespaceNotFoundError,
     ObjectNotFoundError,
     PreconditionFailedError,
@@ -71,10 +72,6 @@ NAMESPACE_FILE = ".namespace.json"
 _TRANSFORM = re.compile(r"^\s*(\w+)\s*\(\s*(?:(\d+)\s*,\s*)?([^()]+?)\s*\)\s*(?:as\s+(\w+))?\s*$", re.I)
 _SIMPLE_NAME = re.compile(r"^\s*([^()\s]+)\s*$")
 _VERSION_FILE = re.compile(r"^v(\d+)\.metadata\.json$")
-
-
-class NamespaceNotEmptyError(ValidationError):
-    """A namespace still holds tables or child namespaces, so dropping it would orphan them."""
 
 
 def parse_partition_by(items: Sequence[str] | PartitionSpec | None, schema: Schema) -> PartitionSpec:

@@ -64,6 +64,10 @@ class NamespaceAlreadyExistsError(AlreadyExistsError):
     pass
 
 
+class NamespaceNotEmptyError(ValidationError):
+    """A namespace still holds tables or child namespaces, so dropping it would orphan them."""
+
+
 class ExpressionError(IcebergError, ValueError):
     """A row filter cannot be parsed or bound."""
 

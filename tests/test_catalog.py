@@ -12,9 +12,9 @@ from servers.backends import create_bucket
 from servers.plugin import s3_storage_options
 
 import aioiceberg
-from aioiceberg.catalog import NamespaceNotEmptyError
 from aioiceberg.errors import (
     NamespaceAlreadyExistsError,
+    NamespaceNotEmptyError,
     NamespaceNotFoundError,
     TableAlreadyExistsError,
     TableNotFoundError,
