@@ -148,7 +148,7 @@ async def _our_plan(
     io: FileIO, metadata_location: str, row_filter: str | Expression, **kw: Any
 ) -> set[tuple[str, frozenset[str]]]:
     md = parse_table_metadata(await io.read(metadata_location), metadata_location)
-    scan = TableScan(io, md, row_filter, decode_workers=0, **kw)
+    scan = TableScan(io, md, row_filter, decode_workers=0, columnar_min_entries=0, **kw)
     return {
         (t.file.file_path, frozenset(d.file_path for d in t.delete_files)) async for t in scan.plan_files()
     }
