@@ -133,7 +133,7 @@ def plan_expiry(
                 break
 
     reachable_from_refs: set[int] = set()
-    for ref in md.refs.values():
+    for ref in kept_refs.values():  # as Java: an aged-out ref no longer claims its history
         reachable_from_refs |= {s.snapshot_id for s in md.ancestors_of(ref.snapshot_id)}
     for snap in md.snapshots:
         if snap.snapshot_id not in reachable_from_refs and snap.timestamp_ms >= default_cutoff:
