@@ -243,12 +243,6 @@ async def test_appends_under_the_lease_on_a_store_without_conditional_writes_los
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="FsspecFileIO keeps s3fs's listings cache: after a list() its exists() misses "
-    "versions other writers added, so a lease commit overwrites v{N+1}",
-)
 async def test_a_writer_that_listed_the_table_still_sees_versions_added_since(moto_endpoint: str) -> None:
     bucket = await create_bucket(moto_endpoint)
     root, options, lock = f"s3://{bucket}/wh", fsspec_options(moto_endpoint), lease_uri(5000, moto_endpoint)

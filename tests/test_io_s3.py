@@ -62,7 +62,8 @@ async def test_one_client_per_event_loop_shared_by_all_tasks(moto_endpoint: str)
     options = S3Options.from_storage_options(s3_storage_options(moto_endpoint))
     first, second = await asyncio.gather(get_client(options), get_client(options))
     assert first is second
-    assert await S3FileIO(options=options)._call("s3://x/", lambda c: _identity(c)) is first
+    io = S3FileIO(options=options)
+    assert await io._call("s3://x/", lambda c: _identity(c)) is first
 
     other: list[object] = []
 
@@ -77,8 +78,20 @@ async def test_one_client_per_event_loop_shared_by_all_tasks(moto_endpoint: str)
     thread.start()
     thread.join()
     assert other and other[0] is not first
-    await S3FileIO(options=options).aclose()
-    assert await get_client(options) is not first  # closed, then reopened on demand
+    await io.aclose()
+    assert await get_client(options) is not first  # closed by its last holder, reopened on demand
+    await close_all_clients()
+
+
+async def test_closing_one_file_io_keeps_the_shared_client_for_the_others(moto_endpoint: str) -> None:
+    options = S3Options.from_storage_options(s3_storage_options(moto_endpoint))
+    one, two = S3FileIO(options=options), S3FileIO(options=options)
+    shared = await one._call("s3://x/", lambda c: _identity(c))
+    assert await two._call("s3://x/", lambda c: _identity(c)) is shared
+    await one.aclose()
+    assert await two._call("s3://x/", lambda c: _identity(c)) is shared
+    await two.aclose()
+    assert await get_client(options) is not shared
     await close_all_clients()
 
 

@@ -48,7 +48,7 @@ class FsspecFileIO(FileIO):
                 fs = await self._async_fs()
                 return await getattr(fs, f"_{name}")(*args, **kwargs)
             if self._sync_fs is None:
-                self._sync_fs = self._cls(**self.storage_options)
+                self._sync_fs = self._cls(use_listings_cache=False, **self.storage_options)
             fs = self._sync_fs
             return await anyio.to_thread.run_sync(lambda: getattr(fs, name)(*args, **kwargs))
         except StoreError:
@@ -62,7 +62,14 @@ class FsspecFileIO(FileIO):
         loop = asyncio.get_running_loop()
         fs = self._loop_fs.get(loop)
         if fs is None:
-            fs = self._cls(asynchronous=True, loop=loop, skip_instance_cache=True, **self.storage_options)
+            # No listings cache: a stale listing would hide versions other writers added.
+            fs = self._cls(
+                asynchronous=True,
+                loop=loop,
+                skip_instance_cache=True,
+                use_listings_cache=False,
+                **self.storage_options,
+            )
             if hasattr(fs, "set_session"):
                 await fs.set_session()
             self._loop_fs[loop] = fs

@@ -90,6 +90,7 @@ class _LoopClients:
     def __init__(self) -> None:
         self.lock = asyncio.Lock()
         self.clients: dict[tuple[object, ...], tuple[Any, Any]] = {}  # key -> (context, client)
+        self.holders: dict[tuple[object, ...], set[int]] = {}  # key -> ids of objects using it
 
 
 _REGISTRY: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClients] = weakref.WeakKeyDictionary()
@@ -103,10 +104,16 @@ def _loop_clients() -> _LoopClients:
     return entry
 
 
-async def get_client(options: S3Options, service: str = "s3") -> Any:
-    """The shared aiobotocore client of ``service`` for the running loop and these options."""
+async def get_client(options: S3Options, service: str = "s3", holder: object | None = None) -> Any:
+    """The shared aiobotocore client of ``service`` for the running loop and these options.
+
+    A ``holder`` (e.g. a FileIO) is counted as a user: ``release_client`` closes the client
+    only when its last holder lets go, so closing one catalog never breaks another's requests.
+    """
     entry = _loop_clients()
     key = (service, *options.client_key())
+    if holder is not None:
+        entry.holders.setdefault(key, set()).add(id(holder))
     found = entry.clients.get(key)
     if found is not None:
         return found[1]
@@ -167,6 +174,21 @@ def _create_client_context(options: S3Options, service: str) -> Any:
         if options.session_token:
             kwargs["aws_session_token"] = options.session_token
     return session.create_client(service, **kwargs)
+
+
+async def release_client(holder: object, options: S3Options, service: str = "s3") -> None:
+    """``holder`` is done with this loop's client; close it if no other holder uses it."""
+    entry = _REGISTRY.get(asyncio.get_running_loop())
+    if entry is None:
+        return
+    key = (service, *options.client_key())
+    holders = entry.holders.get(key)
+    if holders is None:
+        return
+    holders.discard(id(holder))
+    if not holders:
+        del entry.holders[key]
+        await close_client(options, service)
 
 
 async def close_client(options: S3Options, service: str = "s3") -> None:
