@@ -132,3 +132,25 @@ def test_resolve_io_picks_the_backend_from_the_scheme(tmp_path: Path) -> None:
     assert resolve_io("memory://a") is resolve_io("memory://b")
     assert isinstance(resolve_io("s3://b/k", {"io.backend": "fsspec"}), FsspecFileIO)
     assert isinstance(resolve_io("https://example.com/t/x"), FsspecFileIO)
+
+
+def test_fsspec_gets_only_fsspec_arguments_with_s3_options_translated() -> None:
+    from aioiceberg.io.resolve import fsspec_options
+
+    opts = fsspec_options(
+        "s3",
+        {
+            "s3.endpoint": "http://127.0.0.1:9",
+            "s3.access-key-id": "k",
+            "s3.secret-access-key": "s",
+            "dynamodb.endpoint": "http://127.0.0.1:9",
+            "anon": False,
+        },
+    )
+    assert opts == {
+        "anon": False,
+        "key": "k",
+        "secret": "s",
+        "client_kwargs": {"endpoint_url": "http://127.0.0.1:9"},
+    }
+    assert fsspec_options("gcs", {"local.fsync": "false", "project": "p"}) == {"project": "p"}

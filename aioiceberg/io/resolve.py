@@ -29,7 +29,7 @@ def resolve_io(location: str, storage_options: Mapping[str, Any] | None = None) 
     if backend == "fsspec" or scheme not in S3_SCHEMES | {"file", "memory"}:
         from aioiceberg.io.fsspec_io import FsspecFileIO
 
-        return FsspecFileIO(scheme, options)
+        return FsspecFileIO(scheme, fsspec_options(scheme, options))
     if scheme in S3_SCHEMES:
         from aioiceberg.io.s3 import S3FileIO
 
@@ -41,3 +41,31 @@ def resolve_io(location: str, storage_options: Mapping[str, Any] | None = None) 
     from aioiceberg.io.local import LocalFileIO
 
     return LocalFileIO(fsync=str(options.get("local.fsync", "true")).lower() != "false")
+
+
+_S3FS_OPTIONS = {
+    "s3.access-key-id": "key",
+    "s3.secret-access-key": "secret",
+    "s3.session-token": "token",
+}
+
+
+def fsspec_options(scheme: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """Keyword arguments for an fsspec filesystem.
+
+    Dotted keys belong to aioiceberg's own layers (``s3.*``, ``dynamodb.*``, ``local.*``) and
+    are never fsspec arguments; the common ``s3.*`` ones are translated for s3fs.
+    """
+    out = {k: v for k, v in options.items() if "." not in k}
+    if scheme in S3_SCHEMES:
+        for ours, theirs in _S3FS_OPTIONS.items():
+            if ours in options:
+                out.setdefault(theirs, options[ours])
+        client_kwargs = dict(out.get("client_kwargs") or {})
+        if "s3.endpoint" in options:
+            client_kwargs.setdefault("endpoint_url", options["s3.endpoint"])
+        if "s3.region" in options:
+            client_kwargs.setdefault("region_name", options["s3.region"])
+        if client_kwargs:
+            out["client_kwargs"] = client_kwargs
+    return out
