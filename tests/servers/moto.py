@@ -1,7 +1,8 @@
 """Start a moto server (S3 + DynamoDB + ...) as a separate process on a free local port.
 
 A separate process keeps moto's CPU off the test's event loop and works under xdist
-(one server per worker).
+(one server per worker). Requests are handled one at a time (see moto_serialized.py) so
+conditional writes are as atomic as on the real services.
 """
 
 from __future__ import annotations
@@ -12,12 +13,16 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
+
+
+LAUNCHER = Path(__file__).with_name("moto_serialized.py")
 
 
 def free_port() -> int:
@@ -56,7 +61,7 @@ class MotoServer:
             self.port = free_port()
             env = {**os.environ, **FAKE_CREDENTIALS}
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                [sys.executable, str(LAUNCHER), "127.0.0.1", str(self.port)],
                 env=env,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
