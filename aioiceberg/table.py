@@ -6,7 +6,7 @@ loop from ``aioiceberg.commit``, planning from ``aioiceberg.scan``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +41,45 @@ IO_CONCURRENCY = "write.io-concurrency"
 CPU_WORKERS = "write.cpu-workers"
 
 
-class Table:
+class _Evolution:
+    """The evolution builders of a table (each commits on exit) and a transaction (each joins its commit)."""
+
+    def _evolution_target(self) -> tuple[TableMetadata, Callable[[MetadataChange], Awaitable[None]]]:
+        """The metadata a builder starts from and where it sends its change."""
+        raise NotImplementedError
+
+    def update_schema(
+        self, allow_incompatible_changes: bool = False, case_sensitive: bool = True
+    ) -> UpdateSchema:
+        """Schema evolution: ``async with table.update_schema() as u: u.add_column(...)`` commits on exit."""
+        from aioiceberg.commit.schema_update import UpdateSchema
+
+        metadata, sink = self._evolution_target()
+        return UpdateSchema(
+            metadata,
+            allow_incompatible_changes=allow_incompatible_changes,
+            case_sensitive=case_sensitive,
+            sink=sink,
+        )
+
+    def update_spec(self, case_sensitive: bool = True) -> UpdateSpec:
+        """Partition evolution: ``async with table.update_spec() as u: u.add_field("ts", "day")``."""
+        from aioiceberg.commit.spec_update import UpdateSpec
+
+        metadata, sink = self._evolution_target()
+        return UpdateSpec(metadata, case_sensitive=case_sensitive, sink=sink)
+
+    def replace_sort_order(self, case_sensitive: bool = True) -> UpdateSortOrder:
+        """A new default sort order: ``async with table.replace_sort_order() as o: o.asc("id")``."""
+        from aioiceberg.commit.sort_update import UpdateSortOrder
+
+        metadata, sink = self._evolution_target()
+        return UpdateSortOrder(metadata, case_sensitive=case_sensitive, sink=sink)
+
+    update_sort_order = replace_sort_order
+
+
+class Table(_Evolution):
     """One table as of its last load or commit; ``refresh`` moves it to the latest version."""
 
     def __init__(
@@ -237,35 +275,9 @@ class Table:
     async def _commit_one(self, change: MetadataChange) -> None:
         await self._commit([change])
 
-    def update_schema(
-        self, allow_incompatible_changes: bool = False, case_sensitive: bool = True
-    ) -> UpdateSchema:
-        """Schema evolution: ``async with table.update_schema() as u: u.add_column(...)`` commits on exit."""
-        from aioiceberg.commit.schema_update import UpdateSchema
-
+    def _evolution_target(self) -> tuple[TableMetadata, Callable[[MetadataChange], Awaitable[None]]]:
         self._writer()
-        return UpdateSchema(
-            self.metadata,
-            allow_incompatible_changes=allow_incompatible_changes,
-            case_sensitive=case_sensitive,
-            sink=self._commit_one,
-        )
-
-    def update_spec(self, case_sensitive: bool = True) -> UpdateSpec:
-        """Partition evolution: ``async with table.update_spec() as u: u.add_field("ts", "day")``."""
-        from aioiceberg.commit.spec_update import UpdateSpec
-
-        self._writer()
-        return UpdateSpec(self.metadata, case_sensitive=case_sensitive, sink=self._commit_one)
-
-    def replace_sort_order(self, case_sensitive: bool = True) -> UpdateSortOrder:
-        """A new default sort order: ``async with table.replace_sort_order() as o: o.asc("id")``."""
-        from aioiceberg.commit.sort_update import UpdateSortOrder
-
-        self._writer()
-        return UpdateSortOrder(self.metadata, case_sensitive=case_sensitive, sink=self._commit_one)
-
-    update_sort_order = replace_sort_order
+        return self.metadata, self._commit_one
 
     async def upgrade_table_version(self, format_version: int) -> None:
         """Raise the format version (1 -> 2 -> 3); never downgrades."""
@@ -345,7 +357,7 @@ class Table:
         )
 
 
-class Transaction:
+class Transaction(_Evolution):
     """Changes gathered for one commit; committed when the ``async with`` block exits cleanly."""
 
     def __init__(self, table: Table) -> None:
@@ -556,29 +568,8 @@ class Transaction:
             raise UnsupportedError("this transaction was already committed or aborted")
         self.changes.append(change)
 
-    def update_schema(
-        self, allow_incompatible_changes: bool = False, case_sensitive: bool = True
-    ) -> UpdateSchema:
-        from aioiceberg.commit.schema_update import UpdateSchema
-
-        return UpdateSchema(
-            self._metadata(),
-            allow_incompatible_changes=allow_incompatible_changes,
-            case_sensitive=case_sensitive,
-            sink=self._stage,
-        )
-
-    def update_spec(self, case_sensitive: bool = True) -> UpdateSpec:
-        from aioiceberg.commit.spec_update import UpdateSpec
-
-        return UpdateSpec(self._metadata(), case_sensitive=case_sensitive, sink=self._stage)
-
-    def replace_sort_order(self, case_sensitive: bool = True) -> UpdateSortOrder:
-        from aioiceberg.commit.sort_update import UpdateSortOrder
-
-        return UpdateSortOrder(self._metadata(), case_sensitive=case_sensitive, sink=self._stage)
-
-    update_sort_order = replace_sort_order
+    def _evolution_target(self) -> tuple[TableMetadata, Callable[[MetadataChange], Awaitable[None]]]:
+        return self._metadata(), self._stage
 
     def upgrade_table_version(self, format_version: int) -> None:
         from aioiceberg.commit.evolution import upgrade_format_version

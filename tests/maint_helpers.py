@@ -1,4 +1,4 @@
-"""Shared helpers for the refs and maintenance tests: data, independent readers, store listings."""
+"""Shared test helpers: event data, independent readers (PyIceberg, DuckDB), store listings."""
 
 from __future__ import annotations
 
@@ -20,12 +20,13 @@ SCHEMA = pa.schema(
 )
 
 
-def rows(start: int, count: int) -> pa.Table:
+def rows(start: int, count: int, hours_apart: int = 5) -> pa.Table:
+    """Rows ``start`` to ``start + count`` of SCHEMA: ids, timestamps ``hours_apart`` apart, 3 regions."""
     base = dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
     return pa.table(
         {
             "id": list(range(start, start + count)),
-            "ts": [base + dt.timedelta(hours=5 * i) for i in range(start, start + count)],
+            "ts": [base + dt.timedelta(hours=hours_apart * i) for i in range(start, start + count)],
             "region": [("eu", "us", "ap")[i % 3] for i in range(start, start + count)],
         },
         schema=SCHEMA,
@@ -36,7 +37,8 @@ def ids(table: pa.Table) -> list[int]:
     return sorted(table.column("id").to_pylist())
 
 
-def duckdb_ids(metadata_location: str, endpoint: str | None = None) -> list[int]:
+def duckdb_connection() -> Any:
+    """A DuckDB connection with the avro, httpfs and iceberg extensions loaded from their wheels."""
     import duckdb
 
     con = duckdb.connect()
@@ -47,6 +49,11 @@ def duckdb_ids(metadata_location: str, endpoint: str | None = None) -> list[int]
             str(site / f"duckdb_extension_{name}" / "extensions" / "*" / f"{name}.duckdb_extension")
         )
         con.execute(f"LOAD '{path}'")
+    return con
+
+
+def duckdb_ids(metadata_location: str, endpoint: str | None = None) -> list[int]:
+    con = duckdb_connection()
     if endpoint is not None:
         host = endpoint.split("://", 1)[-1]
         con.execute(

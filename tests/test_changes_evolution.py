@@ -9,13 +9,13 @@ operations on a PyIceberg table with the same starting point.
 from __future__ import annotations
 
 import datetime as dt
-import glob
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from maint_helpers import duckdb_connection
 
 import aioiceberg
 from aioiceberg.spec.metadata import TableMetadata
@@ -60,17 +60,7 @@ BASE_ROWS: list[dict[str, Any]] = [
 
 
 def duckdb_rows(metadata_location: str) -> tuple[list[str], list[dict[str, Any]]]:
-    import duckdb
-
-    con = duckdb.connect()
-    con.execute("SET autoinstall_known_extensions=false")
-    site = Path(pa.__file__).parent.parent
-    for name in ("avro", "httpfs", "iceberg"):
-        (path,) = glob.glob(
-            str(site / f"duckdb_extension_{name}" / "extensions" / "*" / f"{name}.duckdb_extension")
-        )
-        con.execute(f"LOAD '{path}'")
-    got = con.execute(f"SELECT * FROM iceberg_scan('{metadata_location}')").arrow()
+    got = duckdb_connection().execute(f"SELECT * FROM iceberg_scan('{metadata_location}')").arrow()
     got = got.read_all() if isinstance(got, pa.RecordBatchReader) else got
     return got.column_names, sorted(got.to_pylist(), key=lambda r: r["id"])
 

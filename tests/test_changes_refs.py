@@ -147,3 +147,20 @@ async def test_ref_operations_join_a_transaction(tmp_path: Path) -> None:
     assert table.refs()["before"].type is SnapshotRefType.TAG
     assert ids(await table.scan(ref="before").to_arrow()) == [0, 1]
     await assert_readers_agree(table, [0, 1, 2, 3])
+
+
+@pytest.mark.anyio
+async def test_every_kind_of_commit_keeps_the_branch_retention_and_refuses_tags(tmp_path: Path) -> None:
+    table = await aioiceberg.connect(str(tmp_path / "wh")).create_table("db.t", schema=SCHEMA)
+    await table.append(rows(0, 6))
+    async with table.manage_snapshots() as ms:
+        ms.set_retention("main", min_snapshots_to_keep=3, max_snapshot_age_ms=86_400_000)
+        ms.create_tag("t")
+    await table.append(rows(6, 2))
+    await table.delete("id < 2")
+    await table.overwrite(rows(100, 2), overwrite_filter="id >= 6")
+    main = table.refs()["main"]
+    assert (main.min_snapshots_to_keep, main.max_snapshot_age_ms) == (3, 86_400_000)
+    assert sorted(ids(await table.scan().to_arrow())) == [2, 3, 4, 5, 100, 101]
+    with pytest.raises(ValidationError, match="tag"):
+        await table.append(rows(200, 1), branch="t")

@@ -4,12 +4,12 @@ here, in PyIceberg and in DuckDB, and equals rows computed in plain Python from 
 from __future__ import annotations
 
 import datetime as dt
-import glob
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from maint_helpers import duckdb_connection
 
 import aioiceberg
 from aioiceberg.spec.manifest import DataFileContent, ManifestEntryStatus, read_manifest, read_manifest_list
@@ -53,17 +53,8 @@ def rows_of(table: pa.Table) -> list[Row]:
 
 
 def duckdb_rows(metadata_location: str) -> list[Row]:
-    import duckdb
-
-    con = duckdb.connect()
-    con.execute("SET autoinstall_known_extensions=false")
-    site = Path(pa.__file__).parent.parent
-    for name in ("avro", "httpfs", "iceberg"):
-        (path,) = glob.glob(
-            str(site / f"duckdb_extension_{name}" / "extensions" / "*" / f"{name}.duckdb_extension")
-        )
-        con.execute(f"LOAD '{path}'")
-    got = con.execute(f"SELECT id, region, n, ts FROM iceberg_scan('{metadata_location}')").arrow()
+    query = f"SELECT id, region, n, ts FROM iceberg_scan('{metadata_location}')"
+    got = duckdb_connection().execute(query).arrow()
     return rows_of(pa.table(got) if not isinstance(got, pa.Table) else got)
 
 

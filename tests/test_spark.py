@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import glob
 import os
 import sys
 import threading
@@ -16,6 +15,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+from maint_helpers import duckdb_ids
 from servers.backends import create_bucket
 from servers.plugin import s3_storage_options
 
@@ -170,20 +170,6 @@ def test_filter_option_prunes_planning(spark: Any, tmp_path: Path) -> None:
     assert ids_of(df) == [i for i in range(90) if i % 3 == 2]
 
 
-def _duckdb_ids(metadata_location: str) -> list[int]:
-    import duckdb
-
-    con = duckdb.connect()
-    con.execute("SET autoinstall_known_extensions=false")
-    site = Path(pa.__file__).parent.parent
-    for name in ("avro", "httpfs", "iceberg"):
-        (path,) = glob.glob(
-            str(site / f"duckdb_extension_{name}" / "extensions" / "*" / f"{name}.duckdb_extension")
-        )
-        con.execute(f"LOAD '{path}'")
-    return sorted(r[0] for r in con.execute(f"SELECT id FROM iceberg_scan('{metadata_location}')").fetchall())
-
-
 def test_append_and_overwrite_from_spark_read_back_by_pyiceberg_and_duckdb(
     spark: Any, tmp_path: Path
 ) -> None:
@@ -198,7 +184,7 @@ def test_append_and_overwrite_from_spark_read_back_by_pyiceberg_and_duckdb(
         sorted(StaticTable.from_metadata(table.metadata_location).scan().to_arrow()["id"].to_pylist())
         == expected
     )
-    assert _duckdb_ids(table.metadata_location) == expected
+    assert duckdb_ids(table.metadata_location) == expected
 
     spark.createDataFrame(rows(500, 7).to_pylist()).select("id", "region", "v").write.format(
         "aioiceberg"
@@ -210,7 +196,7 @@ def test_append_and_overwrite_from_spark_read_back_by_pyiceberg_and_duckdb(
         sorted(StaticTable.from_metadata(table.metadata_location).scan().to_arrow()["id"].to_pylist())
         == expected
     )
-    assert _duckdb_ids(table.metadata_location) == expected
+    assert duckdb_ids(table.metadata_location) == expected
 
 
 def test_two_concurrent_spark_appends_lose_nothing(spark: Any, tmp_path: Path) -> None:

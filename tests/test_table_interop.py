@@ -3,48 +3,18 @@
 from __future__ import annotations
 
 import datetime as dt
-import glob
 import os
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from maint_helpers import SCHEMA, duckdb_connection, rows
 
 import aioiceberg
 
-EVENTS = pa.schema(
-    [
-        pa.field("id", pa.int64(), nullable=False),
-        pa.field("ts", pa.timestamp("us", tz="UTC")),
-        pa.field("region", pa.string()),
-    ]
-)
-
 
 def events(start: int, count: int) -> pa.Table:
-    base = dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
-    return pa.table(
-        {
-            "id": list(range(start, start + count)),
-            "ts": [base + dt.timedelta(hours=7 * i) for i in range(start, start + count)],
-            "region": [("eu", "us", "ap")[i % 3] for i in range(start, start + count)],
-        },
-        schema=EVENTS,
-    )
-
-
-def duckdb_connection() -> object:
-    import duckdb
-
-    con = duckdb.connect()
-    con.execute("SET autoinstall_known_extensions=false")
-    site = Path(pa.__file__).parent.parent
-    for name in ("avro", "httpfs", "iceberg"):
-        (path,) = glob.glob(
-            str(site / f"duckdb_extension_{name}" / "extensions" / "*" / f"{name}.duckdb_extension")
-        )
-        con.execute(f"LOAD '{path}'")
-    return con
+    return rows(start, count, hours_apart=7)
 
 
 def sorted_rows(table: pa.Table) -> list[tuple[object, ...]]:
@@ -62,7 +32,7 @@ async def test_appended_table_reads_identically_in_pyiceberg_and_duckdb(
 
     catalog = aioiceberg.connect(str(tmp_path / "wh"))
     table = await catalog.create_table(
-        "db.events", schema=EVENTS, partition_by=partition_by, format_version=format_version
+        "db.events", schema=SCHEMA, partition_by=partition_by, format_version=format_version
     )
     expected = pa.concat_tables([events(0, 40), events(40, 25)])
     await table.append(events(0, 40))
@@ -100,7 +70,7 @@ async def test_table_created_by_pyiceberg_loads_by_its_metadata_file(tmp_path: P
     warehouse.mkdir()
     py_catalog = SqlCatalog("py", uri=f"sqlite:///{tmp_path}/cat.db", warehouse=f"file://{warehouse}")
     py_catalog.create_namespace("db")
-    py_table = py_catalog.create_table("db.events", schema=EVENTS)
+    py_table = py_catalog.create_table("db.events", schema=SCHEMA)
     py_table.append(events(0, 10))
     location = py_table.metadata_location
     table = await aioiceberg.load_table(location)

@@ -11,16 +11,14 @@ conflicts (``validate.py``). New manifests are written once: the snapshot id is 
 
 from __future__ import annotations
 
-import time
-import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from aioiceberg.commit.requirements import AssertRefSnapshotId, AssertTableUUID, TableRequirement
-from aioiceberg.commit.snapshot_producer import new_snapshot_id
-from aioiceberg.commit.updates import AddSnapshot, SetSnapshotRef, TableUpdate
+from aioiceberg.commit.requirements import TableRequirement
+from aioiceberg.commit.snapshot_producer import SnapshotProducer, delete_quietly, rowlevel_summary
+from aioiceberg.commit.updates import TableUpdate
 from aioiceberg.commit.validate import ConflictDetection, snapshots_since, validate_concurrent_changes
-from aioiceberg.errors import CommitConflictError, StoreError, ValidationError
+from aioiceberg.errors import CommitConflictError, ValidationError
 from aioiceberg.io.base import FileIO
 from aioiceberg.spec.manifest import (
     DataFile,
@@ -30,12 +28,8 @@ from aioiceberg.spec.manifest import (
     ManifestEntryStatus,
     ManifestFile,
     read_manifest,
-    read_manifest_list,
-    write_manifest,
-    write_manifest_list,
 )
-from aioiceberg.spec.manifest.writer import assign_first_row_ids
-from aioiceberg.spec.metadata import MAIN_BRANCH, Operation, Snapshot, Summary, TableMetadata
+from aioiceberg.spec.metadata import MAIN_BRANCH, Operation, TableMetadata
 
 __all__ = ["RemovedFile", "RowLevelChange", "rowlevel_summary"]
 
@@ -52,64 +46,7 @@ class RemovedFile:
         return self.entry.data_file
 
 
-_TOTALS = (
-    ("total-data-files", "added-data-files", "deleted-data-files"),
-    ("total-delete-files", "added-delete-files", "removed-delete-files"),
-    ("total-records", "added-records", "deleted-records"),
-    ("total-files-size", "added-files-size", "removed-files-size"),
-    ("total-position-deletes", "added-position-deletes", "removed-position-deletes"),
-    ("total-equality-deletes", "added-equality-deletes", "removed-equality-deletes"),
-)
-
-
-def rowlevel_summary(
-    added: Sequence[DataFile],
-    removed: Sequence[DataFile],
-    previous: Summary | None,
-    operation: Operation,
-    extra: Mapping[str, str] | None = None,
-) -> Summary:
-    """The summary Java writes for overwrites and deletes: added and removed counts plus totals."""
-    counts: dict[str, int] = {}
-
-    def bump(key: str, value: int) -> None:
-        counts[key] = counts.get(key, 0) + value
-
-    for f in added:
-        if f.content == DataFileContent.DATA:
-            bump("added-data-files", 1)
-            bump("added-records", f.record_count)
-        else:
-            bump("added-delete-files", 1)
-            pos = f.content == DataFileContent.POSITION_DELETES
-            bump("added-position-deletes" if pos else "added-equality-deletes", f.record_count)
-            bump("added-position-delete-files" if pos else "added-equality-delete-files", 1)
-        bump("added-files-size", f.file_size_in_bytes)
-    for f in removed:
-        if f.content == DataFileContent.DATA:
-            bump("deleted-data-files", 1)
-            bump("deleted-records", f.record_count)
-        else:
-            bump("removed-delete-files", 1)
-            pos = f.content == DataFileContent.POSITION_DELETES
-            bump("removed-position-deletes" if pos else "removed-equality-deletes", f.record_count)
-            bump("removed-position-delete-files" if pos else "removed-equality-delete-files", 1)
-        bump("removed-files-size", f.file_size_in_bytes)
-    props = {k: str(v) for k, v in counts.items() if v}
-    props["changed-partition-count"] = str(len({(f.spec_id, f.partition) for f in [*added, *removed]}))
-    for total, plus, minus in _TOTALS:
-        before = 0
-        if previous is not None:
-            try:
-                before = int(previous.get(total) or 0)
-            except ValueError:
-                before = 0
-        props[total] = str(max(0, before + counts.get(plus, 0) - counts.get(minus, 0)))
-    props.update(extra or {})
-    return Summary(operation, props)
-
-
-class RowLevelChange:
+class RowLevelChange(SnapshotProducer):
     """Drop ``removed`` data files and add data and delete files, in one snapshot.
 
     ``start_snapshot_id`` is the snapshot the change was computed on and ``start_manifests``
@@ -134,6 +71,7 @@ class RowLevelChange:
         owns_files: bool = True,
         codec: str = "deflate",
     ) -> None:
+        super().__init__(None, "null" if codec == "null" else "deflate")
         self.removed = {r.file.file_path: r for r in removed}
         self.added_data_files = list(added_data_files)
         self.added_delete_files = list(added_delete_files)
@@ -148,15 +86,11 @@ class RowLevelChange:
         self.branch = branch
         self.snapshot_properties = dict(snapshot_properties or {})
         self.owns_files = owns_files
-        self.codec = "null" if codec == "null" else "deflate"
-        self._snapshot_id = new_snapshot_id()
-        self.commit_uuid = uuid.uuid4()
         self._new_manifests: list[ManifestFile] | None = None
         self._removed_manifests = {r.manifest_path for r in self.removed.values()}
         self._rewritten: dict[str, tuple[ManifestFile | None, set[str]]] = {}
         self._written: list[str] = []
         self._lists: dict[str, set[str]] = {}
-        self._parent_manifests: dict[int, list[ManifestFile]] = {}
         self._counter = 0
 
     def _default_operation(self) -> Operation:
@@ -166,10 +100,6 @@ class RowLevelChange:
         if not self.removed and not self.added_delete_files:
             return Operation.APPEND
         return Operation.OVERWRITE
-
-    @property
-    def snapshot_id(self) -> int:
-        return self._snapshot_id
 
     @property
     def is_empty(self) -> bool:
@@ -198,33 +128,9 @@ class RowLevelChange:
                     raise ValidationError(f"partition spec {spec_id} of new files is not in the table")
                 path = self._manifest_path(base)
                 entries = [ManifestEntry(ManifestEntryStatus.ADDED, None, None, None, f) for f in group]
-                data, manifest = write_manifest(
-                    entries,
-                    spec,
-                    base.schema(),
-                    base.format_version,
-                    self.snapshot_id,
-                    content,
-                    "null" if self.codec == "null" else "deflate",
-                    manifest_path=path,
-                )
-                await io.write(path, data)
-                out.append(manifest)
+                out.append(await self._write_manifest_file(io, base, path, spec, entries, content))
         self._new_manifests = out
         return out
-
-    async def _manifests_of(self, io: FileIO, parent: Snapshot | None) -> list[ManifestFile]:
-        if parent is None:
-            return []
-        found = self._parent_manifests.get(parent.snapshot_id)
-        if found is None:
-            if parent.manifest_list is None:
-                raise ValidationError(
-                    f"snapshot {parent.snapshot_id} lists manifests inline (v1): unsupported"
-                )
-            found = read_manifest_list(await io.read(parent.manifest_list), parent.manifest_list)
-            self._parent_manifests = {parent.snapshot_id: found}
-        return found
 
     async def _rewrite(
         self, io: FileIO, base: TableMetadata, mf: ManifestFile
@@ -260,17 +166,7 @@ class RowLevelChange:
                 f"{mf.manifest_path}: partition spec {mf.partition_spec_id} is not in the table"
             )
         path = self._manifest_path(base)
-        data, rewritten = write_manifest(
-            entries,
-            spec,
-            base.schema(),
-            base.format_version,
-            self.snapshot_id,
-            mf.content,
-            "null" if self.codec == "null" else "deflate",
-            manifest_path=path,
-        )
-        await io.write(path, data)
+        rewritten = await self._write_manifest_file(io, base, path, spec, entries, mf.content)
         self._rewritten[mf.manifest_path] = (rewritten, hits)
         return rewritten, hits
 
@@ -307,48 +203,16 @@ class RowLevelChange:
                 f"e.g. {sorted(missing)[0]}"
             )
         manifests = [*await self._write_new_manifests(io, base), *carried]
-        sequence_number = base.next_sequence_number()
-        first_row_id = None
-        added_rows = None
-        if base.format_version >= 3:
-            first_row_id = base.next_row_id or 0
-            _, next_row_id = assign_first_row_ids(manifests, first_row_id)
-            added_rows = next_row_id - first_row_id
-        path = f"{base.location}/metadata/snap-{self.snapshot_id}-{attempt}-{self.commit_uuid}.avro"
-        data = write_manifest_list(
-            manifests,
-            base.format_version,
-            self.snapshot_id,
-            parent_id,
-            sequence_number if base.format_version >= 2 else None,
-            first_row_id,
-            "null" if self.codec == "null" else "deflate",
+        summary = rowlevel_summary(
+            [*self.added_data_files, *self.added_delete_files],
+            [r.file for r in self.removed.values()],
+            parent.summary if parent is not None else None,
+            self.operation,
+            self.snapshot_properties,
         )
-        await io.write(path, data)
+        snapshot, path = await self._write_snapshot(io, base, parent, manifests, attempt, summary)
         self._lists[path] = {m.manifest_path for m in manifests}
-        snapshot = Snapshot(
-            snapshot_id=self.snapshot_id,
-            parent_snapshot_id=parent_id,
-            sequence_number=sequence_number,
-            timestamp_ms=max(int(time.time() * 1000), base.last_updated_ms),
-            manifest_list=path,
-            summary=rowlevel_summary(
-                [*self.added_data_files, *self.added_delete_files],
-                [r.file for r in self.removed.values()],
-                parent.summary if parent is not None else None,
-                self.operation,
-                self.snapshot_properties,
-            ),
-            schema_id=base.current_schema_id,
-            first_row_id=first_row_id,
-            added_rows=added_rows,
-        )
-        updates: list[TableUpdate] = [AddSnapshot(snapshot), SetSnapshotRef(self.snapshot_id, self.branch)]
-        requirements: list[TableRequirement] = [
-            AssertTableUUID(base.table_uuid),
-            AssertRefSnapshotId(self.branch, parent_id),
-        ]
-        return updates, requirements
+        return self._publish(base, snapshot, self.branch, parent_id)
 
     def _may_hold_removed(self, mf: ManifestFile) -> bool:
         return mf.manifest_path in self._removed_manifests
@@ -359,21 +223,11 @@ class RowLevelChange:
         keep = self._lists.get(keep_list or "", set())
         stale = [p for p in self._lists if p != keep_list]
         stale += [p for p in self._written if p not in keep]
-        await _delete_quietly(io, stale)
+        await delete_quietly(io, stale)
 
     async def aborted(self, io: FileIO) -> None:
         paths = [*self._lists, *self._written]
         if self.owns_files:
             paths += [f.file_path for f in self.added_data_files]
             paths += [f.file_path for f in self.added_delete_files]
-        await _delete_quietly(io, paths)
-
-
-async def _delete_quietly(io: FileIO, paths: list[str]) -> None:
-    """Cleanup is best effort: an orphan file is harmless, a failed commit report is not."""
-    if not paths:
-        return
-    try:
-        await io.delete_many(paths)
-    except StoreError:
-        pass
+        await delete_quietly(io, paths)

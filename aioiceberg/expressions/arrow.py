@@ -27,6 +27,7 @@ from aioiceberg.expressions.tree import (
     SetPredicate,
     rewrite_not,
 )
+from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.types import (
     BinaryType,
     BooleanType,
@@ -37,8 +38,10 @@ from aioiceberg.spec.types import (
     FloatType,
     IntegerType,
     LongType,
+    NestedField,
     PrimitiveType,
     StringType,
+    StructType,
     TimestampNanoType,
     TimestampType,
     TimestamptzNanoType,
@@ -47,9 +50,23 @@ from aioiceberg.spec.types import (
     UUIDType,
 )
 
-__all__ = ["arrow_type_for", "to_arrow_expression"]
+__all__ = ["arrow_type_for", "field_paths", "to_arrow_expression"]
 
 FieldNames = Mapping[int, str | Sequence[str]]
+
+
+def field_paths(schema: Schema) -> dict[int, tuple[str, ...]]:
+    """Field id to its name path through structs, for filtering by nested columns."""
+    out: dict[int, tuple[str, ...]] = {}
+
+    def visit(fields: Sequence[NestedField], prefix: tuple[str, ...]) -> None:
+        for f in fields:
+            out[f.field_id] = (*prefix, f.name)
+            if isinstance(f.field_type, StructType):
+                visit(f.field_type.fields, (*prefix, f.name))
+
+    visit(schema.fields, ())
+    return out
 
 
 def arrow_type_for(t: PrimitiveType) -> pa.DataType:

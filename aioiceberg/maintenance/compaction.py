@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aioiceberg.commit.requirements import TableRequirement
+from aioiceberg.commit.snapshot_producer import delete_quietly
 from aioiceberg.commit.updates import TableUpdate
 from aioiceberg.errors import CommitConflictError, UnsupportedError, ValidationError
 from aioiceberg.expressions.tree import Expression
 from aioiceberg.io.base import FileIO
 from aioiceberg.maintenance.files import MaintainedTable, ManifestWalker
-from aioiceberg.maintenance.manifests import _ManifestSink, _publish, _quietly_delete, _replace_snapshot
+from aioiceberg.maintenance.manifests import _ManifestSink, _publish, _replace_snapshot
 from aioiceberg.read import read_to_table
 from aioiceberg.scan import TableScan
 from aioiceberg.spec.manifest import (
@@ -205,10 +206,10 @@ class RewriteDataFilesChange:
         return _publish(base, snapshot, parent)
 
     async def committed(self, io: FileIO, metadata: TableMetadata) -> None:
-        await _quietly_delete(io, [p for p in self.written if p not in self.kept_manifests])
+        await delete_quietly(io, [p for p in self.written if p not in self.kept_manifests])
 
     async def aborted(self, io: FileIO) -> None:
-        await _quietly_delete(io, [*self.written, *(f.file_path for f in self.added)])
+        await delete_quietly(io, [*self.written, *(f.file_path for f in self.added)])
 
 
 def _new_id() -> int:
@@ -267,7 +268,7 @@ async def rewrite_data_files(
                     cpu_workers=int(props.get("write.cpu-workers", 2)),
                 )
     except BaseException:
-        await _quietly_delete(table.io, [f.file_path for f in added])
+        await delete_quietly(table.io, [f.file_path for f in added])
         raise
     change = RewriteDataFilesChange(deleted, added, start)
     await table._commit([change])

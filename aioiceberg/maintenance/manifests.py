@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from aioiceberg.commit.requirements import AssertRefSnapshotId, AssertTableUUID, TableRequirement
-from aioiceberg.commit.snapshot_producer import FastAppend, new_snapshot_id, snapshot_summary
+from aioiceberg.commit.snapshot_producer import FastAppend, delete_quietly, new_snapshot_id, snapshot_summary
 from aioiceberg.commit.updates import AddSnapshot, SetSnapshotRef, TableUpdate
 from aioiceberg.errors import StoreError, UnsupportedError, ValidationError
 from aioiceberg.io.base import FileIO
@@ -220,10 +220,10 @@ class RewriteManifestsChange:
         snap = metadata.snapshot_by_id(self._snapshot_id)
         keep = {snap.manifest_list} if snap is not None and snap.manifest_list else set()
         keep |= set(self.result.added_manifests)
-        await _quietly_delete(io, [p for p in self.written if p not in keep])
+        await delete_quietly(io, [p for p in self.written if p not in keep])
 
     async def aborted(self, io: FileIO) -> None:
-        await _quietly_delete(io, self.written)
+        await delete_quietly(io, self.written)
 
 
 async def _replace_snapshot(
@@ -292,14 +292,6 @@ def _publish(
         AssertTableUUID(base.table_uuid),
         AssertRefSnapshotId(MAIN_BRANCH, parent.snapshot_id),
     ]
-
-
-async def _quietly_delete(io: FileIO, paths: list[str]) -> None:
-    if paths:
-        try:
-            await io.delete_many(paths)
-        except StoreError:
-            pass  # leftovers are orphans, removable later; the commit outcome stands
 
 
 async def rewrite_manifests(
@@ -398,11 +390,11 @@ class MergeAppend(FastAppend):
         except StoreError:
             return
         mine = [*self._merged, *([self.manifest.manifest_path] if self.manifest else [])]
-        await _quietly_delete(io, [p for p in mine if p not in listed])
+        await delete_quietly(io, [p for p in mine if p not in listed])
 
     async def aborted(self, io: FileIO) -> None:
         await super().aborted(io)
-        await _quietly_delete(io, self._merged)
+        await delete_quietly(io, self._merged)
 
 
 _FOREVER = 2**62

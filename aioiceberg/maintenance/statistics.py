@@ -14,11 +14,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from aioiceberg.commit.requirements import AssertTableUUID, TableRequirement
+from aioiceberg.commit.snapshot_producer import delete_quietly
 from aioiceberg.commit.updates import SetStatistics, TableUpdate
 from aioiceberg.errors import NotFoundError, ValidationError
 from aioiceberg.io.base import FileIO
 from aioiceberg.maintenance.files import MaintainedTable
-from aioiceberg.maintenance.manifests import _quietly_delete
 from aioiceberg.read import read_to_table
 from aioiceberg.scan import TableScan
 from aioiceberg.spec.metadata import BlobMetadata, StatisticsFile, TableMetadata
@@ -84,7 +84,7 @@ class SetStatisticsChange:
         return None
 
     async def aborted(self, io: FileIO) -> None:
-        await _quietly_delete(io, [self.statistics.statistics_path])
+        await delete_quietly(io, [self.statistics.statistics_path])
 
 
 async def compute_statistics(

@@ -10,7 +10,7 @@ come out in task order.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterable, Iterable
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +22,7 @@ import pyarrow as pa
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from aioiceberg.errors import UnsupportedError, ValidationError
-from aioiceberg.expressions.arrow import to_arrow_expression
+from aioiceberg.expressions.arrow import field_paths, to_arrow_expression
 from aioiceberg.expressions.binding import bind
 from aioiceberg.expressions.evaluators import InclusiveMetricsEvaluator
 from aioiceberg.expressions.tree import (
@@ -96,22 +96,6 @@ def _referenced_ids(expr: Expression) -> set[int]:
     if isinstance(expr, Predicate) and isinstance(expr.term, BoundReference):
         return {expr.term.field_id}
     return set()
-
-
-def _paths(schema: Schema) -> dict[int, tuple[str, ...]]:
-    """Field id to its name path through structs, for filtering by nested columns."""
-    from aioiceberg.spec.types import StructType
-
-    out: dict[int, tuple[str, ...]] = {}
-
-    def visit(fields: Sequence[Any], prefix: tuple[str, ...]) -> None:
-        for f in fields:
-            out[f.field_id] = (*prefix, f.name)
-            if isinstance(f.field_type, StructType):
-                visit(f.field_type.fields, (*prefix, f.name))
-
-    visit(schema.fields, ())
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +231,7 @@ class _Reader:
                 constants[pf.source_id] = value
         arrow_filter = None
         if not isinstance(expr, AlwaysTrue):
-            arrow_filter = to_arrow_expression(expr, _paths(read_schema))
+            arrow_filter = to_arrow_expression(expr, field_paths(read_schema))
         plan = _FilePlan(
             task,
             read_schema,

@@ -19,9 +19,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from aioiceberg.commit.overwrite import RemovedFile, RowLevelChange
+from aioiceberg.commit.snapshot_producer import delete_quietly
 from aioiceberg.commit.validate import ConflictDetection
-from aioiceberg.errors import StoreError, UnsupportedError, ValidationError
-from aioiceberg.expressions.arrow import to_arrow_expression
+from aioiceberg.errors import UnsupportedError, ValidationError
+from aioiceberg.expressions.arrow import field_paths, to_arrow_expression
 from aioiceberg.expressions.tree import AlwaysTrue, EqualTo, Expression, and_, in_, or_
 from aioiceberg.io.base import FileIO
 from aioiceberg.read import read_to_table
@@ -37,7 +38,6 @@ from aioiceberg.spec.metadata import MAIN_BRANCH, Operation, TableMetadata
 from aioiceberg.spec.name_mapping import DEFAULT_NAME_MAPPING_PROPERTY, NameMapping, name_mapping_from_json
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.tasks import FileScanTask
-from aioiceberg.spec.types import StructType
 from aioiceberg.write import (
     LocationProvider,
     conform_to_schema,
@@ -68,19 +68,6 @@ MERGE_ON_READ = "merge-on-read"
 def _name_mapping(md: TableMetadata) -> NameMapping | None:
     text = md.properties.get(DEFAULT_NAME_MAPPING_PROPERTY)
     return name_mapping_from_json(text) if text else None
-
-
-def _paths(schema: Schema) -> dict[int, tuple[str, ...]]:
-    out: dict[int, tuple[str, ...]] = {}
-
-    def visit(fields: Sequence[Any], prefix: tuple[str, ...]) -> None:
-        for f in fields:
-            out[f.field_id] = (*prefix, f.name)
-            if isinstance(f.field_type, StructType):
-                visit(f.field_type.fields, (*prefix, f.name))
-
-    visit(schema.fields, ())
-    return out
 
 
 async def _write_rows(io: FileIO, md: TableMetadata, data: pa.Table) -> list[DataFile]:
@@ -118,7 +105,7 @@ async def _kept_rows(
         table_schema=schema,
         name_mapping=_name_mapping(md),
     )
-    matches = to_arrow_expression(expr, _paths(schema))
+    matches = to_arrow_expression(expr, field_paths(schema))
     return rows.filter(~matches | matches.is_null())
 
 
@@ -165,12 +152,7 @@ async def _position_deletes(
 
 
 async def _cleanup(io: FileIO, files: Iterable[DataFile]) -> None:
-    paths = [f.file_path for f in files]
-    if paths:
-        try:
-            await io.delete_many(paths)
-        except StoreError:
-            pass
+    await delete_quietly(io, [f.file_path for f in files])
 
 
 def _start_of(selection: Selection, md: TableMetadata, branch: str) -> int | None:
