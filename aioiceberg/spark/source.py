@@ -342,7 +342,7 @@ class AioIcebergWriter(DataSourceArrowWriter):
                 schema,
                 spec,
                 iterator,
-                LocationProvider(job.location, job.properties),
+                LocationProvider(job.location, job.properties, write_id=job.write_id),
                 job.properties,
                 io_concurrency=int(job.properties.get("write.io-concurrency", 16)),
                 cpu_workers=1,
@@ -371,10 +371,12 @@ class AioIcebergWriter(DataSourceArrowWriter):
             tx.append_data_files(files, props, owns_files=True)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Delete the job's files: those reported, and any other file named with the job's
+        write id (a task that finished after the failure never reports its files)."""
+        from aioiceberg.write import LocationProvider
+
         job = self.job
-        files = self._files(messages)
-        if not files:
-            return
+        reported = [f.file_path for f in self._files(messages)]
         try:
             table = sync.load_table(job.location, job.storage_options or None)
         except Exception:
@@ -384,4 +386,10 @@ class AioIcebergWriter(DataSourceArrowWriter):
             if summary is not None and summary.properties.get(WRITE_ID_PROPERTY) == job.write_id:
                 return  # the commit landed after all: the files belong to the table now
         io = resolve_io(job.location, job.storage_options or None)
-        runner.run(io.delete_many([f.file_path for f in files]))
+        data_path = LocationProvider(job.location, job.properties).data_path
+
+        async def job_files() -> list[str]:
+            return [o.location async for o in io.list(f"{data_path}/") if job.write_id in o.location]
+
+        leftovers = set(reported) | set(runner.run(job_files()))
+        runner.run(io.delete_many(sorted(leftovers)))

@@ -30,11 +30,15 @@ def partition_path(spec: PartitionSpec, values: Sequence[Any], schema: Schema) -
 class LocationProvider:
     """Hands out unique data-file locations for one write (one provider per write job)."""
 
-    def __init__(self, table_location: str, properties: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, table_location: str, properties: Mapping[str, str] | None = None, write_id: str | None = None
+    ) -> None:
+        """``write_id`` names every file of one write job (e.g. all tasks of a Spark job), so a
+        failed job's files can be found and removed even when their task never reported them."""
         props = properties or {}
         base = props.get(WRITE_DATA_PATH) or f"{table_location.rstrip('/')}/data"
         self.data_path = base.rstrip("/")
-        self.write_id = uuid.uuid4().hex
+        self.write_id = write_id or uuid.uuid4().hex
         self._counter = itertools.count(1)
         self._lock = threading.Lock()
 
