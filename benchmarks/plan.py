@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import resource
@@ -199,6 +200,8 @@ async def _plan_ours(meta: str, row_filter: str, options: dict[str, str], twice:
         "ttft": (scan.metrics.time_to_first_task_s or 0.0) + (elapsed - (scan.metrics.planning_time_s or 0)),
         "metrics": scan.metrics.as_dict(),
     }
+    # one plan, tasks dropped as they come: its peak, before any second plan adds to it
+    out["peak_rss_first_mb"] = _peak_rss_mb()
     if twice:
         start = time.perf_counter()
         again = TableScan(io, md, row_filter)
@@ -231,6 +234,8 @@ def worker_main(args: argparse.Namespace) -> None:
     else:
         out = _plan_pyiceberg(args.meta, args.filter, options)
     out["peak_rss_mb"] = _peak_rss_mb()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    out["cpu_s"] = usage.ru_utime + usage.ru_stime  # every thread, imports included
     print(json.dumps(out))
 
 
@@ -362,6 +367,11 @@ def main() -> None:
     p.add_argument("--filter", default="")
     p.add_argument("--options", default="{}")
     p.add_argument("--twice", action="store_true")
+    p.add_argument(
+        "--scratch",
+        help="local tables live here (kept) instead of a temporary directory, and a table "
+        "already built there is reused",
+    )
     p.add_argument("--build", help=argparse.SUPPRESS)
     p.add_argument("--size", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -379,22 +389,30 @@ def main() -> None:
     sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")]
     wanted_filters = args.filters.split(",")
     with (
-        tempfile.TemporaryDirectory(prefix="plan-bench-") as tmp,
+        (
+            contextlib.nullcontext(args.scratch)
+            if args.scratch
+            else tempfile.TemporaryDirectory(prefix="plan-bench-")
+        ) as tmp,
         stores(args.stores.split(","), Path(tmp), args.delay_ms) as store_list,
     ):
         # moto and moto+proxy share one bucket: build there once, plan through both endpoints
         built: dict[tuple[str, int, int], str] = {}
         print(
-            "| store | M x E | filter | tasks | aioiceberg s | PyIceberg s | ratio | ttft ours s | "
-            "ttft PyI s | RSS ours MB | RSS PyI MB | 2nd plan s | fetch floor s | decode floor 1 core s "
-            "(fastavro / columnar) | load |"
+            "| store | M x E | filter | tasks | aioiceberg s | PyIceberg s | ratio | CPU ours s | "
+            "CPU PyI s | CPU ratio | ttft ours s | ttft PyI s | RSS ours MB | RSS PyI MB | 2nd plan s | "
+            "fetch floor s | decode floor 1 core s (fastavro / columnar) | load |"
         )
-        print("|" + "---|" * 15)
+        print("|" + "---|" * 18)
         for store in store_list:
             for m, e in sizes:
                 key = (store.root, m, e)
+                loc = f"{store.root}/t{m}x{e}"
+                if key not in built and args.scratch and store.name == "local":
+                    found = sorted(Path(loc.removeprefix("file://"), "metadata").glob("*.metadata.json"))
+                    if found:
+                        built[key] = found[-1].as_uri()
                 if key not in built:
-                    loc = f"{store.root}/t{m}x{e}"
                     # built in a child: ru_maxrss survives fork+exec, so a big parent would
                     # inflate every measured worker's peak RSS
                     built[key] = _build_in_child(store, loc, m, e)
@@ -415,12 +433,15 @@ def main() -> None:
                     t_pyi = statistics.median(r["seconds"] for r in theirs) if theirs else float("nan")
                     if theirs and {r["tasks"] for r in theirs} != {ours[0]["tasks"]}:
                         raise SystemExit(f"task counts differ: {ours[0]['tasks']} vs {theirs[0]['tasks']}")
+                    c_ours = statistics.median(r["cpu_s"] for r in ours)
+                    c_pyi = statistics.median(r["cpu_s"] for r in theirs) if theirs else float("nan")
                     print(
                         f"| {store.name} | {m}x{e} | {name} | {ours[0]['tasks']} | {fmt(t_ours)} | "
                         f"{fmt(t_pyi)} | "
-                        f"{t_pyi / t_ours:.1f}x | {fmt(statistics.median(r['ttft'] for r in ours))} | "
+                        f"{t_pyi / t_ours:.1f}x | {fmt(c_ours)} | {fmt(c_pyi)} | {c_pyi / c_ours:.1f}x | "
+                        f"{fmt(statistics.median(r['ttft'] for r in ours))} | "
                         f"{fmt(statistics.median(r['ttft'] for r in theirs)) if theirs else '-'} | "
-                        f"{max(r['peak_rss_mb'] for r in ours):.0f} | "
+                        f"{max(r['peak_rss_first_mb'] for r in ours):.0f} | "
                         f"{max(r['peak_rss_mb'] for r in theirs) if theirs else float('nan'):.0f} | "
                         f"{fmt(ours[0]['second_seconds'])} | {fmt(fl['fetch_s'])} | "
                         f"{fmt(fl['decode_1core_s'])} / {fmt(fl['decode_columnar_1thread_s'])} | "

@@ -43,7 +43,12 @@ from aioiceberg.spec.manifest import (
     write_manifest,
     write_manifest_list,
 )
-from aioiceberg.spec.manifest.columnar import open_columnar, read_manifest_entries_columnar
+from aioiceberg.spec.manifest.columnar import (
+    frozen_builder,
+    gc_paused,
+    open_columnar,
+    read_manifest_entries_columnar,
+)
 from aioiceberg.spec.partitioning import UNPARTITIONED, PartitionField, PartitionSpec
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.transforms import parse_transform
@@ -324,3 +329,67 @@ def test_columnar_pruning_keeps_exactly_what_the_evaluators_keep(text: str) -> N
     want = _decode(data, expr, columnar=False)
     got = _decode(data, expr, columnar=True)
     assert got == want
+
+
+# ---------------------------------------------------------------------------------------------
+# Building helpers: a faster constructor for frozen dataclasses, and pausing the collector
+
+
+def test_frozen_builder_makes_ordinary_frozen_instances() -> None:
+    import dataclasses
+    import pickle
+
+    build = frozen_builder(DataFile)
+    assert build is not DataFile  # the fast path applies to DataFile
+    args = (DataFileContent.DATA, "s3://b/f.parquet", FileFormat.PARQUET, (1, "x"), 10, 100)
+    rest = ({}, {1: 2}, None, None, {1: b"a"}, {1: b"z"}, None, (4,), None, 0, None, None, None, None, 3)
+    fast, slow = build(*args, *rest), DataFile(*args, *rest)
+    assert type(fast) is DataFile and fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+    assert pickle.loads(pickle.dumps(fast)) == slow
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.record_count = 1  # type: ignore[misc]
+
+
+def test_frozen_builder_keeps_post_init_unless_trusted() -> None:
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Checked:
+        n: int
+
+        def __post_init__(self) -> None:
+            if self.n < 0:
+                raise ValueError("negative")
+
+    assert frozen_builder(Checked) is Checked
+    trusted = frozen_builder(Checked, trusted=True)
+    assert trusted is not Checked and trusted(3) == Checked(3)
+
+    @dataclasses.dataclass(frozen=True)
+    class NoSlots:
+        n: int
+
+    assert frozen_builder(NoSlots) is NoSlots
+
+
+def test_gc_paused_nests_and_respects_a_disabled_collector() -> None:
+    import gc
+
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        with gc_paused():
+            assert not gc.isenabled()
+            with gc_paused():
+                assert not gc.isenabled()
+            assert not gc.isenabled()  # the outer pause is still on
+        assert gc.isenabled()
+        gc.disable()
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # a caller's choice is kept
+    finally:
+        if was:
+            gc.enable()
+        else:
+            gc.disable()

@@ -9,9 +9,11 @@ import importlib.util
 import logging
 import subprocess
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import Future
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -22,6 +24,7 @@ import pytest
 from aioiceberg.errors import NotFoundError, ValidationError
 from aioiceberg.io import FileIO, LocalFileIO, MemoryFileIO
 from aioiceberg.scan import ManifestCache, ManifestListCache, TableScan
+from aioiceberg.scan import decode as decode_module
 from aioiceberg.scan.decode import shared_decoder
 from aioiceberg.scan.delete_index import DeleteIndex
 from aioiceberg.spec.manifest import (
@@ -119,6 +122,44 @@ def test_cache_keys_on_length_as_well_as_path() -> None:
     assert cache.size_bytes <= 10_000 and cache.get("s3://b/m.avro", 100, "v") is None
 
 
+@pytest.mark.anyio
+async def test_a_plan_bigger_than_half_the_cache_keeps_its_first_manifests(tmp_path: Path) -> None:
+    from aioiceberg.scan.cache import estimate_size
+
+    io, md = await _table(tmp_path, 12, 30)
+    probe = TableScan(io, md, **_fresh())
+    one = estimate_size([e async for e in _entries_of(probe)][:30])  # one manifest's view
+    cache = ManifestCache(max_bytes=one * 9)  # half holds four of the twelve views
+    kw = {**_fresh(io_concurrency=1), "cache": cache}
+    first = TableScan(io, md, **kw)
+    expected = sorted(await _paths(first))
+    assert len(cache) == 4 and cache.size_bytes <= cache.max_bytes // 2
+    second = TableScan(io, md, **kw)
+    assert sorted(await _paths(second)) == expected
+    assert second.metrics.manifests_from_cache == 4 and second.metrics.manifests_read == 8
+    assert len(cache) == 4  # the repeat does not evict what it found
+
+
+async def _entries_of(scan: TableScan) -> AsyncIterator[ManifestEntry]:
+    for mf in (await scan.manifests())[:1]:
+        from aioiceberg.spec.manifest import read_manifest
+
+        for e in read_manifest(await scan.io.read(mf.manifest_path), mf, columns_needed=()).entries:
+            yield e
+
+
+def test_cache_estimate_counts_empty_metric_maps() -> None:
+    from aioiceberg.scan.cache import estimate_size
+
+    def entry(stats: dict[int, Any] | None) -> ManifestEntry:
+        f = DataFile(DataFileContent.DATA, "p", FileFormat.PARQUET, (), 1, 1, *([stats] * 6))
+        return ManifestEntry(ManifestEntryStatus.ADDED, 1, 1, 1, f)
+
+    bare, empty, full = (estimate_size([entry(s)] * 100) for s in (None, {}, dict.fromkeys(range(10), 5)))
+    # six empty dicts are ~400 bytes an entry: no longer counted as nothing
+    assert bare + 100 * 6 * 64 <= empty < full
+
+
 class _GatedIO(LocalFileIO):
     """Local files, but reads of ``gated`` paths wait until the test opens the gate."""
 
@@ -165,9 +206,10 @@ async def test_process_columnar_and_thread_decoding_agree(tmp_path: Path) -> Non
     io, md = await _table(tmp_path, 8, 40)
     decoder = shared_decoder(2)
     decoder.start()
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 240  # a bound under the suite's 300 s timeout, not a timing check
     while not decoder.warm and time.monotonic() < deadline:
         await anyio.sleep(0.05)
+    assert decoder.warm, "the worker processes never answered"
     for name, text in BENCH.filters(8, 40).items():
         threaded = TableScan(io, md, text, **_fresh(columnar=False))
         procs = TableScan(io, md, text, **_fresh(decode_workers=2, process_threshold_bytes=0, columnar=False))
@@ -185,6 +227,37 @@ async def test_process_columnar_and_thread_decoding_agree(tmp_path: Path) -> Non
                 threaded.metrics.entries_skipped_by_partition,
                 threaded.metrics.entries_skipped_by_metrics,
             )
+
+
+class _DoneAtOnce:
+    """A stand-in pool whose jobs are finished before ``submit`` returns."""
+
+    def __init__(self, max_workers: int, mp_context: Any) -> None:
+        self.submitted = 0
+
+    def submit(self, fn: Any, *args: Any) -> Future[Any]:
+        fut: Future[Any] = Future()
+        fut.set_result(fn(*args))
+        self.submitted += 1
+        return fut
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        pass
+
+
+def test_decoder_start_with_workers_that_answer_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Warm-up jobs already done when their callbacks are added (what heavy load makes
+    likely) used to deadlock ``start()``: the callback ran in the caller, under its lock."""
+    monkeypatch.setattr(decode_module, "ProcessPoolExecutor", _DoneAtOnce)
+    decoder = decode_module.Decoder(2)
+    starter = threading.Thread(target=decoder.start, daemon=True)
+    starter.start()
+    starter.join(60)  # a guard against hanging the suite, not a timing check
+    assert not starter.is_alive(), "Decoder.start() deadlocked"
+    assert decoder.warm
+    decoder.start()  # idempotent
+    decoder.shutdown()
+    assert not decoder.warm
 
 
 @pytest.mark.anyio

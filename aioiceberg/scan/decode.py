@@ -218,18 +218,25 @@ class Decoder:
                 return
             ctx = multiprocessing.get_context("forkserver")
             ctx.set_forkserver_preload(["aioiceberg.scan.decode"])
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx)
-            futures = [self._pool.submit(_warm) for _ in range(self.workers)]
-            remaining = [len(futures)]
+            pool = self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx)
+            futures = [pool.submit(_warm) for _ in range(self.workers)]
+        # Callbacks are added outside ``self._lock`` and count under their own lock: a
+        # future that is already done runs its callback right here, in this thread, and
+        # taking ``self._lock`` again there deadlocked ``start()`` (seen under heavy load,
+        # when the workers answered before the callbacks were added).
+        remaining = [len(futures)]
+        count_lock = threading.Lock()
+        warm = self._warm
 
-            def done(_: Future[int]) -> None:
-                with self._lock:
-                    remaining[0] -= 1
-                    if remaining[0] == 0:
-                        self._warm.set()
+        def done(_: Future[int]) -> None:
+            with count_lock:
+                remaining[0] -= 1
+                last = remaining[0] == 0
+            if last and self._pool is pool:
+                warm.set()
 
-            for fut in futures:
-                fut.add_done_callback(done)
+        for fut in futures:
+            fut.add_done_callback(done)
 
     async def decode(
         self,
