@@ -135,3 +135,81 @@ def test_read_benchmark_runs_in_tiny_mode() -> None:
     out = subprocess.run([sys.executable, str(script), "--tiny"], capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "ours/PyIceberg" in out.stdout and "peak RSS" in out.stdout
+
+
+class _CountingIO(MemoryFileIO):
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests: list[tuple[str, int, int]] = []
+
+    async def read(self, location: str) -> bytes:
+        data = await super().read(location)
+        self.requests.append(("get", 0, len(data)))
+        return data
+
+    async def read_block(self, location: str, start: int, length: int):  # type: ignore[no-untyped-def]
+        self.requests.append(("range", start, length))
+        return await super().read_block(location, start, length)
+
+
+async def _random_parquet(store: MemoryFileIO, path: str, rows: int, row_group_size: int) -> FileScanTask:
+    import numpy as np
+
+    ids = np.arange(rows, dtype=np.int64)
+    noise = np.random.default_rng(0).integers(0, 2**62, rows, dtype=np.int64)  # incompressible
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64(), metadata={b"PARQUET:field_id": b"1"}),
+            pa.field("name", pa.int64(), metadata={b"PARQUET:field_id": b"2"}),
+        ]
+    )
+    buf = io.BytesIO()
+    pq.write_table(pa.table([ids, noise], schema=schema), buf, row_group_size=row_group_size)
+    await store.write(path, buf.getvalue())
+    return _task(path, FileFormat.PARQUET, len(buf.getvalue()), rows)
+
+
+PAIR = Schema(
+    NestedField(1, "id", LongType(), required=False), NestedField(2, "name", LongType(), required=False)
+)
+
+
+@pytest.mark.anyio
+async def test_small_parquet_file_is_fetched_in_one_get() -> None:
+    store = _CountingIO()
+    task = await _random_parquet(store, "memory://t/small.parquet", 20_000, 2_000)
+    stats = ScanStats()
+    table = await read_to_table(store, [task], PAIR, row_filter="id >= 4100 AND id < 4200", stats=stats)
+    assert table.column("id").to_pylist() == list(range(4100, 4200))
+    assert (stats.row_groups_total, stats.row_groups_read) == (10, 1)
+    assert [r[0] for r in store.requests] == ["get"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("budget", [None, 1])
+async def test_large_parquet_file_tail_read_and_coalesced_row_groups(
+    monkeypatch: pytest.MonkeyPatch, budget: int | None
+) -> None:
+    from aioiceberg.read import parquet
+
+    store = _CountingIO()
+    task = await _random_parquet(store, "memory://t/large.parquet", 200_000, 20_000)
+    size = task.file.file_size_in_bytes
+    monkeypatch.setattr(parquet, "WHOLE_FILE_MAX", size - 1)  # too big to fetch whole
+    monkeypatch.setattr(parquet, "TAIL_READ", size // 4)
+    if budget is not None:
+        monkeypatch.setattr(parquet, "READ_BUDGET", budget)
+    stats = ScanStats()
+    table = await read_to_table(store, [task], PAIR, stats=stats)
+    assert table.column("id").to_pylist() == list(range(200_000))
+    assert stats.row_groups_read == 10
+    assert store.requests[0] == ("range", -(size // 4), size // 4)  # footer + last row groups
+    # the rest of the file: one coalesced request, or one per row group outside the tail
+    # when the budget allows only one row group per run
+    assert len(store.requests) == 2 if budget is None else len(store.requests) > 2
+
+    store.requests.clear()
+    selective = await read_to_table(store, [task], PAIR, row_filter="id >= 20500 AND id < 60500")
+    assert selective.column("id").to_pylist() == list(range(20_500, 60_500))
+    if budget is None:
+        assert len(store.requests) == 2  # tail, then row groups 1-3 in one request

@@ -41,7 +41,10 @@ from aioiceberg.spec.values import to_bytes
 
 __all__ = ["ParquetSource", "RangeFile", "open_parquet"]
 
-FOOTER_READ = 64 << 10  # parquet-cpp's speculative footer read: our tail read matches it
+FOOTER_READ = 64 << 10  # parquet-cpp's speculative footer read: the smallest tail we read
+TAIL_READ = 1 << 20  # tail read of larger files: footer plus, often, the last row group's chunks
+WHOLE_FILE_MAX = 4 << 20  # files up to this size are fetched whole, in one GET
+READ_BUDGET = 8 << 20  # consecutive row groups are fetched together up to this many bytes
 COALESCE_GAP = 1 << 20  # fetch holes smaller than this rather than make another request
 MAX_REQUEST = 16 << 20  # split merged ranges above this so requests run in parallel
 FETCH_CONCURRENCY = 8
@@ -252,7 +255,8 @@ class ParquetSource:
         for i in range(self.metadata.num_row_groups):
             starts.append(starts[-1] + self.metadata.row_group(i).num_rows)
         self.row_group_first_row = starts
-        self.footer_start = file.size - FOOTER_READ
+        # the tail (or whole-file) chunk, kept until the source is dropped
+        self.footer_start = file._starts[0] if file._starts else file.size
 
     def row_group_offset(self, rg: int) -> int:
         group = self.metadata.row_group(rg)
@@ -289,14 +293,40 @@ class ParquetSource:
             chosen.append(rg)
         return chosen
 
-    async def prefetch(self, rg: int, top_fields: Sequence[int]) -> None:
-        """Fetch the column chunks of ``top_fields`` in row group ``rg`` concurrently."""
+    def needed_ranges(self, rg: int, top_fields: Sequence[int]) -> list[tuple[int, int]]:
+        """Byte ranges of the column chunks of ``top_fields`` in ``rg`` not already held."""
         wanted = set(top_fields)
         group = self.metadata.row_group(rg)
         ranges = [
             self._chunk_range(group.column(j)) for j, leaf in enumerate(self.leaves) if leaf.top in wanted
         ]
-        ranges = [(s, e) for s, e in ranges if self.file._lookup(s, e - s) is None]
+        return [(s, e) for s, e in ranges if self.file._lookup(s, e - s) is None]
+
+    def group_row_groups(self, row_groups: Sequence[int], top_fields: Sequence[int]) -> list[list[int]]:
+        """Split ``row_groups`` into runs fetched together, each up to ``READ_BUDGET`` bytes.
+
+        Small row groups then cost one request per run rather than one each, while a run's
+        chunks (what is held in memory at once) stay bounded.
+        """
+        runs: list[list[int]] = []
+        size = 0
+        for rg in row_groups:
+            n = sum(e - s for s, e in self.needed_ranges(rg, top_fields))
+            if runs and size + n <= READ_BUDGET:
+                runs[-1].append(rg)
+                size += n
+            else:
+                runs.append([rg])
+                size = n
+        return runs
+
+    async def prefetch(self, rg: int | Sequence[int], top_fields: Sequence[int]) -> None:
+        """Fetch the column chunks of ``top_fields`` in row group(s) ``rg`` concurrently,
+        coalescing adjacent and nearby chunks into one request."""
+        groups = [rg] if isinstance(rg, int) else list(rg)
+        ranges = [r for g in groups for r in self.needed_ranges(g, top_fields)]
+        if not ranges:
+            return
         limiter = anyio.CapacityLimiter(FETCH_CONCURRENCY)
 
         async def fetch(s: int, e: int) -> None:
@@ -316,10 +346,22 @@ class ParquetSource:
         return self.pf.read_row_group(rg, columns=[self.arrow_schema.field(i).name for i in top_fields])
 
 
-async def open_parquet(fio: FileIO, location: str) -> ParquetSource:
-    """Read the footer with one suffix request (two for footers over 64 KiB) and parse it."""
-    block = await fio.read_block(location, -FOOTER_READ, FOOTER_READ)
-    size, tail = block.total_size, block.data
+async def open_parquet(fio: FileIO, location: str, size_hint: int | None = None) -> ParquetSource:
+    """Fetch the footer and parse it.
+
+    ``size_hint`` is the size the manifest records. A file up to ``WHOLE_FILE_MAX`` is
+    fetched whole in one GET (every later read is then served from memory); otherwise one
+    suffix request of ``TAIL_READ`` bytes covers the footer and usually the last row
+    group's chunks (a second request only for footers larger than that). Without a hint,
+    a ``FOOTER_READ`` suffix read.
+    """
+    if size_hint is not None and 0 < size_hint <= WHOLE_FILE_MAX:
+        tail = await fio.read(location)
+        size = len(tail)
+    else:
+        want = FOOTER_READ if size_hint is None else TAIL_READ
+        block = await fio.read_block(location, -want, want)
+        size, tail = block.total_size, block.data
     if size < 12 or tail[-4:] != b"PAR1":
         raise CorruptFileError("not a Parquet file (no PAR1 footer magic)", location=location)
     (footer_len,) = struct.unpack("<I", tail[-8:-4])

@@ -282,7 +282,9 @@ class _Reader:
         deletes: TaskDeletes,
         send: MemoryObjectSendStream[pa.RecordBatch],
     ) -> None:
-        source: ParquetSource = await open_parquet(self.io, task.file.file_path)
+        source: ParquetSource = await open_parquet(
+            self.io, task.file.file_path, task.file.file_size_in_bytes or None
+        )
         schema = self.table_schema or task.schema
         evaluator = None
         if not isinstance(expr, AlwaysTrue):
@@ -294,20 +296,21 @@ class _Reader:
         fields = _source_fields(source.arrow_schema, self.name_mapping, task.file.file_path)
         wanted = plan.read_schema.field_ids()
         tops = [i for i, f in enumerate(fields) if _any_id(f) & wanted]
-        for rg in row_groups:
-            self.stats.row_groups_read += 1
-            await source.prefetch(rg, tops)
-            first_row = source.row_group_first_row[rg]
+        for run in source.group_row_groups(row_groups, tops):
+            await source.prefetch(run, tops)
+            for rg in run:
+                self.stats.row_groups_read += 1
+                first_row = source.row_group_first_row[rg]
 
-            def work(rg: int = rg, first_row: int = first_row) -> list[pa.RecordBatch]:
-                table = source.read_row_group(rg, tops)
-                table = pa.Table.from_arrays(table.columns, schema=pa.schema([fields[i] for i in tops]))
-                return _process(plan, table, first_row, deletes)
+                def work(rg: int = rg, first_row: int = first_row) -> list[pa.RecordBatch]:
+                    table = source.read_row_group(rg, tops)
+                    table = pa.Table.from_arrays(table.columns, schema=pa.schema([fields[i] for i in tops]))
+                    return _process(plan, table, first_row, deletes)
 
-            batches = await anyio.to_thread.run_sync(work)
+                batches = await anyio.to_thread.run_sync(work)
+                for batch in batches:
+                    await send.send(batch)
             source.release()
-            for batch in batches:
-                await send.send(batch)
         self.stats.bytes_fetched += source.file.size
 
 
