@@ -110,6 +110,43 @@ async def test_second_plan_of_a_snapshot_comes_from_the_cache(tmp_path: Path) ->
     assert other.metrics.manifests_read == 12
 
 
+@pytest.mark.anyio
+async def test_a_cached_repeat_yields_the_tasks_the_first_plan_built(tmp_path: Path) -> None:
+    io, md = await _table(tmp_path, 6, 20)
+    kw = _fresh()
+    for text in ("", "c0 < 1000"):
+        first = [t async for t in TableScan(io, md, text, **kw).plan_files()]
+        again = TableScan(io, md, text, **kw)
+        second = [t async for t in again.plan_files()]
+        assert again.metrics.manifests_from_cache == 6 and again.metrics.tasks == len(first)
+        # the very objects, in manifest order per manifest: nothing was rebuilt
+        assert sorted(map(id, second)) == sorted(map(id, first))
+        assert all(t.delete_files == () and t.start == 0 and t.length is None for t in second)
+    # splitting is not memoised: the same cached view gives split tasks when asked
+    split = [t async for t in TableScan(io, md, **{**kw, "split_size": 1 << 20}).plan_files()]
+    assert len(split) == 3 * 6 * 20 and {t.length for t in split} != {None}
+    # nor is a plan with a limit different: it stops after enough rows from the memo too
+    limited = TableScan(io, md, limit=2500, **{**kw, "io_concurrency": 1, "channel_size": 1})
+    assert len(await _paths(limited)) == 3
+
+
+@pytest.mark.anyio
+async def test_cached_views_with_deletes_do_not_reuse_delete_free_tasks() -> None:
+    io = MemoryFileIO()
+    schema = Schema(NestedField(1, "id", LongType()), NestedField(2, "cat", StringType()))
+    spec = PartitionSpec(0, (PartitionField((2,), 1000, parse_transform("identity"), "cat"),))
+    md = new_table_metadata(schema, spec, UNSORTED, f"memory://t-{uuid.uuid4().hex}", {}, 2)
+    D, P = DataFileContent.DATA, DataFileContent.POSITION_DELETES
+    md = await _commit(io, md, [([_file("a1", D, ("a",), 0)], spec, ManifestContent.DATA)])
+    kw = _fresh()
+    before = [t async for t in TableScan(io, md, **kw).plan_files()]
+    assert [t.delete_files for t in before] == [()]
+    md = await _commit(io, md, [([_file("pos-a-2", P, ("a",), 0)], spec, ManifestContent.DELETES)])
+    after = [t async for t in TableScan(io, md, **kw).plan_files()]
+    # the data manifest's view came from the cache, its tasks did not
+    assert [[d.file_path for d in t.delete_files] for t in after] == [["pos-a-2"]]
+
+
 def test_cache_keys_on_length_as_well_as_path() -> None:
     from aioiceberg.scan.cache import CachedManifest
 

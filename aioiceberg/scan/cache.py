@@ -4,8 +4,10 @@ Manifests are immutable once written, but a path can be reused after a failed co
 cleaned up and rewritten, so the key is the path *and* the length the manifest list
 gives (never the path alone). A decoded manifest is stored per *view*: the entries that
 survived one filter, with the stats that filter kept, so a repeated plan of the same
-filter costs neither a fetch nor a decode. The byte bound counts an estimate of the
-Python objects held, and least-recently-used views go first.
+filter costs neither a fetch nor a decode. A view also keeps the delete-free scan tasks
+built for its entries, so a repeated plan yields them without building anything. The byte
+bound counts an estimate of the Python objects held (tasks included), and
+least-recently-used views go first.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aioiceberg.spec.manifest import ManifestEntry, ManifestFile
+from aioiceberg.spec.tasks import FileScanTask
 
 __all__ = ["CachedManifest", "ManifestCache", "ManifestListCache", "default_manifest_cache", "estimate_size"]
 
@@ -27,6 +30,9 @@ _ENTRY_OVERHEAD = 420
 _STR_HEADER = 49
 _TUPLE_ITEM = 36  # one slot of a tuple plus an int object (split offsets)
 _STAT_ITEM = 40  # one value of a metrics dict: an int object or a short bytes value
+# A delete-free FileScanTask kept with its entry: seven slots plus the GC header (88) and
+# its slot in the view's tuple of tasks (8); counted up front, whether built yet or not.
+TASK_BYTES = 96
 
 
 def _dict_bytes(n: int) -> int:
@@ -72,7 +78,7 @@ def estimate_size(entries: Sequence[ManifestEntry]) -> int:
     loop for every manifest a plan caches).
     """
     n = len(entries)
-    total = 64 + 8 * n
+    total = 64 + (8 + TASK_BYTES) * n
     if n <= _SAMPLE:
         return total + sum(_entry_bytes(e) for e in entries)
     step = n / _SAMPLE
@@ -80,15 +86,21 @@ def estimate_size(entries: Sequence[ManifestEntry]) -> int:
     return total + sampled * n // _SAMPLE
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CachedManifest:
-    """One filtered view of a manifest, plus the counts needed to replay the scan metrics."""
+    """One filtered view of a manifest, plus the counts needed to replay the scan metrics.
+
+    ``tasks`` are the view's entries as delete-free, unsplit scan tasks (one per entry, in
+    order), built by the first plan that needs them; the view's key fixes everything they
+    hold (schema, specs, filter, hence residuals). Only ``tasks`` is ever reassigned.
+    """
 
     entries: tuple[ManifestEntry, ...]
     entries_read: int
     skipped_by_partition: int
     skipped_by_metrics: int
     size: int
+    tasks: tuple[FileScanTask, ...] | None = None
 
 
 class ManifestCache:

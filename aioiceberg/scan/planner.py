@@ -50,7 +50,7 @@ from aioiceberg.spec.manifest import (
     ManifestFile,
     read_manifest_list,
 )
-from aioiceberg.spec.manifest.columnar import columnar_available, frozen_builder
+from aioiceberg.spec.manifest.columnar import columnar_available, frozen_builder, gc_paused
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
 from aioiceberg.spec.partitioning import PartitionSpec
 from aioiceberg.spec.schema import Schema
@@ -333,7 +333,7 @@ class TableScan:
         self,
         data: list[ManifestFile],
         deletes: list[ManifestFile],
-        queue: asyncio.Queue[tuple[ManifestEntry, ...] | None],
+        queue: asyncio.Queue[CachedManifest | None],
         index: DeleteIndex,
         index_ready: anyio.Event,
     ) -> None:
@@ -357,13 +357,28 @@ class TableScan:
                     if deletes_left[0] == 0:
                         index_ready.set()
                 elif loaded.entries:
-                    await queue.put(loaded.entries)
+                    await queue.put(loaded)
 
         n = min(self.io_concurrency, len(data) + len(deletes))
         async with anyio.create_task_group() as tg:
             for _ in range(n):
                 tg.start_soon(worker)
         await queue.put(None)
+
+    def _plain_tasks(self, entries: Sequence[ManifestEntry]) -> tuple[FileScanTask, ...]:
+        """One delete-free, unsplit task per entry (the cached view keeps them)."""
+        schema, new_task = self.schema, _new_task
+        with gc_paused():
+            if isinstance(self.bound_filter, AlwaysTrue):
+                residual = self.bound_filter
+                return tuple(
+                    new_task(f, (), residual, self._spec(f.spec_id), schema, 0, None)
+                    for f in (e.data_file for e in entries)
+                )
+            return tuple(
+                new_task(f, (), self._residual(f), self._spec(f.spec_id), schema, 0, None)
+                for f in (e.data_file for e in entries)
+            )
 
     def _tasks_for(self, entry: ManifestEntry, deletes: tuple[DataFile, ...]) -> list[FileScanTask]:
         f = entry.data_file
@@ -395,16 +410,38 @@ class TableScan:
         max_delete_seq = max((mf.sequence_number or 0 for mf in deletes), default=None)
         index = DeleteIndex()
         index_ready = anyio.Event()
-        queue: asyncio.Queue[tuple[ManifestEntry, ...] | None] = asyncio.Queue(self.channel_size)
+        queue: asyncio.Queue[CachedManifest | None] = asyncio.Queue(self.channel_size)
         pipeline = asyncio.create_task(self._run_workers(data, deletes, queue, index, index_ready))
         rows = 0
         delete_files: set[str] = set()
+        # without delete manifests or splitting, a manifest's tasks are fixed by its cached
+        # view: built once, kept with the view, and yielded as they are by every repeat
+        plain = max_delete_seq is None and self.split_size is None
         try:
             while True:
                 batch = await _next_batch(queue, pipeline)
                 if batch is None:
                     break
-                for entry in batch:
+                if plain:
+                    tasks = batch.tasks
+                    if tasks is None:
+                        tasks = batch.tasks = self._plain_tasks(batch.entries)
+                    if m.time_to_first_task_s is None:
+                        m.time_to_first_task_s = time.perf_counter() - started
+                    if self.limit is None:
+                        for task in tasks:
+                            m.tasks += 1
+                            yield task
+                        continue
+                    for task in tasks:
+                        m.tasks += 1
+                        yield task
+                        if isinstance(task.residual, AlwaysTrue):
+                            rows += task.file.record_count
+                            if rows >= self.limit:
+                                return
+                    continue
+                for entry in batch.entries:
                     if max_delete_seq is not None and (entry.sequence_number or 0) <= max_delete_seq:
                         await _wait_or_fail(index_ready, pipeline)
                         found = index.for_data_file(entry.sequence_number, entry.data_file)
@@ -460,9 +497,9 @@ class _Lanes:
 
 
 async def _next_batch(
-    queue: asyncio.Queue[tuple[ManifestEntry, ...] | None], pipeline: asyncio.Task[None]
-) -> tuple[ManifestEntry, ...] | None:
-    """The next batch, or the pipeline's error as soon as it fails."""
+    queue: asyncio.Queue[CachedManifest | None], pipeline: asyncio.Task[None]
+) -> CachedManifest | None:
+    """The next manifest's surviving entries, or the pipeline's error as soon as it fails."""
     if not queue.empty():
         return queue.get_nowait()
     getter = asyncio.ensure_future(queue.get())

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import importlib.util
 import io
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -51,11 +52,23 @@ __all__ = [
 
 _T = TypeVar("_T")
 
-_pl: Any
-try:  # polars is the fast path; without it every manifest takes the fastavro path
-    import polars as _pl
-except ImportError:  # pragma: no cover - polars is a dependency
-    _pl = None
+_POLARS_LOCK = threading.Lock()
+_polars_module: list[Any] = []  # [module or None] once imported
+
+
+def _polars() -> Any:
+    """polars, imported on first use (~0.15 s): plans of small manifests never need it."""
+    if not _polars_module:
+        with _POLARS_LOCK:
+            if not _polars_module:
+                try:  # polars is the fast path; without it every manifest takes fastavro
+                    import polars
+                except ImportError:  # pragma: no cover - polars is a dependency
+                    _polars_module.append(None)
+                else:
+                    _polars_module.append(polars)
+    return _polars_module[0]
+
 
 _STATUS = {s.value: s for s in ManifestEntryStatus}
 _CONTENT = {c.value: c for c in DataFileContent}
@@ -150,8 +163,10 @@ def gc_paused() -> Iterator[None]:
 
 
 def columnar_available() -> bool:
-    """True when polars is importable (the columnar path can be tried at all)."""
-    return _pl is not None
+    """True when polars is installed (the columnar path can be tried at all); does not import it."""
+    if _polars_module:
+        return _polars_module[0] is not None
+    return importlib.util.find_spec("polars") is not None
 
 
 def _partition_casts(partition_schema: Any, named: dict[str, Any]) -> list[pa.DataType | None] | None:
@@ -178,8 +193,9 @@ def _partition_casts(partition_schema: Any, named: dict[str, Any]) -> list[pa.Da
 
 
 def _to_arrow(data: bytes) -> pa.Table:
-    assert _pl is not None
-    table: pa.Table = _pl.read_avro(io.BytesIO(data)).to_arrow()
+    pl = _polars()
+    assert pl is not None
+    table: pa.Table = pl.read_avro(io.BytesIO(data)).to_arrow()
     return table
 
 
@@ -535,7 +551,7 @@ def open_columnar(
     """
     location = location or (manifest.manifest_path if manifest is not None else None)
     reader, meta = _open_manifest(data, manifest, location)
-    if _pl is None or meta.format_version == 1:
+    if meta.format_version == 1 or _polars() is None:
         return None
     schema = reader.writer_schema
     named = _named_types(schema, {})
