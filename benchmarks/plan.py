@@ -283,7 +283,21 @@ def measure(
 # Floors: fetching every manifest byte at the same concurrency, and decoding them
 
 
-async def floors(meta: str, options: dict[str, str], concurrency: int = 64) -> dict[str, float]:
+def _process_cpu_s(pid: int | None) -> float:
+    """User + system CPU seconds of another process (the S3 server), 0 when unknown."""
+    if pid is None:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            parts = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def floors(
+    meta: str, options: dict[str, str], concurrency: int = 64, server_pid: int | None = None
+) -> dict[str, float]:
     from aioiceberg.scan.decode import PruneContext, decode_and_prune
     from aioiceberg.spec.manifest import read_manifest_list
     from aioiceberg.spec.metadata_json import parse_table_metadata
@@ -300,9 +314,11 @@ async def floors(meta: str, options: dict[str, str], concurrency: int = 64) -> d
         async with sem:
             blobs.append(await io.read(path))
 
+    server_before = _process_cpu_s(server_pid)
     start = time.perf_counter()
     await asyncio.gather(*(get(m.manifest_path) for m in manifests))
     fetch = time.perf_counter() - start
+    server_ms_per_get = 1000 * (_process_cpu_s(server_pid) - server_before) / max(1, len(manifests))
     await io.aclose()
     from aioiceberg.expressions.tree import AlwaysTrue
 
@@ -313,6 +329,8 @@ async def floors(meta: str, options: dict[str, str], concurrency: int = 64) -> d
     del by_path
     per_entry: dict[bool, float] = {}
     for columnar in (False, True):
+        if sample:  # untimed: the first call imports polars and warms its pool
+            decode_and_prune(data.get(sample[0].manifest_path) or b"", sample[0], ctx, columnar)
         start = time.perf_counter()
         n = 0
         for m in sample:
@@ -326,6 +344,7 @@ async def floors(meta: str, options: dict[str, str], concurrency: int = 64) -> d
         "decode_1core_s": per_entry[False] * total_entries,
         "decode_columnar_1thread_s": per_entry[True] * total_entries,
         "bytes_mb": sum(m.manifest_length for m in manifests) / 1e6,
+        "server_ms_per_get": server_ms_per_get,
     }
 
 
@@ -338,6 +357,7 @@ class Store:
     name: str
     root: str
     options: dict[str, str]
+    server_pid: int | None = None  # the S3 server's process, whose CPU per GET is reported
 
 
 @contextmanager
@@ -354,6 +374,7 @@ def stores(wanted: list[str], scratch: Path, delay_ms: float) -> Iterator[list[S
             os.environ.update({k: v for k, v in FAKE_CREDENTIALS.items() if k not in os.environ})
             moto = MotoServer().start()
             stack.append(moto)
+            pid = moto.process.pid if moto.process is not None else None
             base = {
                 "s3.region": "us-east-1",
                 "s3.access-key-id": FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
@@ -363,13 +384,12 @@ def stores(wanted: list[str], scratch: Path, delay_ms: float) -> Iterator[list[S
 
             boto3.client("s3", endpoint_url=moto.url, region_name="us-east-1").create_bucket(Bucket="bench")
             if "moto" in wanted:
-                out.append(Store("moto", "s3://bench/tables", {**base, "s3.endpoint": moto.url}))
+                out.append(Store("moto", "s3://bench/tables", {**base, "s3.endpoint": moto.url}, pid))
             if "moto20ms" in wanted:
                 proxy = FaultProxy(moto.url, FaultConfig(delay_ms=delay_ms)).start()
                 stack.append(proxy)
-                out.append(
-                    Store(f"moto+{delay_ms:g}ms", "s3://bench/tables", {**base, "s3.endpoint": proxy.url})
-                )
+                options = {**base, "s3.endpoint": proxy.url}
+                out.append(Store(f"moto+{delay_ms:g}ms", "s3://bench/tables", options, pid))
         yield out
     finally:
         for item in reversed(stack):
@@ -435,9 +455,10 @@ def main() -> None:
         print(
             "| store | M x E | filter | tasks | aioiceberg s | PyIceberg s | ratio | CPU ours s | "
             "CPU PyI s | CPU ratio | ttft ours s | ttft PyI s | RSS ours MB | RSS PyI MB | 2nd plan s | "
-            "1st / 2nd | fetch floor s | decode floor 1 core s (fastavro / columnar) | load |"
+            "1st / 2nd | fetch floor s | server CPU ms/GET | decode floor 1 core s (fastavro / columnar) | "
+            "load |"
         )
-        print("|" + "---|" * 19)
+        print("|" + "---|" * 20)
         for store in store_list:
             for m, e in sizes:
                 key = (store.root, m, e)
@@ -451,7 +472,7 @@ def main() -> None:
                     # inflate every measured worker's peak RSS
                     built[key] = _build_in_child(store, loc, m, e)
                 meta = built[key]
-                fl = asyncio.run(floors(meta, store.options))
+                fl = asyncio.run(floors(meta, store.options, server_pid=store.server_pid))
                 for name, text in filters(m, e).items():
                     if name not in wanted_filters:
                         continue
@@ -481,6 +502,7 @@ def main() -> None:
                         f"{max(r['peak_rss_mb'] for r in theirs) if theirs else float('nan'):.0f} | "
                         f"{fmt(cached['second_seconds'])} | "
                         f"{cached['seconds'] / cached['second_seconds']:.0f}x | {fmt(fl['fetch_s'])} | "
+                        f"{fl['server_ms_per_get']:.2f} | "
                         f"{fmt(fl['decode_1core_s'])} / {fmt(fl['decode_columnar_1thread_s'])} | "
                         f"{os.getloadavg()[0]:.1f} |",
                         flush=True,

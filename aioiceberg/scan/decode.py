@@ -19,6 +19,7 @@ starts while the pool warms up decodes in the thread until the workers answer.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import hashlib
 import json
@@ -256,7 +257,8 @@ class Decoder:
         if not columnar and processes and pool is not None and self._warm.is_set():
             fut = pool.submit(decode_and_prune, data, manifest, ctx, False)
             try:
-                result: DecodeResult = await anyio.to_thread.run_sync(fut.result, abandon_on_cancel=True)
+                # completion is signalled to the loop directly: no thread parked per manifest
+                result: DecodeResult = await asyncio.wrap_future(fut)
             finally:
                 fut.cancel()
             return result
