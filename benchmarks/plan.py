@@ -188,6 +188,8 @@ def _warm_imports(engine: str, meta: str) -> None:
     if engine == "aioiceberg":
         import contextlib
 
+        import anyio._backends._asyncio  # noqa: F401  (anyio loads its backend on first use)
+
         from aioiceberg.spec.manifest.columnar import columnar_available
 
         if meta.startswith("s3://"):
@@ -308,11 +310,11 @@ async def floors(
     assert snap is not None and snap.manifest_list is not None
     manifests = read_manifest_list(await io.read(snap.manifest_list))
     sem = asyncio.Semaphore(concurrency)
-    blobs: list[bytes] = []
+    data: dict[str, bytes] = {}
 
     async def get(path: str) -> None:
         async with sem:
-            blobs.append(await io.read(path))
+            data[path] = await io.read(path)
 
     server_before = _process_cpu_s(server_pid)
     start = time.perf_counter()
@@ -323,10 +325,7 @@ async def floors(
     from aioiceberg.expressions.tree import AlwaysTrue
 
     ctx = PruneContext.build(md.schema(), md.specs_by_id(), AlwaysTrue(), True, frozenset())
-    by_path = {m.manifest_path: m for m in manifests}
     sample = manifests[: min(len(manifests), 20)]
-    data = {m.manifest_path: b for m, b in zip(manifests, blobs, strict=False)}
-    del by_path
     per_entry: dict[bool, float] = {}
     for columnar in (False, True):
         if sample:  # untimed: the first call imports polars and warms its pool

@@ -281,16 +281,23 @@ class TableScan:
         mf: ManifestFile,
         lanes: _Lanes,
         io_limiter: anyio.CapacityLimiter,
+        fetched: anyio.Event | None = None,
     ) -> CachedManifest:
+        """The manifest's view, from the cache or fetched and decoded; ``fetched`` is set as
+        soon as its bytes are in hand (before decoding)."""
         view = self._ctx.key
         found = self.cache.get(mf.manifest_path, mf.manifest_length, view)
         m = self.metrics
         if found is not None:
             m.manifests_from_cache += 1
             self._cached_bytes += found.size
+            if fetched is not None:
+                fetched.set()
             return found
         async with io_limiter:
             data = await self.io.read(mf.manifest_path)
+        if fetched is not None:
+            fetched.set()
         m.bytes_fetched += len(data)
         columnar = lanes.columnar and self._columnar_for(mf)
         result: DecodeResult = await shared_decoder(self.decode_workers).decode(
@@ -347,9 +354,10 @@ class TableScan:
         if not deletes:
             index_ready.set()
 
-        async def worker() -> None:
+        async def worker(first: anyio.Event | None = None) -> None:
             for mf in work:
-                loaded = await self._load(mf, lanes, io_limiter)
+                loaded = await self._load(mf, lanes, io_limiter, first)
+                first = None
                 if mf.content == ManifestContent.DELETES:
                     for entry in loaded.entries:
                         index.add(entry, unpartitioned)
@@ -361,8 +369,16 @@ class TableScan:
 
         n = min(self.io_concurrency, len(data) + len(deletes))
         async with anyio.create_task_group() as tg:
-            for _ in range(n):
-                tg.start_soon(worker)
+            # The first manifest is fetched alone, then the rest at full concurrency: its GET
+            # does not queue behind a burst of others at the store, nor its decode behind
+            # theirs, so the first task is about one fetch and one decode away (costs the
+            # rest of the plan one round trip).
+            first_fetched = anyio.Event()
+            tg.start_soon(worker, first_fetched)
+            if n > 1:
+                await first_fetched.wait()
+                for _ in range(n - 1):
+                    tg.start_soon(worker)
         await queue.put(None)
 
     def _plain_tasks(self, entries: Sequence[ManifestEntry]) -> tuple[FileScanTask, ...]:
