@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 import pytest
@@ -287,7 +287,7 @@ def test_decoder_start_with_workers_that_answer_at_once(monkeypatch: pytest.Monk
     likely) used to deadlock ``start()``: the callback ran in the caller, under its lock."""
     monkeypatch.setattr(decode_module, "ProcessPoolExecutor", _DoneAtOnce)
     decoder = decode_module.Decoder(2)
-    starter = threading.Thread(target=decoder.start, daemon=True)
+    starter = threading.Thread(target=decoder.start, args=(True,), daemon=True)
     starter.start()
     starter.join(60)  # a guard against hanging the suite, not a timing check
     assert not starter.is_alive(), "Decoder.start() deadlocked"
@@ -295,6 +295,61 @@ def test_decoder_start_with_workers_that_answer_at_once(monkeypatch: pytest.Monk
     decoder.start()  # idempotent
     decoder.shutdown()
     assert not decoder.warm
+
+
+class _SlowToStart(_DoneAtOnce):
+    """A stand-in pool whose creation blocks until the test lets it finish (as a real one
+    blocks until the forkserver has imported its preload)."""
+
+    gate: ClassVar[threading.Event] = threading.Event()
+    created: ClassVar[list[_SlowToStart]] = []
+
+    def __init__(self, max_workers: int, mp_context: Any) -> None:
+        super().__init__(max_workers, mp_context)
+        self.closed = False
+        _SlowToStart.gate.wait(60)
+        _SlowToStart.created.append(self)
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        self.closed = True
+
+
+def _wait_until(condition: Any) -> bool:
+    deadline = time.monotonic() + 60  # a guard against hanging the suite, not a timing check
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return bool(condition())
+
+
+def test_decoder_start_does_not_wait_for_the_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(decode_module, "ProcessPoolExecutor", _SlowToStart)
+    monkeypatch.setattr(_SlowToStart, "gate", threading.Event())
+    monkeypatch.setattr(_SlowToStart, "created", [])
+    decoder = decode_module.Decoder(2)
+    decoder.start()  # returns while the pool is still being created
+    assert not decoder.warm and not _SlowToStart.created
+    decoder.start()  # already starting: no second pool
+    _SlowToStart.gate.set()
+    assert _wait_until(lambda: decoder.warm)
+    assert len(_SlowToStart.created) == 1
+    decoder.shutdown()
+    assert _SlowToStart.created[0].closed and not decoder.warm
+
+
+def test_decoder_shut_down_while_starting_closes_the_late_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(decode_module, "ProcessPoolExecutor", _SlowToStart)
+    monkeypatch.setattr(_SlowToStart, "gate", threading.Event())
+    monkeypatch.setattr(_SlowToStart, "created", [])
+    decoder = decode_module.Decoder(2)
+    decoder.start()
+    decoder.shutdown()  # before the pool exists
+    decoder.start()  # a new start is not confused with the abandoned one
+    _SlowToStart.gate.set()
+    created = _SlowToStart.created
+    assert _wait_until(lambda: len(created) == 2 and decoder.warm and any(p.closed for p in created))
+    closed = [p.closed for p in created]
+    assert sorted(closed) == [False, True]  # the abandoned pool was closed, the new one kept
+    decoder.shutdown()
 
 
 @pytest.mark.anyio

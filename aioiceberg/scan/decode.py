@@ -205,22 +205,53 @@ class Decoder:
         self._pool: ProcessPoolExecutor | None = None
         self._warm = threading.Event()
         self._lock = threading.Lock()
+        self._starting = False
+        self._generation = 0  # bumped by shutdown(): a start still under way is abandoned
 
     @property
     def warm(self) -> bool:
         return self._warm.is_set()
 
-    def start(self) -> None:
-        """Start the workers in the background (idempotent); jobs use them once they answer."""
+    def start(self, wait: bool = False) -> None:
+        """Start the workers (idempotent); jobs use them once they answer.
+
+        Creating the pool waits until the forkserver has imported its preload (~0.4-0.5 s),
+        which must not stall the event loop that asked, so it happens in a thread of its own
+        unless ``wait`` is given.
+        """
         if self.workers <= 0:
             return
         with self._lock:
-            if self._pool is not None:
+            if self._pool is not None or self._starting:
                 return
+            self._starting = True
+            generation = self._generation
+        if wait:
+            self._start_pool(generation)
+        else:
+            threading.Thread(
+                target=self._start_pool, args=(generation,), name="aioiceberg-decoder-start", daemon=True
+            ).start()
+
+    def _start_pool(self, generation: int) -> None:
+        try:
             ctx = multiprocessing.get_context("forkserver")
             ctx.set_forkserver_preload(["aioiceberg.scan.decode"])
-            pool = self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx)
+            pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx)
             futures = [pool.submit(_warm) for _ in range(self.workers)]
+        except Exception:  # no worker processes: decoding stays in threads
+            with self._lock:
+                if self._generation == generation:
+                    self._starting = False
+            return
+        with self._lock:
+            current = self._generation == generation
+            if current:
+                self._pool = pool
+                self._starting = False
+        if not current:  # shut down while it was starting
+            pool.shutdown(wait=False, cancel_futures=True)
+            return
         # Callbacks are added outside ``self._lock`` and count under their own lock: a
         # future that is already done runs its callback right here, in this thread, and
         # taking ``self._lock`` again there deadlocked ``start()`` (seen under heavy load,
@@ -277,6 +308,8 @@ class Decoder:
     def shutdown(self) -> None:
         with self._lock:
             pool, self._pool = self._pool, None
+            self._generation += 1
+            self._starting = False
             self._warm.clear()
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
