@@ -385,12 +385,6 @@ class TableScan:
         """One delete-free, unsplit task per entry (the cached view keeps them)."""
         schema, new_task = self.schema, _new_task
         with gc_paused():
-            if isinstance(self.bound_filter, AlwaysTrue):
-                residual = self.bound_filter
-                return tuple(
-                    new_task(f, (), residual, self._spec(f.spec_id), schema, 0, None)
-                    for f in (e.data_file for e in entries)
-                )
             return tuple(
                 new_task(f, (), self._residual(f), self._spec(f.spec_id), schema, 0, None)
                 for f in (e.data_file for e in entries)
