@@ -24,12 +24,11 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from aioiceberg.commit.protocols.base import (
-    CommitProtocol,
     TableState,
     metadata_dir,
     version_hint_path,
 )
-from aioiceberg.commit.protocols.conditional import ConditionalWriteProtocol
+from aioiceberg.commit.protocols.select import OpenedTable, open_table_state, protocol_for_lock, reopen
 from aioiceberg.errors import (
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
@@ -120,18 +119,6 @@ def _root(root: str) -> str:
     return root.rstrip("/")
 
 
-def _protocol(
-    io: FileIO, root: str, lock: str | None, storage_options: Mapping[str, Any] | None
-) -> CommitProtocol:
-    if lock is None:
-        return ConditionalWriteProtocol(io, probe_base=root)
-    if lock.startswith("dynamodb://"):
-        from aioiceberg.commit.protocols.dynamodb import DynamoDbOptions, DynamoDbProtocol
-
-        return DynamoDbProtocol(io, DynamoDbOptions.from_uri(lock, storage_options))
-    raise ValidationError(f"unknown lock {lock!r}: use None or 'dynamodb://TABLE'")
-
-
 def _parts(name: str | Sequence[str], what: str) -> list[str]:
     parts = name.split(".") if isinstance(name, str) else list(name)
     if any(not p or "/" in p or p.startswith(".") for p in parts):
@@ -152,7 +139,7 @@ class Catalog:
         self.root = _root(root)
         self.storage_options = dict(storage_options or {})
         self.io = resolve_io(self.root, self.storage_options)
-        self.protocol = _protocol(self.io, self.root, lock, self.storage_options)
+        self.protocol = protocol_for_lock(self.io, lock, self.storage_options, probe_base=self.root)
 
     def __repr__(self) -> str:
         return f"Catalog({self.root!r})"
@@ -227,9 +214,13 @@ class Catalog:
             )
 
     async def load_table(self, identifier: str | Sequence[str]) -> Table:
+        """The table's latest version, committing through the commit point it records (see
+        docs/commit-protocols.md): the catalog's own for the tables it created."""
         location = self.table_location(identifier)
-        state = await self.protocol.load(location)
-        return Table(_name(identifier), location, state, self.io, self.protocol)
+        opened = await open_table_state(
+            self.io, location, self.protocol, self.storage_options, probe_base=self.root
+        )
+        return _table(_name(identifier), location, opened, self.io)
 
     async def table_exists(self, identifier: str | Sequence[str]) -> bool:
         try:
@@ -482,35 +473,64 @@ def connect(root: str, lock: str | None = None, storage_options: Mapping[str, An
 
 
 async def load_table(
-    location_or_metadata_file: str, storage_options: Mapping[str, Any] | None = None
+    location_or_metadata_file: str,
+    storage_options: Mapping[str, Any] | None = None,
+    lock: str | None = None,
 ) -> Table:
     """The latest version of the table at a location, or one metadata file (read-only).
 
-    A location without ``v{N}.metadata.json`` files (written by another engine, or a
-    dropped table) opens read-only at its highest-numbered metadata file.
+    The table commits through the commit point it records (conditional writes, or the
+    DynamoDB table it names, reached with the standard AWS configuration or the
+    ``dynamodb.*`` storage options); ``lock`` overrides where it lives, as in
+    :func:`connect`. When that commit point cannot be reached the table opens read-only
+    and a write says which option to pass. A location without ``v{N}.metadata.json``
+    files (written by another engine, or a dropped table) opens at its highest-numbered
+    metadata file, read-only unless its commit point has it.
     """
     target = _root(location_or_metadata_file)
     io = resolve_io(target, storage_options)
     if target.endswith(".metadata.json"):
         return await _static(io, target)
-    protocol = ConditionalWriteProtocol(io)
+    opener = protocol_for_lock(io, lock, storage_options)
     try:
-        state = await protocol.load(target)
+        opened = await open_table_state(io, target, opener, storage_options)
     except TableNotFoundError:
         newest = await _newest_metadata_file(io, target)
         if newest is None:
             raise
-        return await _static(io, newest)
-    return Table(None, target, state, io, protocol)
+        state = await _read_state(io, newest)
+        if state.metadata.location.rstrip("/") != target:
+            return _read_only(io, state)
+        opened = await reopen(io, target, state, storage_options)
+        if opened.protocol is None:
+            return _read_only(io, state)
+    return _table(None, target, opened, io)
 
 
-async def _static(io: FileIO, metadata_file: str) -> Table:
+def _table(identifier: str | None, location: str, opened: OpenedTable, io: FileIO) -> Table:
+    return Table(
+        identifier, location, opened.state, io, opened.protocol, read_only_reason=opened.read_only_reason
+    )
+
+
+async def _read_state(io: FileIO, metadata_file: str) -> TableState:
     try:
         data = await io.read(metadata_file)
     except ObjectNotFoundError as exc:
         raise TableNotFoundError(f"no metadata file at {metadata_file}") from exc
-    metadata = parse_table_metadata(data, metadata_file)
-    return Table(None, metadata.location, TableState(metadata, metadata_file, 0), io, None)
+    return TableState(parse_table_metadata(data, metadata_file), metadata_file, 0)
+
+
+def _read_only(io: FileIO, state: TableState) -> Table:
+    reason = (
+        f"{state.metadata_location} was opened by its metadata file and is read-only; "
+        "load the table by its location to write"
+    )
+    return Table(None, state.metadata.location, state, io, None, read_only_reason=reason)
+
+
+async def _static(io: FileIO, metadata_file: str) -> Table:
+    return _read_only(io, await _read_state(io, metadata_file))
 
 
 async def _newest_metadata_file(io: FileIO, table_location: str) -> str | None:

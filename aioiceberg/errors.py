@@ -123,3 +123,13 @@ class CommitStateUnknownError(IcebergError):
     """The commit may or may not have landed; nothing was deleted. Check the table before retrying."""
 
     retryable = False
+
+
+class ReadOnlyTableError(UnsupportedError):
+    """The table was opened without a way to commit (one metadata file, or a commit point
+    this process cannot reach); the message says which option makes it writable."""
+
+
+class CommitPointMismatchError(IcebergError):
+    """The table commits through another commit point than this writer's: committing here
+    would fork its history."""

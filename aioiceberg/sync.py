@@ -321,9 +321,11 @@ def connect(root: str, lock: str | None = None, storage_options: Mapping[str, An
     return Catalog(_catalog.connect(root, lock, storage_options))
 
 
-def load_table(location_or_metadata_file: str, storage_options: Mapping[str, Any] | None = None) -> Table:
+def load_table(
+    location_or_metadata_file: str, storage_options: Mapping[str, Any] | None = None, lock: str | None = None
+) -> Table:
     """The latest version of the table at a location, or one metadata file (read-only)."""
-    return Table(runner.run(_catalog.load_table(location_or_metadata_file, storage_options)))
+    return Table(runner.run(_catalog.load_table(location_or_metadata_file, storage_options, lock)))
 
 
 def shutdown() -> None:

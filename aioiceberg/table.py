@@ -14,7 +14,7 @@ from aioiceberg.commit.protocols.base import CommitProtocol, TableState
 from aioiceberg.commit.retry import CommitStats, RetryConfig, commit_changes
 from aioiceberg.commit.snapshot_producer import Change, MetadataChange
 from aioiceberg.commit.updates import RemoveProperties, SetProperties
-from aioiceberg.errors import UnsupportedError
+from aioiceberg.errors import ReadOnlyTableError, UnsupportedError
 from aioiceberg.io.base import FileIO
 from aioiceberg.spec.manifest import DataFile
 from aioiceberg.spec.metadata import MAIN_BRANCH, Snapshot, SnapshotRef, StatisticsFile, TableMetadata
@@ -89,12 +89,15 @@ class Table(_Evolution):
         state: TableState,
         io: FileIO,
         protocol: CommitProtocol | None,
+        *,
+        read_only_reason: str | None = None,
     ) -> None:
         self.identifier = identifier
         self.location = location.rstrip("/")
         self._state = state
         self.io = io
         self.protocol = protocol
+        self.read_only_reason = read_only_reason
         self.last_commit = CommitStats()
 
     # -- state -------------------------------------------------------------
@@ -179,10 +182,7 @@ class Table(_Evolution):
     # -- writes ------------------------------------------------------------
     def _writer(self) -> CommitProtocol:
         if self.protocol is None:
-            raise UnsupportedError(
-                f"{self.metadata_location} was opened by its metadata file and is read-only; "
-                "load the table by its location to write"
-            )
+            raise ReadOnlyTableError(self.read_only_reason or f"{self.metadata_location} is open read-only")
         return self.protocol
 
     def transaction(self) -> Transaction:

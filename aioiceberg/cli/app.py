@@ -69,7 +69,7 @@ class State:
 
         try:
             if "/" in name:
-                return sync.load_table(name, self.storage_options or None)
+                return sync.load_table(name, self.storage_options or None, self.lock)
             return self.catalog.load_table(name)
         except TableNotFoundError:
             where = "" if "/" in name else f" in warehouse {self.warehouse}"

@@ -37,7 +37,7 @@ from pyspark.sql.types import StructType
 
 from aioiceberg import sync
 from aioiceberg._sync import runner
-from aioiceberg.errors import UnsupportedError, ValidationError
+from aioiceberg.errors import ReadOnlyTableError, UnsupportedError, ValidationError
 from aioiceberg.expressions import AlwaysTrue, and_, parse
 from aioiceberg.expressions.serde import expression_from_json, expression_to_json
 from aioiceberg.io.resolve import resolve_io
@@ -76,7 +76,17 @@ OPEN_FILE_COST_PROPERTY = "read.split.open-file-cost"
 
 # options that configure the source; every other option is a storage option (s3.endpoint, ...)
 _SOURCE_OPTIONS = frozenset(
-    {"path", "snapshot-id", "as-of-timestamp", "branch", "tag", "split-size", "open-file-cost", "filter"}
+    {
+        "path",
+        "snapshot-id",
+        "as-of-timestamp",
+        "branch",
+        "tag",
+        "split-size",
+        "open-file-cost",
+        "filter",
+        "lock",
+    }
 )
 
 
@@ -84,6 +94,7 @@ _SOURCE_OPTIONS = frozenset(
 class _Options:
     location: str
     storage_options: dict[str, str]
+    lock: str | None = None
     snapshot_id: int | None = None
     ref: str | None = None
     as_of: int | None = None
@@ -111,6 +122,7 @@ class _Options:
         return cls(
             location=location,
             storage_options={k: v for k, v in opts.items() if k not in _SOURCE_OPTIONS},
+            lock=opts.get("lock") or None,
             snapshot_id=number("snapshot-id"),
             ref=branch or tag or None,
             as_of=number("as-of-timestamp"),
@@ -120,7 +132,7 @@ class _Options:
         )
 
     def load(self) -> sync.Table:
-        return sync.load_table(self.location, self.storage_options or None)
+        return sync.load_table(self.location, self.storage_options or None, self.lock)
 
     def scan(self, table: sync.Table, **kwargs: Any) -> sync.Scan:
         return table.scan(snapshot_id=self.snapshot_id, ref=self.ref, as_of=self.as_of, **kwargs)
@@ -184,7 +196,7 @@ class AioIcebergDataSource(DataSource):
             raise ValidationError("writes go to the current state: drop 'snapshot-id' / 'as-of-timestamp'")
         table = opts.load()
         if table.read_only:
-            raise UnsupportedError(f"{opts.location} opened read-only (no writable version files)")
+            raise ReadOnlyTableError(table.read_only_reason or f"{opts.location} opened read-only")
         if overwrite and not _can_overwrite():
             raise UnsupportedError("overwrite needs Transaction.delete, which this aioiceberg lacks")
         metadata = table.metadata
@@ -192,6 +204,7 @@ class AioIcebergDataSource(DataSource):
             _WriteJob(
                 location=table.location,
                 storage_options=opts.storage_options,
+                lock=opts.lock,
                 schema_json=json.dumps(schema_to_json(table.schema())),
                 spec_json=json.dumps(partition_spec_to_json(table.spec(), metadata.format_version)),
                 properties=dict(table.properties),
@@ -303,6 +316,7 @@ class AioIcebergCommitMessage(WriterCommitMessage):  # type: ignore[misc]
 class _WriteJob:
     location: str
     storage_options: dict[str, str]
+    lock: str | None
     schema_json: str
     spec_json: str
     properties: dict[str, str]
@@ -363,7 +377,7 @@ class AioIcebergWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         job = self.job
         files = self._files(messages)
-        table = sync.load_table(job.location, job.storage_options or None)
+        table = sync.load_table(job.location, job.storage_options or None, job.lock)
         props = {WRITE_ID_PROPERTY: job.write_id}
         with table.transaction() as tx:
             if job.overwrite:
@@ -378,7 +392,7 @@ class AioIcebergWriter(DataSourceArrowWriter):
         job = self.job
         reported = [f.file_path for f in self._files(messages)]
         try:
-            table = sync.load_table(job.location, job.storage_options or None)
+            table = sync.load_table(job.location, job.storage_options or None, job.lock)
         except Exception:
             return  # cannot tell whether the commit landed: leave the files (orphans are harmless)
         for snap in table.snapshots():

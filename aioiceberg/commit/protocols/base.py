@@ -10,8 +10,10 @@ import abc
 from dataclasses import dataclass
 
 from aioiceberg.commit.apply import apply_updates
+from aioiceberg.commit.protocols.commit_point import COMMIT_POINT_PROPERTY, CommitPoint, commit_point_of
 from aioiceberg.commit.requirements import TableRequirement, validate_requirements
 from aioiceberg.commit.updates import TableUpdate
+from aioiceberg.errors import CommitPointMismatchError
 from aioiceberg.io.base import FileIO
 from aioiceberg.spec.metadata import TableMetadata
 
@@ -49,6 +51,31 @@ class CommitProtocol(abc.ABC):
 
     io: FileIO
 
+    @property
+    @abc.abstractmethod
+    def commit_point(self) -> CommitPoint:
+        """What this protocol records in the tables it commits (see ``commit_point``)."""
+
+    def accepts(self, metadata: TableMetadata) -> bool:
+        """Whether ``metadata`` names this commit point (or none: another engine's table)."""
+        recorded = commit_point_of(metadata)
+        return recorded is None or recorded.same_as(self.commit_point)
+
+    def check_commit_point(self, metadata: TableMetadata, table_location: str) -> None:
+        recorded = commit_point_of(metadata)
+        if recorded is not None and not recorded.same_as(self.commit_point):
+            raise CommitPointMismatchError(
+                f"{table_location} commits through {recorded}, not {self.commit_point}: "
+                f"committing here would fork its history; {recorded.how_to_write()}"
+            )
+
+    def stamped(self, metadata: TableMetadata) -> TableMetadata:
+        """``metadata`` naming this commit point, so that every later load finds it."""
+        value = str(self.commit_point)
+        if metadata.properties.get(COMMIT_POINT_PROPERTY) == value:
+            return metadata
+        return metadata.replace(properties={**metadata.properties, COMMIT_POINT_PROPERTY: value})
+
     @abc.abstractmethod
     async def load(self, table_location: str, *, since: TableState | None = None) -> TableState:
         """The latest committed state (``TableNotFoundError`` if none); ``since`` is a known lower bound."""
@@ -64,9 +91,10 @@ class CommitProtocol(abc.ABC):
     async def commit_table(
         self, base: TableState, requirements: list[TableRequirement], updates: list[TableUpdate]
     ) -> TableState:
+        self.check_commit_point(base.metadata, base.metadata.location)
         validate_requirements(requirements, base.metadata)
         metadata = apply_updates(base.metadata, updates, base_location=base.metadata_location)
-        return await self._swap(base, metadata)
+        return await self._swap(base, self.stamped(metadata))
 
     async def aclose(self) -> None:
         return None

@@ -14,6 +14,7 @@ from aioiceberg.commit.protocols.base import (
     version_hint_path,
     version_path,
 )
+from aioiceberg.commit.protocols.commit_point import CONDITIONAL, CommitPoint
 from aioiceberg.errors import (
     CommitFailedError,
     CommitStateUnknownError,
@@ -134,6 +135,10 @@ class ConditionalWriteProtocol(CommitProtocol):
         self.io = io
         self.probe_base = probe_base
 
+    @property
+    def commit_point(self) -> CommitPoint:
+        return CommitPoint(CONDITIONAL)
+
     async def load(self, table_location: str, *, since: TableState | None = None) -> TableState:
         start = since.version if since is not None else None
         version = await find_latest_version(self.io, table_location, start)
@@ -155,6 +160,7 @@ class ConditionalWriteProtocol(CommitProtocol):
         await self._require(table_location)
         if await find_latest_version(self.io, table_location) is not None:
             raise TableAlreadyExistsError(f"a table exists at {table_location}")
+        metadata = self.stamped(metadata)
         location = version_path(table_location, 1)
         data = serialize_table_metadata(metadata)
         try:

@@ -30,6 +30,7 @@ from typing import Any
 import anyio
 
 from aioiceberg.commit.protocols.base import CommitProtocol, TableState, metadata_dir, version_path
+from aioiceberg.commit.protocols.commit_point import CommitPoint, commit_point_of
 from aioiceberg.commit.protocols.conditional import (
     find_latest_version,
     resolve_unknown_create,
@@ -44,6 +45,7 @@ from aioiceberg.errors import (
     StoreError,
     TableAlreadyExistsError,
     TableNotFoundError,
+    ValidationError,
     WriteOutcomeUnknownError,
 )
 from aioiceberg.io.base import FileIO
@@ -86,7 +88,7 @@ class DynamoDbOptions:
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         table = parts.netloc or parts.path.strip("/")
         if not table:
-            raise ValueError(f"no DynamoDB table name in {uri!r}")
+            raise ValidationError(f"no DynamoDB table name in {uri!r}")
         options = dict(storage_options or {})
         s3 = S3Options.from_storage_options(options)
         endpoint = query.get("endpoint") or options.get("dynamodb.endpoint")
@@ -100,7 +102,7 @@ class DynamoDbOptions:
             profile=options.get("dynamodb.profile-name") or s3.profile,
             create_table=str(query.get("create_table", options.get("dynamodb.create-table", "true"))).lower()
             not in {"false", "0", "no"},
-            mode=query.get("mode", "commit"),
+            mode=_mode(uri, query.get("mode", "commit")),
             lease_ms=int(query.get("lease_ms", 10_000)),
         )
 
@@ -114,6 +116,12 @@ class DynamoDbOptions:
             session_token=self.session_token,
             profile=self.profile,
         )
+
+
+def _mode(uri: str, mode: str) -> str:
+    if mode not in ("commit", "lease"):
+        raise ValidationError(f"{uri}: mode must be 'commit' or 'lease', not {mode!r}")
+    return mode
 
 
 _READY_TABLES: set[tuple[object, ...]] = set()
@@ -398,6 +406,10 @@ class DynamoDbProtocol(CommitProtocol):
         self.options = options
         self.dynamo = _Dynamo(options)
 
+    @property
+    def commit_point(self) -> CommitPoint:
+        return CommitPoint("dynamodb", self.options.table_name, self.options.mode)
+
     @staticmethod
     def table_id(table_location: str) -> str:
         return table_location.rstrip("/")
@@ -407,7 +419,17 @@ class DynamoDbProtocol(CommitProtocol):
             return await self._load_files(table_location, since)
         item = await self.dynamo.latest(self.table_id(table_location))
         if item is None:
-            return await self._load_files(table_location, since)
+            state = await self._load_files(table_location, since)
+            recorded = commit_point_of(state.metadata)
+            if recorded is not None and recorded.same_as(self.commit_point):
+                # The table commits here, yet the commit table knows nothing of it: another
+                # DynamoDB (endpoint, region, account) or a lost item. Adopting the copies
+                # for readers would fork the history.
+                raise TableNotFoundError(
+                    f"{table_location} commits through DynamoDB table {self.options.table_name}, "
+                    "which has no item for it: check the DynamoDB endpoint, region and account"
+                )
+            return state
         location = item["metadata_location"]["S"]
         version = int(item["version"]["N"])
         if since is not None and since.version == version and since.metadata_location == location:
@@ -427,6 +449,7 @@ class DynamoDbProtocol(CommitProtocol):
         return TableState(parse_table_metadata(data, location), location, version)
 
     async def create(self, table_location: str, metadata: TableMetadata) -> TableState:
+        metadata = self.stamped(metadata)
         if await find_latest_version(self.io, table_location) is not None:
             raise TableAlreadyExistsError(f"a table exists at {table_location}")
         if self.options.mode == "lease":
