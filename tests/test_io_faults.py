@@ -6,12 +6,13 @@ import dataclasses
 from collections.abc import AsyncIterator
 
 import anyio
+import pyarrow as pa
 import pytest
 from servers.backends import create_bucket
 from servers.plugin import s3_storage_options
 from servers.proxy import FaultProxy, conditional_put
 
-from aioiceberg.errors import ConditionalWritesUnsupportedError, WriteOutcomeUnknownError
+from aioiceberg.errors import ConditionalWritesUnsupportedError, StoreError, WriteOutcomeUnknownError
 from aioiceberg.io import MemoryFileIO, Outcome, S3FileIO, probe, require_conditional_writes
 from aioiceberg.io.fsspec_io import FsspecFileIO
 from aioiceberg.io.probe import clear_probe_cache
@@ -20,6 +21,7 @@ from aioiceberg.io.s3_client import S3Options
 
 pytestmark = pytest.mark.anyio
 
+_SCHEMA = pa.schema([pa.field("id", pa.int64())])
 FAST_RETRY = RetryPolicy(max_attempts=12, base_delay=0.005, max_delay=0.1)
 
 
@@ -153,3 +155,59 @@ async def test_probe_on_localstack_reports_no_conditional_delete(localstack_endp
         assert result.safe_for_commits and not result.delete_if_match
     finally:
         await io.aclose()
+
+
+@pytest.mark.parametrize("nth", [1, 2, 3, 4])
+async def test_probe_settles_a_lost_response_on_any_of_its_writes(
+    proxied: tuple[S3FileIO, str], fault_proxy: FaultProxy, nth: int
+) -> None:
+    """The response of the probe's nth conditional PUT is lost after the store applied it."""
+    io, base = proxied
+    seen = 0
+
+    def nth_conditional_put(request: object) -> bool:
+        nonlocal seen
+        if not conditional_put(request):  # type: ignore[arg-type]
+            return False
+        seen += 1
+        return seen == nth
+
+    fault_proxy.configure(drop_filter=nth_conditional_put, drop_next=1)
+    result = await require_conditional_writes(io, base)
+    assert fault_proxy.stats.dropped == 1
+    assert result.create_only and result.replace_if_match, result.detail
+    fault_proxy.reset()
+    assert [o async for o in io.list(base)] == []  # every probe key cleaned up
+
+
+async def test_probe_that_cannot_decide_says_so_and_is_retryable(
+    proxied: tuple[S3FileIO, str], fault_proxy: FaultProxy
+) -> None:
+    io, base = proxied
+    fault_proxy.configure(drop_filter=lambda r: r.method in {"PUT", "GET"}, drop_next=10_000)
+    with pytest.raises(StoreError, match="capability probe") as caught:
+        await require_conditional_writes(io, base)
+    assert caught.value.retryable
+
+
+async def test_append_survives_a_lost_response_to_the_probe(
+    fault_proxy: FaultProxy, moto_endpoint: str
+) -> None:
+    """A first commit to a store runs the probe; losing its first response must not fail the append."""
+    import aioiceberg
+    from aioiceberg.io import close_all_clients
+
+    clear_probe_cache()
+    bucket = await create_bucket(moto_endpoint)
+    options = {**s3_storage_options(fault_proxy.url)}
+    catalog = aioiceberg.connect(f"s3://{bucket}/wh", storage_options=options)
+    probe_put = lambda r: conditional_put(r) and ".aioiceberg-probe/" in r.path  # noqa: E731
+    fault_proxy.configure(drop_filter=probe_put, drop_next=1)
+    try:
+        table = await catalog.create_table("db.t", schema=_SCHEMA)
+        await table.append(pa.table({"id": [1, 2, 3]}, schema=_SCHEMA))
+        assert fault_proxy.stats.dropped == 1
+        assert (await catalog.load_table("db.t")).scan() is not None
+        assert len((await catalog.load_table("db.t")).snapshots()) == 1
+    finally:
+        await close_all_clients()

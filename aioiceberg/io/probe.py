@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from aioiceberg.errors import (
@@ -17,6 +18,7 @@ from aioiceberg.errors import (
     ObjectNotFoundError,
     PreconditionFailedError,
     StoreError,
+    WriteOutcomeUnknownError,
 )
 from aioiceberg.io.base import FileIO
 
@@ -52,44 +54,105 @@ async def probe(io: FileIO, base_location: str, *, refresh: bool = False) -> Pro
     async with lock:
         if not refresh and key in _CACHE:
             return _CACHE[key]
-        result = await _run_probe(io, _probe_location(base_location))
+        result = await _run_probe(io, base_location)
         _CACHE[key] = result
         return result
 
 
-async def _run_probe(io: FileIO, location: str) -> ProbeResult:
+_ATTEMPTS = 3
+
+
+class _Undecided(Exception):
+    """A probe write whose outcome could not be read back."""
+
+
+async def _holds(io: FileIO, location: str, token: bytes) -> bool:
+    """Whether the object holds ``token`` (False when absent), retrying unclear reads."""
+    last: StoreError | None = None
+    for _ in range(_ATTEMPTS):
+        try:
+            return await io.read(location) == token
+        except ObjectNotFoundError:
+            return False
+        except StoreError as exc:
+            last = exc
+    raise _Undecided(f"cannot read {location} back: {last}")
+
+
+async def _took_effect(io: FileIO, location: str, token: bytes, write: Awaitable[object]) -> bool:
+    """Send one probe write; True if the store applied it, False if it refused it.
+
+    Every probe write carries a token of its own, so a lost response is settled by reading
+    the object back instead of failing the commit that asked for the probe.
+    """
+    try:
+        await write
+        return True
+    except (PreconditionFailedError, ObjectNotFoundError):
+        return False
+    except WriteOutcomeUnknownError:
+        return await _holds(io, location, token)
+
+
+def _token(step: str) -> bytes:
+    return f"{step}-{uuid.uuid4().hex}".encode()
+
+
+async def _run_probe(io: FileIO, base_location: str) -> ProbeResult:
     if not (io.capabilities.conditional_create and io.capabilities.conditional_replace):
         return ProbeResult(False, False, False, f"{type(io).__name__} has no conditional writes")
-    create_only = replace = delete = False
-    notes: list[str] = []
-    try:
-        first = await io.write_if_absent(location, b"1")
+    last: Exception | None = None
+    for _ in range(_ATTEMPTS):
+        location = _probe_location(base_location)  # a fresh key each time: nothing to settle
         try:
-            await io.write_if_absent(location, b"2")
-            notes.append("a second If-None-Match PUT of the same key was accepted")
-        except PreconditionFailedError:
-            create_only = True
-        try:
-            await io.write_if_match(location, b"3", "0" * 32 if first.etag != "0" * 32 else "1" * 32)
-            notes.append("a PUT with a stale If-Match was accepted")
-        except (PreconditionFailedError, ObjectNotFoundError):
-            current = await io.head(location)
-            try:
-                await io.write_if_match(location, b"4", current.etag)
-                replace = True
-            except PreconditionFailedError:
-                notes.append("a PUT with the current If-Match was refused")
-        current = await io.head(location)
-        try:
-            await io.delete(location, if_match=current.etag)
-            delete = True
-        except ConditionalWritesUnsupportedError:
-            notes.append("conditional delete not implemented")
+            return await _probe_once(io, location)
+        except (_Undecided, WriteOutcomeUnknownError) as exc:
+            last = exc
         except StoreError as exc:
-            notes.append(f"conditional delete failed: {exc}")
-    finally:
-        with contextlib.suppress(StoreError):
-            await io.delete(location)
+            if not exc.retryable:
+                raise
+            last = exc
+        finally:
+            with contextlib.suppress(StoreError):
+                await io.delete(location)
+    raise StoreError(
+        f"the conditional-write capability probe under {base_location} could not tell whether the "
+        f"store honours conditional writes ({last}); no commit was attempted",
+        location=base_location,
+        retryable=True,
+    )
+
+
+async def _probe_once(io: FileIO, location: str) -> ProbeResult:
+    notes: list[str] = []
+    first = _token("create")
+    if not await _took_effect(io, location, first, io.write_if_absent(location, first)):
+        raise _Undecided(f"the first create-only PUT of the fresh key {location} did not land")
+    second = _token("create-again")
+    create_only = not await _took_effect(io, location, second, io.write_if_absent(location, second))
+    if not create_only:
+        notes.append("a second If-None-Match PUT of the same key was accepted")
+    current = await io.head(location)
+    stale_etag = "0" * 32 if current.etag != "0" * 32 else "1" * 32
+    stale = _token("stale")
+    replace = False
+    if await _took_effect(io, location, stale, io.write_if_match(location, stale, stale_etag)):
+        notes.append("a PUT with a stale If-Match was accepted")
+    else:
+        current = await io.head(location)
+        fresh = _token("replace")
+        replace = await _took_effect(io, location, fresh, io.write_if_match(location, fresh, current.etag))
+        if not replace:
+            notes.append("a PUT with the current If-Match was refused")
+    delete = False
+    current = await io.head(location)
+    try:
+        await io.delete(location, if_match=current.etag)
+        delete = True
+    except ConditionalWritesUnsupportedError:
+        notes.append("conditional delete not implemented")
+    except StoreError as exc:
+        notes.append(f"conditional delete failed: {exc}")
     return ProbeResult(create_only, replace, delete, "; ".join(notes))
 
 
