@@ -313,10 +313,18 @@ class Table(_Evolution):
         )
 
     async def remove_orphan_files(self, older_than: Any = None, *, dry_run: bool = False) -> list[str]:
-        """Delete unreferenced objects under the table location older than ``older_than`` (default 3 days)."""
+        """Delete unreferenced objects under the table location older than ``older_than`` (default 3 days).
+
+        Works from the latest version (a stale one would take newer commits' files for
+        orphans), so the table must be writable.
+        """
         from aioiceberg.maintenance.orphans import remove_orphan_files
 
-        return await remove_orphan_files(self, older_than, dry_run=dry_run)
+        protocol = self._writer()
+        await self.refresh()
+        return await remove_orphan_files(
+            self, older_than, dry_run=dry_run, kept=protocol.reader_files(self._state)
+        )
 
     async def rewrite_manifests(self, target_size_bytes: int | None = None) -> RewriteManifestsResult:
         """Merge small data manifests into ``commit.manifest.target-size-bytes`` ones (a replace snapshot)."""

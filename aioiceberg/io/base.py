@@ -141,6 +141,13 @@ class FileIO(abc.ABC):
     def list(self, prefix: str, *, page_size: int = 1000) -> AsyncIterator[ObjectInfo]:
         """Every object whose location starts with ``prefix``, in key order, fetched page by page."""
 
+    async def list_incomplete(self, prefix: str) -> AsyncIterator[ObjectInfo]:
+        """What writers that died mid-write left under ``prefix`` and ``list`` does not show
+        (a local store's temp files); cleanup removes the old ones with ``delete``."""
+        nothing: tuple[ObjectInfo, ...] = ()
+        for info in nothing:
+            yield info
+
     # -- writes ------------------------------------------------------------
     @abc.abstractmethod
     async def write(self, location: str, data: bytes) -> ObjectInfo:

@@ -149,11 +149,23 @@ class LocalFileIO(FileIO):
 
     async def list(self, prefix: str, *, page_size: int = 1000) -> AsyncIterator[ObjectInfo]:
         """String-prefix semantics like S3: ``dir/ab`` matches ``dir/abc`` and ``dir/ab/x``."""
+        async for info in self._walk(prefix, page_size, temp=False):
+            yield info
+
+    async def list_incomplete(self, prefix: str) -> AsyncIterator[ObjectInfo]:
+        """Temp files of writes that never finished (the writer was killed before its rename)."""
+        async for info in self._walk(prefix, 1000, temp=True):
+            yield info
+
+    async def _walk(self, prefix: str, page_size: int, *, temp: bool) -> AsyncIterator[ObjectInfo]:
         as_uri = prefix.startswith("file:")
         path_prefix = local_path(prefix)
         if prefix.endswith("/") and not path_prefix.endswith("/"):
             path_prefix += "/"
         root = path_prefix if path_prefix.endswith("/") else os.path.dirname(path_prefix)
+
+        def wanted(name: str) -> bool:
+            return name.startswith(TMP_PREFIX) if temp else not _is_internal(name)
 
         def scan() -> list[tuple[str, os.stat_result]]:
             found: list[tuple[str, os.stat_result]] = []
@@ -166,7 +178,7 @@ class LocalFileIO(FileIO):
                 ]
                 for name in files:
                     full = os.path.join(directory, name)
-                    if _is_internal(name) or not full.startswith(path_prefix):
+                    if not wanted(name) or not full.startswith(path_prefix):
                         continue
                     with contextlib.suppress(FileNotFoundError):
                         found.append((full, os.stat(full)))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Iterable
 
 from aioiceberg.commit.protocols.base import version_hint_path
 from aioiceberg.errors import ObjectNotFoundError, StoreError, ValidationError
@@ -41,8 +42,9 @@ def _cutoff_seconds(older_than: dt.datetime | dt.timedelta | int | None, now: fl
     return older_than / 1000
 
 
-async def referenced_files(table: MaintainedTable) -> set[str]:
-    """Normalized locations of every file the table's retained metadata files reference."""
+async def referenced_files(table: MaintainedTable, kept: Iterable[str] = ()) -> set[str]:
+    """Normalized locations of every file the table's retained metadata files reference,
+    and of ``kept`` (what the commit protocol writes for other readers)."""
     current = table.metadata
     metadata_files: dict[str, TableMetadata | None] = {table.metadata_location: current}
     for entry in current.metadata_log:
@@ -58,6 +60,7 @@ async def referenced_files(table: MaintainedTable) -> set[str]:
     walker = ManifestWalker(table.io)
     refs = {normalize(p) for p in metadata_files}
     refs.add(normalize(version_hint_path(table.location)))
+    refs |= {normalize(p) for p in kept}
     snapshots = {s.snapshot_id: s for md in versions for s in md.snapshots}
     refs |= set((await walker.reach(snapshots.values(), missing_ok=True)).all())
     for md in versions:
@@ -71,22 +74,28 @@ async def remove_orphan_files(
     *,
     dry_run: bool = False,
     now: float | None = None,
+    kept: Iterable[str] = (),
 ) -> list[str]:
-    """Delete (or with ``dry_run`` only list) unreferenced objects older than ``older_than``.
+    """Delete (or with ``dry_run`` only list) unreferenced objects older than ``older_than``,
+    and what writers that died mid-write left behind (temp files) as old.
 
-    ``older_than`` is a point in time (datetime or epoch ms) or an age (timedelta).
-    Returns the orphan locations, sorted.
+    ``older_than`` is a point in time (datetime or epoch ms) or an age (timedelta); ``kept``
+    are objects the commit protocol keeps for other readers. Returns the orphan locations, sorted.
     """
     now_s = time.time() if now is None else now
     cutoff = _cutoff_seconds(older_than, now_s)
-    referenced = await referenced_files(table)
+    referenced = await referenced_files(table, kept)
+    prefix = table.location.rstrip("/") + "/"
     orphans: list[str] = []
-    async for info in table.io.list(table.location.rstrip("/") + "/"):
+    async for info in table.io.list(prefix):
         if normalize(info.location) in referenced:
             continue
         if info.last_modified is None or info.last_modified >= cutoff:
             continue  # unknown or recent: may belong to a commit in flight
         orphans.append(info.location)
+    async for info in table.io.list_incomplete(prefix):
+        if info.last_modified is not None and info.last_modified < cutoff:
+            orphans.append(info.location)
     orphans.sort()
     if dry_run or not orphans:
         return orphans

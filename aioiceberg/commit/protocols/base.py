@@ -76,6 +76,11 @@ class CommitProtocol(abc.ABC):
             return metadata
         return metadata.replace(properties={**metadata.properties, COMMIT_POINT_PROPERTY: value})
 
+    def reader_files(self, state: TableState) -> list[str]:
+        """Objects this protocol writes beside the metadata so that other readers find the
+        table (besides ``version-hint.text``): never orphans, though no metadata names them."""
+        return []
+
     @abc.abstractmethod
     async def load(self, table_location: str, *, since: TableState | None = None) -> TableState:
         """The latest committed state (``TableNotFoundError`` if none); ``since`` is a known lower bound."""

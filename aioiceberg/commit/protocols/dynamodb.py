@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import re
 import time
 import uuid
 import weakref
@@ -116,6 +117,9 @@ class DynamoDbOptions:
             session_token=self.session_token,
             profile=self.profile,
         )
+
+
+_VERSIONED_FILE = re.compile(r"^(\d{5,})-[0-9a-f]{32}\.metadata\.json$")
 
 
 def _mode(uri: str, mode: str) -> str:
@@ -409,6 +413,16 @@ class DynamoDbProtocol(CommitProtocol):
     @property
     def commit_point(self) -> CommitPoint:
         return CommitPoint("dynamodb", self.options.table_name, self.options.mode)
+
+    def reader_files(self, state: TableState) -> list[str]:
+        """The ``v{N}.metadata.json`` copies of the versions the metadata still logs."""
+        location = state.metadata.location
+        versions = {state.version}
+        for entry in state.metadata.metadata_log:
+            m = _VERSIONED_FILE.match(entry.metadata_file.rsplit("/", 1)[-1])
+            if m is not None:
+                versions.add(int(m.group(1)))
+        return [version_path(location, v) for v in sorted(versions) if v > 0]
 
     @staticmethod
     def table_id(table_location: str) -> str:
