@@ -49,11 +49,21 @@ async def _turn(table_location: str, enabled: bool) -> AsyncIterator[None]:
 
 @dataclass(frozen=True, slots=True)
 class RetryConfig:
+    """When to give up and how long to wait, from the table properties Java and PyIceberg use.
+
+    ``num_retries`` bounds retries after errors that may pass (a store error). A writer that
+    lost the race for a version retries until ``total_timeout_ms``: another writer's
+    progress is no reason to give up on a change that rebases; ``num_retries`` bounds those
+    retries too only when the table sets ``commit.retry.num-retries`` itself
+    (``lost_race_retries``).
+    """
+
     num_retries: int = 4
     min_wait_ms: int = 100
     max_wait_ms: int = 60_000
     total_timeout_ms: int = 1_800_000
     in_process_lock: bool = True
+    lost_race_retries: int | None = None
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> RetryConfig:
@@ -63,18 +73,27 @@ class RetryConfig:
             except ValueError:
                 return default
 
+        num_retries = get("commit.retry.num-retries", 4)
         return cls(
-            get("commit.retry.num-retries", 4),
+            num_retries,
             get("commit.retry.min-wait-ms", 100),
             get("commit.retry.max-wait-ms", 60_000),
             get("commit.retry.total-timeout-ms", 1_800_000),
             str(properties.get(IN_PROCESS_LOCK, "true")).lower() != "false",
+            num_retries if "commit.retry.num-retries" in properties else None,
         )
 
-    def delay(self, retry: int) -> float:
-        """Exponential from min-wait with full jitter, so racing writers spread out."""
-        ceiling = min(self.max_wait_ms, self.min_wait_ms * (2**retry))
-        return random.uniform(self.min_wait_ms / 2, max(self.min_wait_ms / 2, ceiling)) / 1000
+    def gives_up(self, retry: int, lost_race: bool) -> bool:
+        if not lost_race:
+            return retry >= self.num_retries
+        return self.lost_race_retries is not None and retry >= self.lost_race_retries
+
+    def delay(self, retry: int, attempt_s: float = 0.0) -> float:
+        """Exponential with jitter from the larger of min-wait and the last attempt's duration,
+        so writers racing on a slow store spread over several attempts' time, not 100 ms."""
+        base_ms = max(self.min_wait_ms, attempt_s * 1000)
+        ceiling = min(self.max_wait_ms, base_ms * (2 ** min(retry, 16)))
+        return random.uniform(base_ms / 2, max(base_ms / 2, ceiling)) / 1000
 
 
 @dataclass
@@ -150,18 +169,20 @@ async def _commit_loop(
         state = await protocol.load(table_location, since=state)
     while True:
         stats.attempts += 1
+        started = time.monotonic()
         try:
             requirements, updates = await _build(protocol, state, changes, retry)
             new_state = await protocol.commit_table(state, requirements, updates)
         except CommitStateUnknownError:
             raise
         except IcebergError as exc:
-            if not exc.retryable or retry >= config.num_retries or time.monotonic() >= deadline:
+            lost_race = isinstance(exc, CommitFailedError)
+            if not exc.retryable or config.gives_up(retry, lost_race) or time.monotonic() >= deadline:
                 await _abort(protocol, changes)
                 if isinstance(exc, CommitFailedError) and not isinstance(exc, CommitConflictError):
                     raise CommitConflictError(f"gave up after {retry + 1} attempts: {exc}") from exc
                 raise
-            await anyio.sleep(config.delay(retry))
+            await anyio.sleep(config.delay(retry, time.monotonic() - started))
             retry += 1
             try:
                 state = await protocol.load(table_location, since=state)
