@@ -226,3 +226,18 @@ def test_s3_warehouse_from_aws_environment_and_from_storage_options(
     assert "48 rows in" in out
     run(*options, "drop", "db.events", "--purge", cwd=tmp_path, env=plain)
     assert "no tables in" in run(*options, "list", cwd=tmp_path, env=plain).stdout
+
+
+def test_a_dynamodb_table_appended_by_location_commits_through_dynamodb(
+    tmp_path: Path, moto_endpoint: str
+) -> None:
+    bucket = anyio.run(create_bucket, moto_endpoint)
+    pq.write_table(events(0, 6), tmp_path / "a.parquet")
+    lock = f"dynamodb://cli_{bucket[-8:]}"
+    env = {"AIOICEBERG_WAREHOUSE": f"s3://{bucket}/wh", "AWS_ENDPOINT_URL": moto_endpoint}
+    run("--lock", lock, "create", "db.t", "--schema", str(tmp_path / "a.parquet"), cwd=tmp_path, env=env)
+    run("--lock", lock, "append", "db.t", str(tmp_path / "a.parquet"), cwd=tmp_path, env=env)
+    # by location, no --lock: the table names its commit point, reached through AWS_ENDPOINT_URL
+    run("append", f"s3://{bucket}/wh/db/t", str(tmp_path / "a.parquet"), cwd=tmp_path, env=env)
+    history = run("--lock", lock, "history", "db.t", cwd=tmp_path, env=env).stdout
+    assert "2 snapshot(s)" in history
