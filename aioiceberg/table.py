@@ -322,6 +322,7 @@ class Table(_Evolution):
 
         protocol = self._writer()
         await self.refresh()
+        await protocol.publish_for_readers(self._state)
         return await remove_orphan_files(
             self, older_than, dry_run=dry_run, kept=protocol.reader_files(self._state)
         )

@@ -227,3 +227,46 @@ async def test_orphan_removal_removes_a_killed_writers_temp_files(tmp_path: Path
     assert not any(os.path.exists(p) for p in leftovers)
     assert os.path.exists(recent)  # too young: may be a write in flight
     assert _ids(await (await catalog.load_table("db.t")).scan().to_arrow()) == [0, 1, 2]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("protocol", ["local", "dynamodb"])
+async def test_orphan_removal_brings_readers_by_location_to_the_latest_version(
+    protocol: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A writer killed after its commit point but before the version hint (and, on DynamoDB,
+    the ``v{N}`` copy) leaves readers by location one version behind: maintenance repairs it."""
+    import datetime as dt
+
+    from maint_helpers import duckdb_ids
+    from pyiceberg.table import StaticTable
+
+    from aioiceberg.commit.protocols.base import version_hint_path
+
+    endpoint: str | None = None
+    if protocol == "local":
+        catalog = aioiceberg.connect(str(tmp_path / "wh"))
+        table = await catalog.create_table("db.t", schema=ARROW_SCHEMA)
+        await table.append(rows("a", 0))
+        options: dict[str, Any] = {}
+    else:
+        endpoint = request.getfixturevalue("moto_endpoint")
+        assert endpoint is not None
+        catalog, _, options = await _dynamodb_table(endpoint)
+        table = await catalog.load_table("db.t")
+    await table.append(rows("a", 10))
+    # the crash: the hint still names the version before, and DynamoDB's copy is missing
+    await table.io.write(version_hint_path(table.location), str(table.version - 1).encode())
+    if protocol == "dynamodb":
+        await table.io.delete(version_path(table.location, table.version))
+    py_props = {} if endpoint is None else _pyiceberg_s3(endpoint)
+    stale = StaticTable.from_metadata(table.location, properties=py_props)
+    assert _ids(stale.scan().to_arrow()) == [0, 1, 2]  # the crash is real for readers by location
+
+    await table.remove_orphan_files(older_than=dt.timedelta(0))
+    expected = [0, 1, 2, 10, 11, 12]
+    latest = StaticTable.from_metadata(table.location, properties=py_props)
+    assert _ids(latest.scan().to_arrow()) == expected
+    assert duckdb_ids(table.location, endpoint) == expected
+    by_location = await aioiceberg.load_table(table.location, options or None)
+    assert not by_location.read_only and by_location.version == table.version

@@ -81,6 +81,12 @@ class CommitProtocol(abc.ABC):
         table (besides ``version-hint.text``): never orphans, though no metadata names them."""
         return []
 
+    async def publish_for_readers(self, state: TableState) -> None:
+        """Bring what readers without this protocol look at (the version hint, copies) up to
+        ``state``: a writer killed between its commit point and those writes leaves them behind,
+        and readers by location would see an older version until the next commit."""
+        return None
+
     @abc.abstractmethod
     async def load(self, table_location: str, *, since: TableState | None = None) -> TableState:
         """The latest committed state (``TableNotFoundError`` if none); ``since`` is a known lower bound."""

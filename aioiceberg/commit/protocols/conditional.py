@@ -153,6 +153,9 @@ class ConditionalWriteProtocol(CommitProtocol):
             raise TableNotFoundError(f"{location} vanished while loading") from exc
         return TableState(parse_table_metadata(data, location), location, version)
 
+    async def publish_for_readers(self, state: TableState) -> None:
+        await update_version_hint(self.io, state.metadata.location, state.version)
+
     async def _require(self, table_location: str) -> None:
         await require_conditional_writes(self.io, self.probe_base or table_location)
 

@@ -424,6 +424,16 @@ class DynamoDbProtocol(CommitProtocol):
                 versions.add(int(m.group(1)))
         return [version_path(location, v) for v in sorted(versions) if v > 0]
 
+    async def publish_for_readers(self, state: TableState) -> None:
+        table_location = state.metadata.location
+        copy = version_path(table_location, state.version)
+        if self.options.mode == "lease" or state.metadata_location == copy:
+            await update_version_hint(self.io, table_location, state.version)
+            return
+        with contextlib.suppress(StoreError):
+            data = await self.io.read(state.metadata_location)
+            await self._copy_for_readers(table_location, state.version, data)
+
     @staticmethod
     def table_id(table_location: str) -> str:
         return table_location.rstrip("/")
@@ -570,7 +580,7 @@ class DynamoDbProtocol(CommitProtocol):
             except WriteOutcomeUnknownError:
                 await resolve_unknown_create(self.io, path, data)
             except PreconditionFailedError:
-                return
+                pass  # copied already (by this commit before a crash, or a repair)
             await update_version_hint(self.io, table_location, version)
         except (StoreError, CommitStateUnknownError):
             return
