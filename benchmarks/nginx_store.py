@@ -30,6 +30,8 @@ What it answers, checked with aiobotocore, boto3, PyIceberg and DuckDB (see
   501 ``NotImplemented``; multi-range requests get nginx's multipart answer (S3 ignores them).
 
     python benchmarks/nginx_store.py DIR [--delay-ms 20]   # serve DIR until Ctrl-C
+
+``NGINX=/path/to/nginx`` picks another binary (its ``--modules-path`` must hold the echo module).
 """
 
 from __future__ import annotations
@@ -65,7 +67,10 @@ _INVALIDRANGE = (
 
 
 def nginx_binary() -> str | None:
-    """``nginx`` on PATH, else Debian's /usr/sbin/nginx (not on a non-root user's PATH)."""
+    """``$NGINX`` if set, else ``nginx`` on PATH, else Debian's /usr/sbin/nginx (not on a
+    non-root user's PATH)."""
+    if "NGINX" in os.environ:
+        return shutil.which(os.environ["NGINX"])
     found = shutil.which("nginx")
     if found:
         return found
