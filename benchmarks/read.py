@@ -1,7 +1,12 @@
 """Scan throughput (rows/s, MB/s) of aioiceberg's read path vs PyIceberg and DuckDB, same table, same run.
 
-    python benchmarks/read.py            # 1M rows, local FS, moto, moto + 20 ms latency
+    python benchmarks/read.py            # 1M rows: local FS, moto, moto + 20 ms, nginx + 20 ms
     python benchmarks/read.py --tiny     # seconds-long smoke run (used by the tests)
+    python benchmarks/read.py --stores nginx --latency-ms 20
+
+The nginx store (nginx_store.py) serves a copy of the moto bucket as static files, plus
+``--latency-ms`` per request: unlike moto it costs next to no CPU per GET and keeps
+connections open. Without nginx it is skipped with one line saying what to install.
 
 Each cell is the best of ``--rounds`` runs. MB/s counts the Arrow bytes produced. Each side
 opens its store client once per store and reuses it in every round (ours: one FileIO on one
@@ -128,6 +133,9 @@ class PyIceberg:
         return table.scan(row_filter=row_filter or "True").to_arrow()
 
 
+STORES = ("local", "moto", "moto20ms", "nginx")
+
+
 def duckdb_scan(con: Any, location: str, row_filter: str) -> pa.Table:
     where = f" WHERE {row_filter}" if row_filter else ""
     return con.execute(
@@ -190,7 +198,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--latency-ms", type=float, default=20.0)
+    parser.add_argument(
+        "--latency-ms", type=float, default=20.0, help="per request, for moto20ms and nginx (0: none)"
+    )
+    parser.add_argument(
+        "--stores",
+        default=None,
+        help=f"comma-separated, of {','.join(STORES)} (default: all; --tiny: local,moto,moto20ms)",
+    )
     parser.add_argument("--rss-child", nargs=2, metavar=("LOCATION", "OPTIONS_JSON"))
     parser.add_argument(
         "--per-row-group-requests",
@@ -213,22 +228,43 @@ def main(argv: list[str] | None = None) -> None:
         os._exit(0)
     rows = 20_000 if args.tiny else args.rows
     rounds = 1 if args.tiny else args.rounds
+    wanted = (args.stores or ("local,moto,moto20ms" if args.tiny else ",".join(STORES))).split(",")
+    if set(wanted) - set(STORES):
+        parser.error(f"unknown stores {sorted(set(wanted) - set(STORES))}; known: {','.join(STORES)}")
     from test_read_helpers import duckdb_connection
 
     with ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         moto = stack.enter_context(MotoServer())
-        proxy = stack.enter_context(FaultProxy(moto.url, FaultConfig(delay_ms=args.latency_ms)))
         import boto3
 
         boto3.client("s3", endpoint_url=moto.url, region_name="us-east-1").create_bucket(Bucket="bench")
         local = write_table((tmp / "wh").as_uri(), tmp, rows, {})
-        remote = write_table("s3://bench/wh", tmp, rows, s3_storage_options(moto.url))
-        stores = {
-            "local": (local, {}, None),
-            "moto": (remote, s3_storage_options(moto.url), moto.url),
-            f"moto+{args.latency_ms:g}ms": (remote, s3_storage_options(proxy.url), proxy.url),
-        }
+        # the peak-RSS line streams the local table, so it is always written; S3 ones on demand
+        remote = (
+            write_table("s3://bench/wh", tmp, rows, s3_storage_options(moto.url))
+            if wanted != ["local"]
+            else ""
+        )
+        stores: dict[str, tuple[str, dict[str, str], str | None]] = {}
+        if "local" in wanted:
+            stores["local"] = (local, {}, None)
+        if "moto" in wanted:
+            stores["moto"] = (remote, s3_storage_options(moto.url), moto.url)
+        if "moto20ms" in wanted:
+            proxy = stack.enter_context(FaultProxy(moto.url, FaultConfig(delay_ms=args.latency_ms)))
+            stores[f"moto+{args.latency_ms:g}ms"] = (remote, s3_storage_options(proxy.url), proxy.url)
+        if "nginx" in wanted:
+            from benchmarks.nginx_store import start_or_skip
+            from benchmarks.s3_on_disk import mirror_bucket
+
+            disk = tmp / "nginx-root"
+            nginx = start_or_skip(disk, args.latency_ms)  # None (one line saying why) without nginx
+            if nginx is not None:
+                stack.callback(nginx.stop)
+                mirror_bucket(moto.url, "bench", disk)  # same keys, so the same s3:// paths
+                name = f"nginx+{args.latency_ms:g}ms" if args.latency_ms > 0 else "nginx"
+                stores[name] = (remote, nginx.options(), nginx.url)
         selective = f"id < {rows // 100}"
         lines = [
             f"read benchmark: {rows} rows, 6 columns, 4 files; best of {rounds}"

@@ -62,3 +62,30 @@ class S3OnDiskIO(FileIO):
 
     async def delete(self, location: str, *, if_match: str | None = None) -> None:
         await self.local.delete(self._path(location), if_match=if_match)
+
+
+def mirror_bucket(endpoint: str, bucket: str, root: Path | str) -> int:
+    """Copy every object of ``bucket`` at ``endpoint`` (moto) to ``<root>/<bucket>/<key>``.
+
+    For tables another engine writes (PyIceberg needs a writable store): build on moto with
+    the final ``s3://bucket/...`` paths, then serve the copy with nginx. Returns the count.
+    """
+    import boto3  # type: ignore[import-untyped]
+
+    client = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="x",
+        aws_secret_access_key="x",
+    )
+    target = Path(root) / bucket
+    copied = 0
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for item in page.get("Contents", []):
+            key: str = item["Key"]
+            path = target / key
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+            copied += 1
+    return copied

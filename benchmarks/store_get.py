@@ -1,12 +1,14 @@
-"""Small-object GETs/s through aioiceberg.io vs raw aiobotocore vs s3fs, same moto server, same run.
+"""Small-object GETs/s through aioiceberg.io vs raw aiobotocore vs s3fs, same server, same run.
 
-    python benchmarks/store_get.py            # ~3 s per cell
+    python benchmarks/store_get.py            # ~3 s per cell, against moto
     python benchmarks/store_get.py --tiny     # seconds-long smoke run
     python benchmarks/store_get.py --latency-ms 20   # through the latency proxy (cloud-like)
+    python benchmarks/store_get.py --store nginx --latency-ms 20   # static files, echo_sleep delay
 
 One moto process serves ~450 small GETs/s on a 2-core machine; once every client reaches
 that ceiling the ratio measures moto, not the client. Use --latency-ms to see client
-overhead under realistic round trips.
+overhead under realistic round trips, and ``--store nginx`` (nginx_store.py: next to no
+server CPU per GET, connections kept open) to measure the clients rather than the server.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -70,7 +71,8 @@ async def measure(get: Getter, keys: list[str], concurrency: int, seconds: float
     return done / (time.perf_counter() - start)
 
 
-async def run(endpoint: str, args: argparse.Namespace) -> list[tuple[int, dict[str, float]]]:
+async def run(endpoint: str, args: argparse.Namespace, upload: bool) -> list[tuple[int, dict[str, float]]]:
+    """``upload``: PUT the objects first (moto); nginx serves files written beforehand."""
     from aiobotocore.config import AioConfig
     from aiobotocore.session import AioSession
     from s3fs import S3FileSystem
@@ -98,10 +100,11 @@ async def run(endpoint: str, args: argparse.Namespace) -> list[tuple[int, dict[s
     )
     await fs.set_session()
 
-    await raw.create_bucket(Bucket=BUCKET)
-    keys = [f"obj/{i:05d}" for i in range(args.objects)]
-    body = os.urandom(args.size)
-    await asyncio.gather(*(raw.put_object(Bucket=BUCKET, Key=k, Body=body) for k in keys))
+    keys = object_keys(args.objects)
+    if upload:
+        await raw.create_bucket(Bucket=BUCKET)
+        body = os.urandom(args.size)
+        await asyncio.gather(*(raw.put_object(Bucket=BUCKET, Key=k, Body=body) for k in keys))
 
     async def get_ours(key: str) -> bytes:
         return await ours.read(f"s3://{BUCKET}/{key}")
@@ -132,9 +135,13 @@ async def run(endpoint: str, args: argparse.Namespace) -> list[tuple[int, dict[s
     return rows
 
 
-def report(rows: list[tuple[int, dict[str, float]]], latency_ms: float) -> str:
+def object_keys(count: int) -> list[str]:
+    return [f"obj/{i:05d}" for i in range(count)]
+
+
+def report(rows: list[tuple[int, dict[str, float]]], latency_ms: float, store: str) -> str:
     lines = [
-        f"small-object GETs/s (median of rounds; latency {latency_ms} ms)",
+        f"small-object GETs/s against {store} (median of rounds; latency {latency_ms} ms)",
         "| concurrency | aioiceberg | aiobotocore | s3fs | ours/aiobotocore | ours/s3fs |",
         "| ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
@@ -156,22 +163,51 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--objects", type=int, default=200)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 128])
-    parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument(
+        "--latency-ms", type=float, default=0.0, help="moto: through the latency proxy; nginx: echo_sleep"
+    )
+    parser.add_argument("--store", choices=["moto", "nginx"], default="moto")
     args = parser.parse_args(argv)
     if args.tiny:
         args.seconds, args.rounds, args.objects = 0.15, 1, 20
-    with MotoServer() as moto:
-        proxy = None
-        endpoint = moto.url
-        if args.latency_ms:
-            proxy, endpoint = start_proxy(moto.url, args.latency_ms)
+    if args.store == "nginx":
+        rows = run_nginx(args)
+        if rows is None:  # nginx missing: the store printed what to install
+            return
+    else:
+        with MotoServer() as moto:
+            proxy = None
+            endpoint = moto.url
+            if args.latency_ms:
+                proxy, endpoint = start_proxy(moto.url, args.latency_ms)
+            try:
+                rows = asyncio.run(run(endpoint, args, upload=True))
+            finally:
+                if proxy is not None:
+                    proxy.terminate()
+                    proxy.wait()
+    print(report(rows, args.latency_ms, args.store))
+
+
+def run_nginx(args: argparse.Namespace) -> list[tuple[int, dict[str, float]]] | None:
+    """The same objects as files under a temporary folder, served by nginx (delay: echo_sleep)."""
+    import tempfile
+
+    from benchmarks.nginx_store import start_or_skip
+
+    with tempfile.TemporaryDirectory(prefix="store-get-") as tmp:
+        body = os.urandom(args.size)
+        for key in object_keys(args.objects):
+            path = Path(tmp, BUCKET, key)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(body)
+        nginx = start_or_skip(tmp, args.latency_ms)
+        if nginx is None:
+            return None
         try:
-            rows: Any = asyncio.run(run(endpoint, args))
+            return asyncio.run(run(nginx.url, args, upload=False))
         finally:
-            if proxy is not None:
-                proxy.terminate()
-                proxy.wait()
-    print(report(rows, args.latency_ms))
+            nginx.stop()
 
 
 if __name__ == "__main__":
