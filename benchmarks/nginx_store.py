@@ -121,9 +121,10 @@ def render_config(root: Path, scratch: Path, port: int, delay_ms: float, module:
     # directive is ignored (with a warning) for other users, so it is written only for root.
     user = f"user {pwd.getpwuid(os.geteuid()).pw_name};\n" if os.geteuid() == 0 else ""
     return (
-        (f"load_module {module};\n" if delay_ms > 0 else "")
+        (f'load_module "{module}";\n' if delay_ms > 0 else "")
         + user
-        + f"daemon off; worker_processes 1; pid {scratch}/nginx.pid; error_log {scratch}/error.log warn;\n"
+        + f'daemon off; worker_processes 1; pid "{scratch}/nginx.pid";\n'
+        + f'error_log "{scratch}/error.log" warn;\n'
         # 1000 stays under a non-root user's usual 1024 open-file limit (no warning)
         + "events { worker_connections 1000; }\n"
         + "http {\n"
@@ -131,14 +132,14 @@ def render_config(root: Path, scratch: Path, port: int, delay_ms: float, module:
         + "  keepalive_requests 1000000; keepalive_timeout 300s;\n"
         + "  default_type application/octet-stream;\n"
         + "".join(
-            f"  {kind}_temp_path {tmp};\n" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+            f'  {kind}_temp_path "{tmp}";\n' for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
         )
         + f"  server {{\n    listen 127.0.0.1:{port};\n"
         # without this, try_files answers a PUT of a new key with 404 NoSuchKey
         + "    if ($request_method !~ ^(GET|HEAD)$) {\n"
         + f"      return 501 '{_NOTIMPLEMENTED}';\n    }}\n"
         + (f"    {delay}" if delay else "")
-        + f"    {files} root {root}; try_files $uri =404;\n"
+        + f'    {files} root "{root}"; try_files $uri =404;\n'
         + "      error_page 404 @nosuchkey; error_page 416 @invalidrange; }\n"
         + f"    location @nosuchkey {{ default_type application/xml; return 404 '{_NOSUCHKEY}'; }}\n"
         + f"    location @invalidrange {{ default_type application/xml; return 416 '{_INVALIDRANGE}'; }}\n"
