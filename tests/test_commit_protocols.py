@@ -114,12 +114,14 @@ async def test_four_process_appenders_each_land_exactly_once(setup: Setup) -> No
             f"p{i}",
             "10",
             stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             env=env,
         )
         for i in range(4)
     ]
     outputs = [await p.communicate() for p in procs]
-    assert all(p.returncode == 0 for p in procs)
+    failed = [err.decode()[-3000:] for p, (_, err) in zip(procs, outputs, strict=True) if p.returncode != 0]
+    assert not failed, failed
     acknowledged = [i for out, _ in outputs for i in json.loads(out.decode().strip().splitlines()[-1])]
     assert len(acknowledged) == 4 * 10 * 3
     await check_history(table, acknowledged, 40)

@@ -13,8 +13,9 @@ from servers.plugin import s3_storage_options
 from servers.proxy import FaultProxy, conditional_put
 
 from aioiceberg.errors import ConditionalWritesUnsupportedError, StoreError, WriteOutcomeUnknownError
-from aioiceberg.io import MemoryFileIO, Outcome, S3FileIO, probe, require_conditional_writes
+from aioiceberg.io import FileIO, MemoryFileIO, Outcome, S3FileIO, probe, require_conditional_writes
 from aioiceberg.io.fsspec_io import FsspecFileIO
+from aioiceberg.io.obstore_s3 import ObstoreS3FileIO
 from aioiceberg.io.probe import clear_probe_cache
 from aioiceberg.io.retry import RetryPolicy
 from aioiceberg.io.s3_client import S3Options
@@ -25,12 +26,15 @@ _SCHEMA = pa.schema([pa.field("id", pa.int64())])
 FAST_RETRY = RetryPolicy(max_attempts=12, base_delay=0.005, max_delay=0.1)
 
 
-@pytest.fixture
-async def proxied(fault_proxy: FaultProxy, moto_endpoint: str) -> AsyncIterator[tuple[S3FileIO, str]]:
-    """An S3FileIO talking to moto through the proxy, and a fresh bucket."""
+@pytest.fixture(params=["obstore", "aiobotocore"])
+async def proxied(
+    request: pytest.FixtureRequest, fault_proxy: FaultProxy, moto_endpoint: str
+) -> AsyncIterator[tuple[FileIO, str]]:
+    """Each S3 backend talking to moto through the proxy, and a fresh bucket."""
     bucket = await create_bucket(moto_endpoint)
     base = S3Options.from_storage_options(s3_storage_options(fault_proxy.url))
-    io = S3FileIO(options=dataclasses.replace(base, retry=FAST_RETRY))
+    options = dataclasses.replace(base, retry=FAST_RETRY)
+    io: FileIO = ObstoreS3FileIO(options=options) if request.param == "obstore" else S3FileIO(options=options)
     clear_probe_cache()
     try:
         yield io, f"s3://{bucket}/"
@@ -40,7 +44,7 @@ async def proxied(fault_proxy: FaultProxy, moto_endpoint: str) -> AsyncIterator[
 
 
 async def test_reads_and_idempotent_writes_survive_thirty_percent_slowdowns(
-    proxied: tuple[S3FileIO, str], fault_proxy: FaultProxy
+    proxied: tuple[FileIO, str], fault_proxy: FaultProxy
 ) -> None:
     io, base = proxied
     fault_proxy.configure(slowdown_rate=0.3, seed=1)
@@ -64,7 +68,7 @@ async def test_reads_and_idempotent_writes_survive_thirty_percent_slowdowns(
 
 
 async def test_conditional_writes_are_retried_after_a_slowdown_rejection(
-    proxied: tuple[S3FileIO, str], fault_proxy: FaultProxy
+    proxied: tuple[FileIO, str], fault_proxy: FaultProxy
 ) -> None:
     """503 SlowDown is a definite rejection (the request was not applied), so retrying is safe."""
     io, base = proxied
@@ -76,7 +80,7 @@ async def test_conditional_writes_are_retried_after_a_slowdown_rejection(
 
 
 async def test_a_dropped_response_to_a_create_only_put_is_reported_unknown(
-    proxied: tuple[S3FileIO, str], fault_proxy: FaultProxy
+    proxied: tuple[FileIO, str], fault_proxy: FaultProxy
 ) -> None:
     io, base = proxied
     loc = f"{base}meta/v1.json"
@@ -90,7 +94,7 @@ async def test_a_dropped_response_to_a_create_only_put_is_reported_unknown(
 
 
 async def test_a_dropped_response_to_a_write_if_match_is_reported_unknown(
-    proxied: tuple[S3FileIO, str], fault_proxy: FaultProxy
+    proxied: tuple[FileIO, str], fault_proxy: FaultProxy
 ) -> None:
     io, base = proxied
     loc = f"{base}pointer"
@@ -102,7 +106,7 @@ async def test_a_dropped_response_to_a_write_if_match_is_reported_unknown(
 
 
 async def test_a_dropped_response_to_a_plain_write_is_retried_to_success(
-    proxied: tuple[S3FileIO, str], fault_proxy: FaultProxy
+    proxied: tuple[FileIO, str], fault_proxy: FaultProxy
 ) -> None:
     io, base = proxied
     fault_proxy.configure(drop_filter=lambda r: r.method in {"PUT", "GET"}, drop_next=2)
@@ -125,7 +129,7 @@ async def test_probe_accepts_a_store_that_honours_conditional_writes(moto_endpoi
 
 
 async def test_probe_refuses_a_store_that_ignores_if_none_match(
-    proxied: tuple[S3FileIO, str], fault_proxy: FaultProxy
+    proxied: tuple[FileIO, str], fault_proxy: FaultProxy
 ) -> None:
     """Simulated by stripping the condition headers in the proxy (moto does not verify SigV4)."""
     io, base = proxied
@@ -159,7 +163,7 @@ async def test_probe_on_localstack_reports_no_conditional_delete(localstack_endp
 
 @pytest.mark.parametrize("nth", [1, 2, 3, 4])
 async def test_probe_settles_a_lost_response_on_any_of_its_writes(
-    proxied: tuple[S3FileIO, str], fault_proxy: FaultProxy, nth: int
+    proxied: tuple[FileIO, str], fault_proxy: FaultProxy, nth: int
 ) -> None:
     """The response of the probe's nth conditional PUT is lost after the store applied it."""
     io, base = proxied
@@ -181,7 +185,7 @@ async def test_probe_settles_a_lost_response_on_any_of_its_writes(
 
 
 async def test_probe_that_cannot_decide_says_so_and_is_retryable(
-    proxied: tuple[S3FileIO, str], fault_proxy: FaultProxy
+    proxied: tuple[FileIO, str], fault_proxy: FaultProxy
 ) -> None:
     io, base = proxied
     fault_proxy.configure(drop_filter=lambda r: r.method in {"PUT", "GET"}, drop_next=10_000)

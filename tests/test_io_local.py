@@ -123,9 +123,11 @@ async def test_blocking_file_io_leaves_the_event_loop_free(tmp_path: Path) -> No
 def test_resolve_io_picks_the_backend_from_the_scheme(tmp_path: Path) -> None:
     from aioiceberg.io import MemoryFileIO, S3FileIO
     from aioiceberg.io.fsspec_io import FsspecFileIO
+    from aioiceberg.io.obstore_s3 import ObstoreS3FileIO
 
-    assert isinstance(resolve_io("s3://bucket/key", {"s3.endpoint": "http://x"}), S3FileIO)
-    assert isinstance(resolve_io("s3a://bucket/key"), S3FileIO)
+    assert isinstance(resolve_io("s3://bucket/key", {"s3.endpoint": "http://x"}), ObstoreS3FileIO)
+    assert isinstance(resolve_io("s3a://bucket/key"), ObstoreS3FileIO)
+    assert isinstance(resolve_io("s3://bucket/key", {"io.backend": "aiobotocore"}), S3FileIO)
     assert isinstance(resolve_io(str(tmp_path)), LocalFileIO)
     assert isinstance(resolve_io(tmp_path.as_uri()), LocalFileIO)
     assert isinstance(resolve_io("memory://t/x"), MemoryFileIO)

@@ -10,7 +10,7 @@ from aioiceberg.io.base import FileIO
 
 S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
 
-# storage option forcing the fsspec adapter, e.g. {"io.backend": "fsspec"} for s3:// via s3fs
+# storage option choosing a backend: "fsspec" (s3:// via s3fs), "aiobotocore" (S3 without obstore)
 BACKEND_OPTION = "io.backend"
 
 
@@ -21,8 +21,9 @@ def scheme_of(location: str) -> str:
 
 
 def resolve_io(location: str, storage_options: Mapping[str, Any] | None = None) -> FileIO:
-    """``s3://`` -> S3 (aiobotocore), ``file://`` / paths -> local, ``memory://`` -> shared memory
-    store, any other scheme -> the fsspec adapter."""
+    """``s3://`` -> S3 (obstore; aiobotocore without it or with ``io.backend=aiobotocore``),
+    ``file://`` / paths -> local, ``memory://`` -> shared memory store, any other scheme ->
+    the fsspec adapter (or ``io.backend=fsspec``)."""
     options = dict(storage_options or {})
     scheme = scheme_of(location)
     backend = str(options.pop(BACKEND_OPTION, "native")).lower()
@@ -31,6 +32,11 @@ def resolve_io(location: str, storage_options: Mapping[str, Any] | None = None) 
 
         return FsspecFileIO(scheme, fsspec_options(scheme, options))
     if scheme in S3_SCHEMES:
+        if backend != "aiobotocore":
+            from aioiceberg.io.obstore_s3 import ObstoreS3FileIO, obstore_available
+
+            if obstore_available():
+                return ObstoreS3FileIO(options)
         from aioiceberg.io.s3 import S3FileIO
 
         return S3FileIO(options)

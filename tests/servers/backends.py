@@ -7,11 +7,12 @@ from pathlib import Path
 
 from aioiceberg.io import FileIO, LocalFileIO, MemoryFileIO, S3FileIO
 from aioiceberg.io.fsspec_io import FsspecFileIO
+from aioiceberg.io.obstore_s3 import ObstoreS3FileIO
 from aioiceberg.io.s3_client import get_client
 
 from .plugin import s3_storage_options, unique_bucket_name
 
-BACKENDS = ("memory", "local", "moto", "localstack", "fsspec-s3fs")
+BACKENDS = ("memory", "local", "moto", "moto-aiobotocore", "localstack", "fsspec-s3fs")
 
 
 @dataclass
@@ -43,7 +44,9 @@ async def make_store(name: str, tmp_path: Path, endpoint: str | None = None) -> 
         return Store(name, LocalFileIO(), tmp_path.as_uri() + "/")
     assert endpoint is not None
     bucket = await create_bucket(endpoint)
-    if name in {"moto", "localstack"}:
+    if name in {"moto", "localstack"}:  # the default S3 path: obstore
+        return Store(name, ObstoreS3FileIO(s3_storage_options(endpoint)), f"s3://{bucket}/")
+    if name == "moto-aiobotocore":
         return Store(name, S3FileIO(s3_storage_options(endpoint)), f"s3://{bucket}/")
     if name == "fsspec-s3fs":
         io = FsspecFileIO(
