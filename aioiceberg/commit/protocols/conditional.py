@@ -8,6 +8,8 @@ nothing is listed. Version numbers are never reused: a lost version is simply sk
 
 from __future__ import annotations
 
+import asyncio
+
 from aioiceberg.commit.protocols.base import (
     CommitProtocol,
     TableState,
@@ -140,6 +142,10 @@ class ConditionalWriteProtocol(CommitProtocol):
         return CommitPoint(CONDITIONAL)
 
     async def load(self, table_location: str, *, since: TableState | None = None) -> TableState:
+        if since is None:
+            at_hint = await self._load_at_hint(table_location)
+            if at_hint is not None:
+                return at_hint
         start = since.version if since is not None else None
         version = await find_latest_version(self.io, table_location, start)
         if version is None:
@@ -155,6 +161,25 @@ class ConditionalWriteProtocol(CommitProtocol):
 
     async def publish_for_readers(self, state: TableState) -> None:
         await update_version_hint(self.io, state.metadata.location, state.version)
+
+    async def _load_at_hint(self, table_location: str) -> TableState | None:
+        """The usual case in two round trips: the hint, then ``v{hint}`` read while
+        ``v{hint+1}`` is probed. None when the hint is missing, stale or ahead of the files."""
+        hint = await read_version_hint(self.io, table_location)
+        if hint is None or hint < 1:
+            return None
+        location = version_path(table_location, hint)
+
+        async def read() -> bytes | None:
+            try:
+                return await self.io.read(location)
+            except ObjectNotFoundError:
+                return None
+
+        data, newer = await asyncio.gather(read(), self.io.exists(version_path(table_location, hint + 1)))
+        if data is None or newer:
+            return None
+        return TableState(parse_table_metadata(data, location), location, hint)
 
     async def _require(self, table_location: str) -> None:
         await require_conditional_writes(self.io, self.probe_base or table_location)
