@@ -393,3 +393,117 @@ def test_gc_paused_nests_and_respects_a_disabled_collector() -> None:
             gc.enable()
         else:
             gc.disable()
+
+
+# ---------------------------------------------------------------------------------------------
+# Small manifests decoded together
+
+
+def _small_manifests() -> list[tuple[bytes, ManifestFile]]:
+    """Manifests of one writer (shared header) added by different snapshots at different
+    sequence numbers, with existing and deleted entries, plus ones that cannot share a batch:
+    another spec, v1, an empty one."""
+    files = _awkward_files()
+    out: list[tuple[bytes, ManifestFile]] = []
+    for m in range(9):
+        chunk = files[m * 4 : m * 4 + 5]
+        entries = [
+            ManifestEntry(
+                ManifestEntryStatus.ADDED if i % 3 else ManifestEntryStatus.EXISTING,
+                None if i % 3 else 40 + m,
+                None if i % 3 else m,
+                None if i % 3 else m,
+                f,
+            )
+            for i, f in enumerate(chunk)
+        ]
+        if m % 4 == 1:
+            entries.append(ManifestEntry(ManifestEntryStatus.DELETED, 70, 2, 2, _simple(90 + m, (0, 19000))))
+        path = f"file:///wh/metadata/m{m}.avro"
+        version = 1 if m == 7 else 2
+        data, _ = write_manifest(entries, PRUNE_SPEC, PRUNE_SCHEMA, version, 100 + m, manifest_path=path)
+        mf = ManifestFile(path, len(data), 0, ManifestContent.DATA, 10 + m, 10 + m, 100 + m)
+        out.append((data, mf))
+    other = PartitionSpec(3, (PartitionField((1,), 1000, parse_transform("bucket[4]"), "id_bucket"),))
+    data, _ = write_manifest(
+        [ManifestEntry(ManifestEntryStatus.ADDED, None, None, None, _simple(500, (1,)))],
+        other,
+        PRUNE_SCHEMA,
+        2,
+        300,
+        manifest_path="file:///wh/metadata/other.avro",
+    )
+    out.insert(
+        3,
+        (data, ManifestFile("file:///wh/metadata/other.avro", len(data), 3, ManifestContent.DATA, 5, 5, 300)),
+    )
+    data, _ = write_manifest([], PRUNE_SPEC, PRUNE_SCHEMA, 2, 301, manifest_path="file:///wh/metadata/e.avro")
+    out.append(
+        (data, ManifestFile("file:///wh/metadata/e.avro", len(data), 0, ManifestContent.DATA, 6, 6, 301))
+    )
+    return out
+
+
+@pytest.mark.parametrize("text", ["", "id = 125", "id < 50", "day = '2022-01-09'", "id IS NULL", "false"])
+def test_small_manifests_decoded_together_match_one_by_one(text: str) -> None:
+    from aioiceberg.scan.decode import decode_and_prune_batch
+    from aioiceberg.spec.manifest.columnar import open_columnar_batch
+
+    items = _small_manifests()
+    expr = parse(text) if text else AlwaysTrue()
+    bound = rewrite_not(bind(PRUNE_SCHEMA, expr))
+    specs = {
+        0: PRUNE_SPEC,
+        3: PartitionSpec(3, (PartitionField((1,), 1000, parse_transform("bucket[4]"), "id_bucket"),)),
+    }
+    ctx = PruneContext.build(PRUNE_SCHEMA, specs, bound, True, None)
+    same_writer = [items[i] for i in (0, 1, 2, 4, 5)]
+    assert open_columnar_batch(same_writer) is not None  # the batch path is really taken
+    got = decode_and_prune_batch(items, ctx)
+    want = [decode_and_prune(data, mf, ctx, False) for data, mf in items]
+    assert len(got) == len(want)
+    for g, w, (_, mf) in zip(got, want, items, strict=True):
+        assert _same(g.entries, w.entries), mf.manifest_path
+        assert (g.entries_read, g.skipped_by_partition, g.skipped_by_metrics) == (
+            w.entries_read,
+            w.skipped_by_partition,
+            w.skipped_by_metrics,
+        ), mf.manifest_path
+    assert sum(r.columnar for r in got) >= 5
+
+
+def test_a_batch_refuses_what_it_cannot_decode_alike() -> None:
+    from aioiceberg.spec.manifest.columnar import avro_layout, open_columnar_batch
+
+    items = _small_manifests()
+    v2 = [items[0], items[1]]
+    assert open_columnar_batch(v2) is not None
+    assert open_columnar_batch([items[0], items[3]]) is None  # another spec: another header
+    assert open_columnar_batch([items[8], items[9]]) is None  # v1
+    data, mf = items[0]
+    assert (
+        open_columnar_batch([(data, dataclasses_replace(mf, manifest_length=len(data) + 1)), items[1]])
+        is None
+    )
+    assert avro_layout(data[:-3]) is None  # a cut-off block
+    assert avro_layout(b"not avro") is None
+
+
+def test_a_damaged_manifest_in_a_batch_raises_as_alone() -> None:
+    from aioiceberg.scan.decode import decode_and_prune_batch
+
+    items = _small_manifests()[:3]
+    data, mf = items[1]
+    broken = data[:-20] + bytes(20)
+    items[1] = (broken, mf)
+    ctx = PruneContext.build(PRUNE_SCHEMA, {0: PRUNE_SPEC}, AlwaysTrue(), True, None)
+    with pytest.raises(CorruptFileError):
+        decode_and_prune(broken, mf, ctx, False)
+    with pytest.raises(CorruptFileError):
+        decode_and_prune_batch(items, ctx)
+
+
+def dataclasses_replace(mf: ManifestFile, **changes: Any) -> ManifestFile:
+    import dataclasses
+
+    return dataclasses.replace(mf, **changes)

@@ -11,6 +11,7 @@ repeated key, a negative record count, any other predicate) as "may match".
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ from aioiceberg.spec.types import (
     TimeType,
 )
 
-__all__ = ["prefilter", "prune_columnar"]
+__all__ = ["Pruned", "prefilter", "prune_columnar", "prune_rows"]
 
 _COMPARISONS = frozenset({"lt", "lt_eq", "gt", "gt_eq", "eq"})
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -100,8 +101,29 @@ def prune_columnar(
     metrics: InclusiveMetricsEvaluator | None,
 ) -> tuple[list[ManifestEntry], int, int]:
     """(surviving entries, skipped by partition, skipped by metrics) of one manifest."""
+    pruned = prune_rows(cm, part, metrics)
+    return pruned.entries, len(pruned.by_partition), len(pruned.by_metrics)
+
+
+@dataclass(frozen=True, slots=True)
+class Pruned:
+    """What pruning a columnar manifest (or batch) kept and dropped, by row."""
+
+    entries: list[ManifestEntry]
+    rows: np.ndarray[Any, Any]  # the row of each entry
+    by_partition: np.ndarray[Any, Any]  # rows the partition filter dropped
+    by_metrics: np.ndarray[Any, Any]  # rows the metrics dropped
+
+
+def prune_rows(
+    cm: ColumnarManifest,
+    part: PartitionEvaluator | None,
+    metrics: InclusiveMetricsEvaluator | None,
+) -> Pruned:
+    """Prune ``cm``'s live rows: partition tuples first, then metrics."""
     rows = cm.rows
-    by_partition = by_metrics = 0
+    none = np.empty(0, dtype=np.int64)
+    dropped_part = dropped_metrics = none
     if part is not None and len(rows):
         memo: dict[tuple[Any, ...], bool] = {}
         keep = np.empty(len(rows), dtype=bool)
@@ -110,13 +132,14 @@ def prune_columnar(
             if verdict is None:
                 verdict = memo[p] = part.eval(p)
             keep[i] = verdict
-        by_partition = int(len(rows) - keep.sum())
+        dropped_part = rows[~keep]
         rows = rows[keep]
     if metrics is None or not len(rows):
-        return cm.entries(rows), by_partition, 0
+        return Pruned(cm.entries(rows), rows, dropped_part, none)
     may = prefilter(metrics.expr, cm, rows)
-    by_metrics = int(len(rows) - may.sum())
-    candidates = cm.entries(rows[may])
-    kept = [e for e in candidates if metrics.eval(e.data_file)]
-    by_metrics += len(candidates) - len(kept)
-    return kept, by_partition, by_metrics
+    dropped_metrics = rows[~may]
+    rows = rows[may]
+    candidates = cm.entries(rows)
+    verdicts = np.fromiter((metrics.eval(e.data_file) for e in candidates), dtype=bool, count=len(candidates))
+    kept = [e for e, ok in zip(candidates, verdicts.tolist(), strict=True) if ok]
+    return Pruned(kept, rows[verdicts], dropped_part, np.concatenate([dropped_metrics, rows[~verdicts]]))

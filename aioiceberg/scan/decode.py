@@ -26,17 +26,18 @@ import json
 import multiprocessing
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 import anyio
 import anyio.to_thread
+import numpy as np
 
 from aioiceberg.expressions import InclusiveMetricsEvaluator, PartitionEvaluator
 from aioiceberg.expressions.serde import expression_from_json, expression_to_json
 from aioiceberg.expressions.tree import AlwaysTrue, Expression
-from aioiceberg.scan.columnar import prune_columnar
+from aioiceberg.scan.columnar import prune_columnar, prune_rows
 from aioiceberg.spec.manifest import (
     DataFile,
     ManifestContent,
@@ -44,7 +45,7 @@ from aioiceberg.spec.manifest import (
     ManifestFile,
     iter_manifest_entries,
 )
-from aioiceberg.spec.manifest.columnar import open_columnar
+from aioiceberg.spec.manifest.columnar import avro_layout, open_columnar, open_columnar_batch
 from aioiceberg.spec.partitioning import PartitionSpec
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.schema_json import (
@@ -54,7 +55,15 @@ from aioiceberg.spec.schema_json import (
     schema_to_json,
 )
 
-__all__ = ["DecodeResult", "Decoder", "PruneContext", "decode_and_prune", "shared_decoder"]
+__all__ = [
+    "BatchLane",
+    "DecodeResult",
+    "Decoder",
+    "PruneContext",
+    "decode_and_prune",
+    "decode_and_prune_batch",
+    "shared_decoder",
+]
 
 FILE_PATH_FIELD_ID = 2147483546
 
@@ -191,6 +200,128 @@ def decode_and_prune(
             continue
         kept.append(entry)
     return DecodeResult(kept, read, by_partition, by_metrics)
+
+
+def decode_and_prune_batch(
+    items: Sequence[tuple[bytes, ManifestFile]], ctx: PruneContext
+) -> list[DecodeResult]:
+    """:func:`decode_and_prune` of several manifests, small ones decoded together.
+
+    Manifests that share a header (see :func:`open_columnar_batch`) are joined and decoded
+    in one columnar call, pruned at once and split back per manifest; the rest, and any
+    group the batch path refuses, decode one by one. Results are in the order of ``items``.
+    """
+    ev = _evaluators_for(ctx)
+    results: list[DecodeResult | None] = [None] * len(items)
+    groups: dict[tuple[bytes, int, int], list[int]] = {}
+    for i, (data, mf) in enumerate(items):
+        layout = avro_layout(data) if len(items) > 1 else None
+        if layout is None:
+            results[i] = decode_and_prune(data, mf, ctx, True)
+            continue
+        groups.setdefault((layout.header, mf.content.value, mf.partition_spec_id), []).append(i)
+    for members in groups.values():
+        batch = [items[i] for i in members]
+        decoded = _decode_group(batch, ctx, ev) if len(batch) > 1 else None
+        if decoded is None:
+            decoded = [decode_and_prune(data, mf, ctx, True) for data, mf in batch]
+        for i, result in zip(members, decoded, strict=True):
+            results[i] = result
+    return [r for r in results if r is not None]
+
+
+def _decode_group(
+    batch: list[tuple[bytes, ManifestFile]], ctx: PruneContext, ev: _Evaluators
+) -> list[DecodeResult] | None:
+    content, spec_id = batch[0][1].content, batch[0][1].partition_spec_id
+    columns: frozenset[int] | None = ctx.stats_columns
+    if content == ManifestContent.DELETES and columns is not None:
+        columns = columns | {FILE_PATH_FIELD_ID}
+    cm = open_columnar_batch(batch, columns_needed=columns, discard_deleted=True)
+    if cm is None or cm.owner is None:
+        return None
+    try:
+        pruned = prune_rows(cm, ev.partition(spec_id), ev.metrics)
+    except Exception:  # never trusted over the reference decoder
+        return None
+    k = len(batch)
+    owner = cm.owner
+    live = np.bincount(owner[cm.rows], minlength=k)
+    by_part = np.bincount(owner[pruned.by_partition], minlength=k)
+    by_metrics = np.bincount(owner[pruned.by_metrics], minlength=k)
+    kept: list[list[ManifestEntry]] = [[] for _ in range(k)]
+    for entry, m in zip(pruned.entries, owner[pruned.rows].tolist(), strict=True):
+        kept[m].append(entry)
+    return [
+        DecodeResult(kept[m], int(live[m]), int(by_part[m]), int(by_metrics[m]), columnar=True)
+        for m in range(k)
+    ]
+
+
+class BatchLane:
+    """Decodes small manifests together: whatever has arrived while the lane's threads were
+    busy is decoded in one call (see :func:`decode_and_prune_batch`).
+
+    A manifest that arrives to an idle lane is decoded at once, alone, so the first task of
+    a plan waits for one decode only; under load batches grow up to ``max_entries`` entries
+    or ``max_manifests`` manifests, which bounds memory and keeps results streaming.
+    """
+
+    def __init__(
+        self,
+        ctx: PruneContext,
+        limiter: anyio.CapacityLimiter,
+        *,
+        max_entries: int = 4096,
+        max_manifests: int = 64,
+    ) -> None:
+        self.ctx = ctx
+        self.limiter = limiter
+        self.max_entries = max_entries
+        self.max_manifests = max_manifests
+        self._pending: list[tuple[bytes, ManifestFile, asyncio.Future[DecodeResult]]] = []
+        self.batches = 0  # decode calls made, for metrics and tests
+
+    def _take(self) -> list[tuple[bytes, ManifestFile, asyncio.Future[DecodeResult]]]:
+        taken: list[tuple[bytes, ManifestFile, asyncio.Future[DecodeResult]]] = []
+        entries = 0
+        while self._pending and len(taken) < self.max_manifests and entries < self.max_entries:
+            item = self._pending.pop(0)
+            taken.append(item)
+            entries += (item[1].added_files_count or 0) + (item[1].existing_files_count or 0)
+        return taken
+
+    async def decode(self, data: bytes, manifest: ManifestFile) -> DecodeResult:
+        done: asyncio.Future[DecodeResult] = asyncio.get_running_loop().create_future()
+        self._pending.append((data, manifest, done))
+        async with self.limiter:
+            while not done.done():
+                batch = self._take()
+                if not batch:
+                    break
+                self.batches += 1
+                try:
+                    results = await anyio.to_thread.run_sync(
+                        decode_and_prune_batch, [(d, m) for d, m, _ in batch], self.ctx
+                    )
+                except Exception as exc:  # each waiter raises it (a corrupt manifest, say)
+                    for _, _, fut in batch:
+                        if not fut.done():
+                            fut.set_exception(exc)
+                    continue
+                for (_, _, fut), result in zip(batch, results, strict=True):
+                    if not fut.done():
+                        fut.set_result(
+                            DecodeResult(
+                                result.entries,
+                                result.entries_read,
+                                result.skipped_by_partition,
+                                result.skipped_by_metrics,
+                                True,
+                                result.columnar,
+                            )
+                        )
+        return await done
 
 
 def _warm() -> int:

@@ -39,7 +39,7 @@ from aioiceberg.scan.cache import (
     default_manifest_cache,
     estimate_size,
 )
-from aioiceberg.scan.decode import DecodeResult, PruneContext, shared_decoder
+from aioiceberg.scan.decode import BatchLane, DecodeResult, PruneContext, shared_decoder
 from aioiceberg.scan.delete_index import DeleteIndex
 from aioiceberg.scan.metrics import ScanMetrics
 from aioiceberg.scan.snapshot_select import select_snapshot
@@ -299,15 +299,19 @@ class TableScan:
         if fetched is not None:
             fetched.set()
         m.bytes_fetched += len(data)
-        columnar = lanes.columnar and self._columnar_for(mf)
-        result: DecodeResult = await shared_decoder(self.decode_workers).decode(
-            data,
-            mf,
-            self._ctx,
-            processes=lanes.processes,
-            thread_lane=lanes.columnar_lane if columnar else lanes.fastavro_lane,
-            columnar=columnar,
-        )
+        columnar = lanes.columnar
+        result: DecodeResult
+        if columnar and not self._columnar_for(mf):
+            result = await lanes.batches.decode(data, mf)  # small: decoded with its neighbours
+        else:
+            result = await shared_decoder(self.decode_workers).decode(
+                data,
+                mf,
+                self._ctx,
+                processes=lanes.processes,
+                thread_lane=lanes.columnar_lane if columnar else lanes.fastavro_lane,
+                columnar=columnar,
+            )
         del data
         m.manifests_read += 1
         if not result.in_process:
@@ -345,8 +349,7 @@ class TableScan:
         index_ready: anyio.Event,
     ) -> None:
         total_bytes = sum(mf.manifest_length for mf in data) + sum(mf.manifest_length for mf in deletes)
-        small = any(not self._columnar_for(mf) for mf in [*data, *deletes])
-        lanes = _Lanes(self, total_bytes >= self.process_threshold_bytes, small)
+        lanes = _Lanes(self, total_bytes >= self.process_threshold_bytes)
         io_limiter = anyio.CapacityLimiter(self.io_concurrency)
         unpartitioned = {i for i, s in self.specs.items() if not s.fields}
         work: Iterator[ManifestFile] = iter([*deletes, *data])
@@ -481,17 +484,19 @@ class TableScan:
 
 
 class _Lanes:
-    """How one plan decodes: columnar in threads until a manifest needs fastavro, then
-    fastavro (in worker processes when the plan is big enough) for the rest."""
+    """How one plan decodes: columnar in threads (small manifests in batches) until a
+    manifest needs fastavro, then fastavro (in worker processes when the plan is big
+    enough) for the rest."""
 
-    def __init__(self, scan: TableScan, big: bool, small_manifests: bool) -> None:
+    def __init__(self, scan: TableScan, big: bool) -> None:
         self._scan = scan
         self._big = big
         self.columnar = scan.columnar
         self.columnar_lane = anyio.CapacityLimiter(max(1, scan.decode_workers))
+        self.batches = BatchLane(scan._ctx, self.columnar_lane)
         self.fastavro_lane = anyio.CapacityLimiter(1)
         self.processes = False
-        if not self.columnar or small_manifests:
+        if not self.columnar:
             self._use_processes()
 
     def _use_processes(self) -> None:

@@ -42,12 +42,15 @@ from aioiceberg.spec.manifest.reader import (
 )
 
 __all__ = [
+    "AvroLayout",
     "BoundColumn",
     "ColumnarManifest",
+    "avro_layout",
     "columnar_available",
     "frozen_builder",
     "gc_paused",
     "open_columnar",
+    "open_columnar_batch",
 ]
 
 _T = TypeVar("_T")
@@ -223,8 +226,13 @@ class ColumnarManifest:
         partition_casts: list[pa.DataType | None],
         columns_needed: frozenset[int] | None,
         discard_deleted: bool,
+        batch: tuple[np.ndarray[Any, Any], Sequence[ManifestFile]] | None = None,
     ) -> None:
+        """``batch``: the rows come from several manifests (see :func:`open_columnar_batch`):
+        each row's manifest index, and those manifests, whose values rows inherit."""
         self.meta = meta
+        self.owner: np.ndarray[Any, Any] | None = batch[0] if batch is not None else None
+        self.manifests: Sequence[ManifestFile] = batch[1] if batch is not None else ()
         self.columns_needed = columns_needed
         self.entries_read = table.num_rows
         self._top: dict[str, pa.Array] = {
@@ -388,7 +396,17 @@ class ColumnarManifest:
             spec_id = meta.partition_spec_id if meta.partition_spec_id is not None else 0
         if v1 and inherit_seq is None:
             inherit_seq = 0
-        inherit_all = inherit_seq == 0
+        inherit: Iterable[tuple[int | None, int | None, bool]]
+        if self.owner is not None and self.manifests:
+            spec_id = self.manifests[0].partition_spec_id
+            per_manifest = [
+                (mf.added_snapshot_id, 0 if v1 and mf.sequence_number is None else mf.sequence_number)
+                for mf in self.manifests
+            ]
+            by_manifest = [(snap, seq, seq == 0) for snap, seq in per_manifest]
+            inherit = [by_manifest[i] for i in self.owner[rows_np].tolist()]
+        else:
+            inherit = repeat((inherit_snapshot, inherit_seq, inherit_seq == 0), n)
 
         def pick(arr: pa.Array | None) -> Iterable[Any]:
             if arr is None:
@@ -425,19 +443,16 @@ class ColumnarManifest:
             df("referenced_data_file"),
             df("content_offset"),
             df("content_size_in_bytes"),
+            inherit,
             strict=True,
         )
 
-        return self._build(columns, inherit_snapshot, inherit_seq, inherit_all, spec_id)
+        return self._build(columns, spec_id)
 
     @staticmethod
-    def _build(
-        columns: Iterable[tuple[Any, ...]],
-        inherit_snapshot: int | None,
-        inherit_seq: int | None,
-        inherit_all: bool,
-        spec_id: int,
-    ) -> list[ManifestEntry]:
+    def _build(columns: Iterable[tuple[Any, ...]], spec_id: int) -> list[ManifestEntry]:
+        """Entries from rows of columns; each row ends with what it inherits from its manifest
+        (snapshot id, sequence number, whether every entry inherits it: v1 and sequence 0)."""
         ADDED = ManifestEntryStatus.ADDED
         STATUS, CONTENT, FORMATS = _STATUS, _CONTENT_OR_DATA, _FORMATS
         new_file, new_entry = _NEW_DATA_FILE, _NEW_ENTRY
@@ -468,6 +483,7 @@ class ColumnarManifest:
             referenced,
             content_offset,
             content_size,
+            (inherit_snapshot, inherit_seq, inherit_all),
         ) in columns:
             status = STATUS[status_value]
             if snapshot_id is None:
@@ -565,6 +581,144 @@ def open_columnar(
         needed = frozenset(columns_needed) if columns_needed is not None else None
         return ColumnarManifest(meta, table, manifest, casts, needed, discard_deleted)
     except Exception:  # the fastavro reader decides what this file is
+        return None
+
+
+_AVRO_MAGIC = b"Obj\x01"
+
+
+def _read_long(buf: bytes, pos: int) -> tuple[int, int]:
+    """An Avro zig-zag varint at ``pos``: (value, next position); IndexError when truncated."""
+    shift = result = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+@dataclass(frozen=True, slots=True)
+class AvroLayout:
+    """Where an Avro container's parts are: its header (magic and metadata, without the sync
+    marker), the marker, and each data block (count, size and bytes; marker excluded)."""
+
+    header: bytes
+    sync: bytes
+    blocks: tuple[tuple[int, int], ...]
+    rows: int
+
+
+def avro_layout(data: bytes) -> AvroLayout | None:
+    """The container's layout, or None when it is not well formed (the fastavro reader then
+    says what is wrong)."""
+    try:
+        if data[:4] != _AVRO_MAGIC:
+            return None
+        pos = 4
+        while True:
+            count, pos = _read_long(data, pos)
+            if count == 0:
+                break
+            if count < 0:
+                count = -count
+                _, pos = _read_long(data, pos)
+            for _ in range(count):
+                for _ in range(2):  # key, value
+                    length, pos = _read_long(data, pos)
+                    if length < 0:
+                        return None
+                    pos += length
+        header, sync = data[:pos], data[pos : pos + 16]
+        pos += 16
+        if len(sync) != 16 or pos > len(data):
+            return None
+        blocks: list[tuple[int, int]] = []
+        rows = 0
+        while pos < len(data):
+            start = pos
+            count, pos = _read_long(data, pos)
+            size, pos = _read_long(data, pos)
+            if count < 0 or size < 0:
+                return None
+            pos += size
+            if data[pos : pos + 16] != sync:
+                return None
+            blocks.append((start, pos))
+            rows += count
+            pos += 16
+    except (IndexError, ValueError):
+        return None
+    return AvroLayout(header, sync, tuple(blocks), rows)
+
+
+def open_columnar_batch(
+    items: Sequence[tuple[bytes, ManifestFile]],
+    *,
+    columns_needed: Iterable[int] | None = None,
+    discard_deleted: bool = False,
+) -> ColumnarManifest | None:
+    """Decode several manifests in one call, or None when they cannot share one.
+
+    Small manifests cost the columnar decoder more per file than per entry. Manifests whose
+    headers are byte for byte the same (one schema, spec, codec and format version: what
+    one writer produces) have data blocks any of their readers decodes alike, so their blocks
+    are joined under one header and decoded at once. Rows remember their manifest
+    (``owner``) and inherit its snapshot id and sequence number. Anything unusual (a header
+    that differs, a length the manifest list disputes, v1, v3 row ids to assign) is None:
+    the caller decodes those manifests one by one, which also says what is wrong.
+    """
+    if len(items) < 2 or _polars() is None:
+        return None
+    first_data, first_mf = items[0]
+    layouts = [avro_layout(data) for data, _ in items]
+    first = layouts[0]
+    if first is None:
+        return None
+    for (data, mf), layout in zip(items, layouts, strict=True):
+        if (
+            layout is None
+            or layout.header != first.header
+            or mf.manifest_length != len(data)
+            or mf.content != first_mf.content
+            or mf.partition_spec_id != first_mf.partition_spec_id
+            or mf.first_row_id is not None
+        ):
+            return None
+    try:
+        reader, meta = _open_manifest(first_data, first_mf, None)
+    except Exception:
+        return None
+    if meta.format_version == 1:
+        return None
+    schema = reader.writer_schema
+    named = _named_types(schema, {})
+    data_file_schema = _non_null(_fields(schema)["data_file"].get("type"), named)
+    partition_schema = _non_null(_fields(data_file_schema).get("partition", {}).get("type"), named)
+    casts = _partition_casts(partition_schema, named)
+    if casts is None:
+        return None
+    parts: list[bytes] = [first.header, first.sync]
+    counts: list[int] = []
+    for (data, _), layout in zip(items, layouts, strict=True):
+        assert layout is not None
+        for start, end in layout.blocks:
+            parts.append(data[start:end])
+            parts.append(first.sync)
+        counts.append(layout.rows)
+    try:
+        table = _to_arrow(b"".join(parts))
+        if table.num_rows != sum(counts):
+            return None
+        owner = np.repeat(np.arange(len(items), dtype=np.int64), counts)
+        needed = frozenset(columns_needed) if columns_needed is not None else None
+        return ColumnarManifest(
+            meta, table, None, casts, needed, discard_deleted, batch=(owner, [mf for _, mf in items])
+        )
+    except Exception:  # the fastavro reader decides what these files are
         return None
 
 
