@@ -9,8 +9,8 @@ from typing import Any, cast
 import pyarrow as pa
 
 from aioiceberg.io import FileIO
-from aioiceberg.read import ScanStats, read_tasks, read_to_table
 from aioiceberg.scan import TableScan
+from aioiceberg.scan.metrics import ScanStats
 from aioiceberg.spec.metadata import TableMetadata
 from aioiceberg.spec.name_mapping import (
     DEFAULT_NAME_MAPPING_PROPERTY,
@@ -77,6 +77,8 @@ class Scan:
 
     async def to_batches(self) -> AsyncIterator[pa.RecordBatch]:
         """Stream the matching rows as Arrow batches; memory stays bounded by the files in flight."""
+        from aioiceberg.read import read_tasks  # the read path: not imported by plans
+
         async with (
             aclosing(self._tasks()) as tasks,
             aclosing(
@@ -97,6 +99,8 @@ class Scan:
                 yield batch
 
     async def to_arrow(self) -> pa.Table:
+        from aioiceberg.read import read_to_table
+
         async with aclosing(self._tasks()) as tasks:
             return await read_to_table(
                 self.io,

@@ -42,6 +42,7 @@ from aioiceberg.read.deletes import DeleteCache, TaskDeletes, deleted_mask
 from aioiceberg.read.formats import decode_file
 from aioiceberg.read.parquet import ParquetSource, open_parquet
 from aioiceberg.read.projection import project_columns
+from aioiceberg.scan.metrics import ScanStats
 from aioiceberg.spec.arrow import field_id_of, schema_to_arrow
 from aioiceberg.spec.manifest.data_file import FileFormat
 from aioiceberg.spec.name_mapping import NameMapping, apply_name_mapping
@@ -75,17 +76,6 @@ def output_arrow_schema(
     if include_pos:
         schema = schema.append(pa.field("_pos", pa.int64(), False, {b"PARQUET:field_id": b"2147483645"}))
     return schema
-
-
-@dataclass
-class ScanStats:
-    """Counters of one read, for tests and metrics."""
-
-    files: int = 0
-    row_groups_total: int = 0
-    row_groups_read: int = 0
-    bytes_fetched: int = 0
-    delete_files_read: int = 0
 
 
 def _referenced_ids(expr: Expression) -> set[int]:

@@ -117,6 +117,7 @@ class DecodeResult:
     skipped_by_metrics: int
     in_process: bool = False
     columnar: bool = False
+    refused: bool = False  # the columnar decoder was asked and could not read it (v1, say)
 
 
 class _Evaluators:
@@ -199,7 +200,7 @@ def decode_and_prune(
             by_metrics += 1
             continue
         kept.append(entry)
-    return DecodeResult(kept, read, by_partition, by_metrics)
+    return DecodeResult(kept, read, by_partition, by_metrics, refused=columnar)
 
 
 def decode_and_prune_batch(
@@ -216,15 +217,15 @@ def decode_and_prune_batch(
     groups: dict[tuple[bytes, int, int], list[int]] = {}
     for i, (data, mf) in enumerate(items):
         layout = avro_layout(data) if len(items) > 1 else None
-        if layout is None:
-            results[i] = decode_and_prune(data, mf, ctx, True)
+        if layout is None:  # alone, a small manifest decodes faster with fastavro
+            results[i] = decode_and_prune(data, mf, ctx, False)
             continue
         groups.setdefault((layout.header, mf.content.value, mf.partition_spec_id), []).append(i)
     for members in groups.values():
         batch = [items[i] for i in members]
         decoded = _decode_group(batch, ctx, ev) if len(batch) > 1 else None
         if decoded is None:
-            decoded = [decode_and_prune(data, mf, ctx, True) for data, mf in batch]
+            decoded = [decode_and_prune(data, mf, ctx, len(batch) > 1) for data, mf in batch]
         for i, result in zip(members, decoded, strict=True):
             results[i] = result
     return [r for r in results if r is not None]
@@ -319,6 +320,7 @@ class BatchLane:
                                 result.skipped_by_metrics,
                                 True,
                                 result.columnar,
+                                result.refused,
                             )
                         )
         return await done
@@ -434,6 +436,7 @@ class Decoder:
             out.skipped_by_metrics,
             True,
             out.columnar,
+            out.refused,
         )
 
     def shutdown(self) -> None:

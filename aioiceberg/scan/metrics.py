@@ -36,3 +36,15 @@ class ScanMetrics:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass
+class ScanStats:
+    """Counters of one read, for tests and metrics (here, not beside the reader, so that a
+    plan imports nothing of the read path)."""
+
+    files: int = 0
+    row_groups_total: int = 0
+    row_groups_read: int = 0
+    bytes_fetched: int = 0
+    delete_files_read: int = 0

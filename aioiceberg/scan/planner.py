@@ -318,7 +318,7 @@ class TableScan:
             m.decoded_in_processes += 1
         if result.columnar:
             m.decoded_columnar += 1
-        elif columnar and mf.content == ManifestContent.DATA:
+        elif result.refused and mf.content == ManifestContent.DATA:
             lanes.fell_back()
         m.entries_read += result.entries_read
         m.entries_skipped_by_partition += result.skipped_by_partition
