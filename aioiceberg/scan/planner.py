@@ -50,7 +50,7 @@ from aioiceberg.spec.manifest import (
     ManifestFile,
     read_manifest_list,
 )
-from aioiceberg.spec.manifest.columnar import columnar_available, frozen_builder, gc_paused
+from aioiceberg.spec.manifest.columnar import columnar_available, frozen_builder, gc_paused, warm_columnar
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
 from aioiceberg.spec.partitioning import PartitionSpec
 from aioiceberg.spec.schema import Schema
@@ -494,6 +494,8 @@ class _Lanes:
         self.columnar = scan.columnar
         self.columnar_lane = anyio.CapacityLimiter(max(1, scan.decode_workers))
         self.batches = BatchLane(scan._ctx, self.columnar_lane)
+        if self.columnar:
+            warm_columnar()  # while the first manifests are fetched
         self.fastavro_lane = anyio.CapacityLimiter(1)
         self.processes = False
         if not self.columnar:

@@ -51,6 +51,7 @@ __all__ = [
     "gc_paused",
     "open_columnar",
     "open_columnar_batch",
+    "warm_columnar",
 ]
 
 _T = TypeVar("_T")
@@ -71,6 +72,37 @@ def _polars() -> Any:
                 else:
                     _polars_module.append(polars)
     return _polars_module[0]
+
+
+_warm_started = threading.Event()
+
+
+def warm_columnar() -> None:
+    """Import polars and make its first Avro decode in a thread of its own, once.
+
+    polars' first ``read_avro(...).to_arrow()`` costs ~20 ms beyond the import (lazy set-up
+    on its side); a plan that will batch-decode starts this while it fetches, so its first
+    batch does not pay it.
+    """
+    if _warm_started.is_set():
+        return
+    with _POLARS_LOCK:
+        if _warm_started.is_set():
+            return
+        _warm_started.set()
+
+    def warm() -> None:
+        import fastavro
+
+        buf = io.BytesIO()
+        schema = {"type": "record", "name": "warm", "fields": [{"name": "a", "type": "long"}]}
+        fastavro.writer(buf, schema, [{"a": 1}])
+        try:
+            _to_arrow(buf.getvalue())
+        except Exception:  # only a warm-up: the real decode reports its own failures
+            pass
+
+    threading.Thread(target=warm, name="aioiceberg-columnar-warm", daemon=True).start()
 
 
 _STATUS = {s.value: s for s in ManifestEntryStatus}
