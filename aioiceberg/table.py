@@ -535,6 +535,50 @@ class Transaction(_Evolution):
             change.operation = Operation.APPEND  # nothing replaced: as PyIceberg, an append
         self._stage_row_level(change)
 
+    async def overwrite_data_files(
+        self,
+        data_files: Iterable[DataFile],
+        overwrite_filter: Any = None,
+        snapshot_properties: Mapping[str, str] | None = None,
+        case_sensitive: bool = True,
+    ) -> None:
+        """:meth:`overwrite` with data files already written (by Spark executors, say): the
+        rows matching ``overwrite_filter`` (default: all) are replaced by ``data_files``,
+        which the transaction then owns (deleted if it fails)."""
+        from aioiceberg.commit.overwrite import RowLevelChange
+        from aioiceberg.expressions import AlwaysTrue
+        from aioiceberg.rowlevel import plan_delete
+        from aioiceberg.spec.metadata import Operation
+
+        md = self._row_level_base()
+        change = await plan_delete(
+            self.table.io,
+            md,
+            AlwaysTrue() if overwrite_filter is None else overwrite_filter,
+            new_files=list(data_files),
+            case_sensitive=case_sensitive,
+            snapshot_properties=snapshot_properties,
+            operation=Operation.OVERWRITE,
+            isolation="serializable",
+        )
+        if isinstance(change, RowLevelChange) and not change.removed and not change.added_delete_files:
+            change.operation = Operation.APPEND
+        self._stage_row_level(change)
+
+    async def replace_partitions(
+        self, data_files: Iterable[DataFile], snapshot_properties: Mapping[str, str] | None = None
+    ) -> None:
+        """:meth:`dynamic_partition_overwrite` with data files already written: the partitions
+        they fall in are replaced by them (the transaction owns them)."""
+        from aioiceberg.rowlevel import plan_replace_partitions
+
+        md = self._row_level_base()
+        self._stage_row_level(
+            await plan_replace_partitions(
+                self.table.io, md, list(data_files), snapshot_properties=snapshot_properties
+            )
+        )
+
     async def dynamic_partition_overwrite(
         self, df: pa.Table, snapshot_properties: Mapping[str, str] | None = None
     ) -> None:

@@ -233,3 +233,81 @@ def test_failed_write_job_leaves_no_data_files_behind(spark: Any, tmp_path: Path
     after = set(data_dir.rglob("*.parquet")) if data_dir.exists() else set()
     assert after <= before
     assert table.refresh().current_snapshot() is None
+
+
+def _by_region(table: sync.Table) -> dict[str, list[int]]:
+    data = table.refresh().scan().to_arrow()
+    out: dict[str, list[int]] = {}
+    for i, region in zip(data["id"].to_pylist(), data["region"].to_pylist(), strict=True):
+        out.setdefault(region, []).append(i)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def test_unknown_options_are_errors_that_name_them(spark: Any, tmp_path: Path) -> None:
+    table = make_table(str(tmp_path / "wh"))
+    with pytest.raises(Exception, match="splitsize"):
+        spark.read.format("aioiceberg").option("splitsize", "1").load(table.location).collect()
+    df = spark.createDataFrame(rows(100, 3).to_pylist()).select("id", "region", "v")
+    with pytest.raises(Exception, match="overwrite-mode"):  # an overwrite option on an append
+        df.write.format("aioiceberg").mode("append").option("overwrite-mode", "dynamic").save(table.location)
+    with pytest.raises(Exception, match="overwrite-mod"):
+        df.write.format("aioiceberg").mode("overwrite").option("overwrite-mod", "dynamic").save(
+            table.location
+        )
+    with pytest.raises(Exception, match="snapshot-id"):
+        df.write.format("aioiceberg").mode("append").option("snapshot-id", "1").save(table.location)
+    assert len(table.refresh().snapshots()) == 3
+
+
+def test_dynamic_overwrite_replaces_exactly_the_partitions_written(spark: Any, tmp_path: Path) -> None:
+    table = make_table(str(tmp_path / "wh"))
+    before = _by_region(table)
+    eu = spark.createDataFrame([{"id": 1000 + i, "region": "eu", "v": 0.5} for i in range(4)]).select(
+        "id", "region", "v"
+    )
+    eu.write.format("aioiceberg").mode("overwrite").option("overwrite-mode", "dynamic").save(table.location)
+    after = _by_region(table)
+    assert after == {**before, "eu": [1000, 1001, 1002, 1003]}
+    assert duckdb_ids(table.metadata_location) == sorted(i for v in after.values() for i in v)
+    summary = table.current_snapshot().summary  # type: ignore[union-attr]
+    assert summary is not None and summary.properties.get("replace-partitions") == "true"
+
+
+def test_overwrite_by_filter_replaces_matching_rows_and_checks_what_it_writes(
+    spark: Any, tmp_path: Path
+) -> None:
+    table = make_table(str(tmp_path / "wh"))
+    before = _by_region(table)
+    us = spark.createDataFrame([{"id": 2000 + i, "region": "us", "v": 1.0} for i in range(3)]).select(
+        "id", "region", "v"
+    )
+    us.write.format("aioiceberg").mode("overwrite").option("overwrite-filter", "region = 'us'").save(
+        table.location
+    )
+    assert _by_region(table) == {**before, "us": [2000, 2001, 2002]}
+    snapshots = len(table.snapshots())
+    data_dir = Path(table.location) / "data"
+    files_before = set(data_dir.rglob("*.parquet"))
+    stray = spark.createDataFrame(
+        [{"id": 3000, "region": "us", "v": 1.0}, {"id": 3001, "region": "eu", "v": 1.0}]
+    ).select("id", "region", "v")
+    with pytest.raises(Exception, match="do not match overwrite-filter"):
+        stray.write.format("aioiceberg").mode("overwrite").option("overwrite-filter", "region = 'us'").save(
+            table.location
+        )
+    assert len(table.refresh().snapshots()) == snapshots
+    assert set(data_dir.rglob("*.parquet")) <= files_before
+
+
+def test_a_rerun_with_the_same_idempotency_key_is_a_no_op(spark: Any, tmp_path: Path) -> None:
+    table = make_table(str(tmp_path / "wh"))
+    df = spark.createDataFrame(rows(700, 5).to_pylist()).select("id", "region", "v")
+    for _ in range(2):
+        df.write.format("aioiceberg").mode("append").option("idempotency-key", "load-2024-05-01").option(
+            "snapshot-property.job", "nightly"
+        ).save(table.location)
+    table.refresh()
+    assert len(table.snapshots()) == 4
+    summary = table.current_snapshot().summary  # type: ignore[union-attr]
+    assert summary is not None and summary.properties.get("job") == "nightly"
+    assert sorted(table.scan().to_arrow()["id"].to_pylist()) == [*range(90), *range(700, 705)]

@@ -32,6 +32,10 @@ _ALIASES: dict[str, tuple[str, ...]] = {
 }
 
 
+S3_OPTION_ALIASES = _ALIASES
+"""Every storage-option spelling the S3 client understands, by setting."""
+
+
 def _truthy(value: object) -> bool:
     return str(value).strip().lower() in {"1", "true", "yes", "on"}
 

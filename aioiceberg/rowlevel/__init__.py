@@ -5,6 +5,7 @@ from aioiceberg.rowlevel.changes import (
     DELETE_MODE,
     plan_delete,
     plan_dynamic_partition_overwrite,
+    plan_replace_partitions,
     plan_upsert,
 )
 from aioiceberg.rowlevel.files import (
@@ -22,6 +23,7 @@ __all__ = [
     "Selection",
     "plan_delete",
     "plan_dynamic_partition_overwrite",
+    "plan_replace_partitions",
     "plan_upsert",
     "select_by_filter",
     "select_by_partitions",

@@ -52,6 +52,7 @@ __all__ = [
     "DELETE_MODE",
     "plan_delete",
     "plan_dynamic_partition_overwrite",
+    "plan_replace_partitions",
     "plan_upsert",
 ]
 
@@ -166,14 +167,16 @@ async def plan_delete(
     delete_filter: Expression | str,
     *,
     new_rows: pa.Table | None = None,
+    new_files: Sequence[DataFile] = (),
     case_sensitive: bool = True,
     snapshot_properties: Mapping[str, str] | None = None,
     branch: str = MAIN_BRANCH,
     operation: Operation | None = None,
     isolation: str | None = None,
 ) -> RowLevelChange | None:
-    """Delete the rows matching ``delete_filter`` (and add ``new_rows``): one change, or
-    None when nothing matches and nothing is added.
+    """Delete the rows matching ``delete_filter`` (and add ``new_rows`` and the data files
+    ``new_files`` someone already wrote, which the change then owns): one change, or None
+    when nothing matches and nothing is added.
 
     Files proven to match whole are dropped; partly matching ones are rewritten, or get
     position deletes when the table says ``write.delete.mode=merge-on-read`` (v2 only: v3
@@ -199,6 +202,7 @@ async def plan_delete(
                 added_data = await _write_rows(io, md, kept)
         if new_rows is not None:
             added_data += await _write_rows(io, md, new_rows)
+        added_data += new_files
     except BaseException:
         await _cleanup(io, [*added_data, *added_deletes])
         raise
@@ -241,6 +245,22 @@ async def plan_dynamic_partition_overwrite(
     On an unpartitioned table that is the whole table, as Java's ``ReplacePartitions``.
     """
     added = await _write_rows(io, md, data)
+    return await plan_replace_partitions(
+        io, md, added, snapshot_properties=snapshot_properties, branch=branch
+    )
+
+
+async def plan_replace_partitions(
+    io: FileIO,
+    md: TableMetadata,
+    added: Sequence[DataFile],
+    *,
+    snapshot_properties: Mapping[str, str] | None = None,
+    branch: str = MAIN_BRANCH,
+) -> RowLevelChange | None:
+    """Replace the partitions the data files ``added`` (already written, now owned by the
+    change) fall in with those files: a dynamic partition overwrite of files."""
+    added = list(added)
     if not added:
         return None
     try:

@@ -37,10 +37,12 @@ from pyspark.sql.types import StructType
 
 from aioiceberg import sync
 from aioiceberg._sync import runner
-from aioiceberg.errors import ReadOnlyTableError, UnsupportedError, ValidationError
+from aioiceberg.errors import ReadOnlyTableError, ValidationError
 from aioiceberg.expressions import AlwaysTrue, and_, parse
 from aioiceberg.expressions.serde import expression_from_json, expression_to_json
-from aioiceberg.io.resolve import resolve_io
+from aioiceberg.io.resolve import S3_SCHEMES, resolve_io, scheme_of
+from aioiceberg.io.s3_client import S3_OPTION_ALIASES
+from aioiceberg.rowlevel.files import sql_filter
 from aioiceberg.spark.filters import translate_filter
 from aioiceberg.spark.tasks import DEFAULT_OPEN_FILE_COST, DEFAULT_SPLIT_SIZE, group_tasks, read_tasks_json
 from aioiceberg.spec.arrow import schema_to_arrow
@@ -74,20 +76,39 @@ WRITE_ID_PROPERTY = "aioiceberg.spark.write-id"
 SPLIT_SIZE_PROPERTY = "read.split.target-size"
 OPEN_FILE_COST_PROPERTY = "read.split.open-file-cost"
 
-# options that configure the source; every other option is a storage option (s3.endpoint, ...)
-_SOURCE_OPTIONS = frozenset(
-    {
-        "path",
-        "snapshot-id",
-        "as-of-timestamp",
-        "branch",
-        "tag",
-        "split-size",
-        "open-file-cost",
-        "filter",
-        "lock",
-    }
+_READ_OPTIONS = frozenset(
+    {"snapshot-id", "as-of-timestamp", "branch", "tag", "split-size", "open-file-cost", "filter"}
 )
+_WRITE_OPTIONS = frozenset({"overwrite-mode", "overwrite-filter", "idempotency-key"})
+SNAPSHOT_PROPERTY_PREFIX = "snapshot-property."
+# snapshot summary key of a write's idempotency key: a job whose key is in the history is a no-op
+IDEMPOTENCY_KEY_PROPERTY = "aioiceberg.spark.idempotency-key"
+# storage options: aioiceberg's dotted ones, the S3 aliases; other undotted keys only for
+# fsspec stores (whose arguments they are)
+_STORAGE_PREFIXES = ("s3.", "dynamodb.", "local.", "client.", "gcs.", "adls.")
+_S3_ALIASES = frozenset(a for names in S3_OPTION_ALIASES.values() for a in names)
+
+
+def _check_option(key: str, location: str, writing: bool) -> None:
+    if key in ("path", "lock") or (key.startswith(SNAPSHOT_PROPERTY_PREFIX) and writing):
+        return
+    if key in _READ_OPTIONS:
+        if writing and key not in ("branch",):
+            raise ValidationError(f"option {key!r} is a read option; writes go to the current state")
+        return
+    if key in _WRITE_OPTIONS or key.startswith(SNAPSHOT_PROPERTY_PREFIX):
+        if not writing:
+            raise ValidationError(f"option {key!r} is a write option; it means nothing to a read")
+        return
+    if key.startswith(_STORAGE_PREFIXES) or key in _S3_ALIASES:
+        return
+    if "." not in key and scheme_of(location) not in ("file", *S3_SCHEMES):
+        return  # an argument of the fsspec filesystem for this scheme
+    raise ValidationError(
+        f"unknown option {key!r}: the aioiceberg source knows "
+        f"{', '.join(sorted(_READ_OPTIONS | _WRITE_OPTIONS | {'lock'}))}, "
+        f"'{SNAPSHOT_PROPERTY_PREFIX}<name>', and storage options (s3.*, dynamodb.*, ...)"
+    )
 
 
 @dataclass(frozen=True)
@@ -101,13 +122,24 @@ class _Options:
     split_size: int | None = None
     open_file_cost: int | None = None
     row_filter: str | None = None
+    overwrite_mode: str = "static"
+    overwrite_filter: str | None = None
+    idempotency_key: str | None = None
+    snapshot_properties: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> _Options:
+    def parse(cls, options: Mapping[str, str], *, writing: bool = False) -> _Options:
         opts = {str(k).lower(): v for k, v in options.items()}
         location = opts.get("path")
         if not location:
             raise ValidationError("the aioiceberg source needs a table location: .load(location)")
+        for key in opts:
+            _check_option(key, location, writing)
+        mode = (opts.get("overwrite-mode") or "static").lower()
+        if mode not in ("static", "dynamic"):
+            raise ValidationError(f"option 'overwrite-mode' must be 'static' or 'dynamic', not {mode!r}")
+        if mode == "dynamic" and opts.get("overwrite-filter"):
+            raise ValidationError("give 'overwrite-filter' or overwrite-mode 'dynamic', not both")
         branch, tag = opts.get("branch"), opts.get("tag")
         if branch and tag:
             raise ValidationError("give at most one of the 'branch' and 'tag' options")
@@ -121,7 +153,12 @@ class _Options:
 
         return cls(
             location=location,
-            storage_options={k: v for k, v in opts.items() if k not in _SOURCE_OPTIONS},
+            storage_options={
+                k: v
+                for k, v in opts.items()
+                if k not in _READ_OPTIONS | _WRITE_OPTIONS | {"path", "lock"}
+                and not k.startswith(SNAPSHOT_PROPERTY_PREFIX)
+            },
             lock=opts.get("lock") or None,
             snapshot_id=number("snapshot-id"),
             ref=branch or tag or None,
@@ -129,6 +166,14 @@ class _Options:
             split_size=number("split-size"),
             open_file_cost=number("open-file-cost"),
             row_filter=opts.get("filter") or None,
+            overwrite_mode=mode,
+            overwrite_filter=opts.get("overwrite-filter") or None,
+            idempotency_key=opts.get("idempotency-key") or None,
+            snapshot_properties={
+                k[len(SNAPSHOT_PROPERTY_PREFIX) :]: v
+                for k, v in options.items()
+                if str(k).lower().startswith(SNAPSHOT_PROPERTY_PREFIX)
+            },
         )
 
     def load(self) -> sync.Table:
@@ -191,14 +236,14 @@ class AioIcebergDataSource(DataSource):
         return AioIcebergPushdownReader(self._options(), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> AioIcebergWriter:
-        opts = self._options()
-        if opts.snapshot_id is not None or opts.as_of is not None:
-            raise ValidationError("writes go to the current state: drop 'snapshot-id' / 'as-of-timestamp'")
+        opts = _Options.parse(self.options, writing=True)
         table = opts.load()
         if table.read_only:
             raise ReadOnlyTableError(table.read_only_reason or f"{opts.location} opened read-only")
-        if overwrite and not _can_overwrite():
-            raise UnsupportedError("overwrite needs Transaction.delete, which this aioiceberg lacks")
+        if not overwrite and (opts.overwrite_filter or opts.overwrite_mode != "static"):
+            raise ValidationError("'overwrite-mode' and 'overwrite-filter' go with mode('overwrite')")
+        if opts.overwrite_filter:
+            sql_filter(table.schema(), opts.overwrite_filter)  # a bad filter fails before any task runs
         metadata = table.metadata
         return AioIcebergWriter(
             _WriteJob(
@@ -210,6 +255,11 @@ class AioIcebergDataSource(DataSource):
                 properties=dict(table.properties),
                 write_id=uuid.uuid4().hex,
                 overwrite=overwrite,
+                overwrite_mode=opts.overwrite_mode,
+                overwrite_filter=opts.overwrite_filter,
+                idempotency_key=opts.idempotency_key,
+                snapshot_properties=opts.snapshot_properties,
+                done_before=_written_before(table, opts.idempotency_key),
             )
         )
 
@@ -322,6 +372,11 @@ class _WriteJob:
     properties: dict[str, str]
     write_id: str
     overwrite: bool
+    overwrite_mode: str = "static"
+    overwrite_filter: str | None = None
+    idempotency_key: str | None = None
+    snapshot_properties: dict[str, str] = field(default_factory=dict)
+    done_before: bool = False  # the idempotency key is in the table's history: write nothing
 
     def schema(self) -> Schema:
         return schema_from_json(json.loads(self.schema_json))
@@ -330,8 +385,29 @@ class _WriteJob:
         return partition_spec_from_json(json.loads(self.spec_json))
 
 
-def _can_overwrite() -> bool:
-    return hasattr(sync.Transaction, "delete")  # the twin exists when Transaction.delete does
+def _written_before(table: sync.Table, key: str | None) -> bool:
+    """Whether a snapshot of the table's history carries the write's idempotency key."""
+    if key is None:
+        return False
+    for snapshot in table.history():
+        summary = snapshot.summary
+        if summary is not None and summary.properties.get(IDEMPOTENCY_KEY_PROPERTY) == key:
+            return True
+    return False
+
+
+def _check_rows(batch: pa.RecordBatch, expr: Any, names: Any, filter_text: str) -> None:
+    """Every row an overwrite by filter writes must match the filter (else it would be lost
+    to the next overwrite of the same filter, or resurrect rows it replaced)."""
+    from aioiceberg.expressions.arrow import to_arrow_expression
+
+    matches = to_arrow_expression(expr, names)
+    outside = pa.Table.from_batches([batch]).filter(~matches | matches.is_null())
+    if outside.num_rows:
+        raise ValidationError(
+            f"{outside.num_rows} written row(s) do not match overwrite-filter {filter_text!r}, e.g. "
+            f"{outside.slice(0, 1).to_pylist()[0]}"
+        )
 
 
 class AioIcebergWriter(DataSourceArrowWriter):
@@ -348,14 +424,32 @@ class AioIcebergWriter(DataSourceArrowWriter):
         context = TaskContext.get()
         task_id = context.partitionId() if context is not None else 0
         job = self.job
+        if job.done_before:
+            return AioIcebergCommitMessage([])
         schema, spec = job.schema(), job.spec()
         io = resolve_io(job.location, job.storage_options or None)
+        batches: Iterator[pa.RecordBatch] = iterator
+        if job.overwrite_filter:
+            from aioiceberg.expressions.arrow import field_paths
+
+            expr, names, text = (
+                sql_filter(schema, job.overwrite_filter),
+                field_paths(schema),
+                job.overwrite_filter,
+            )
+
+            def checked() -> Iterator[pa.RecordBatch]:
+                for batch in iterator:
+                    _check_rows(batch, expr, names, text)
+                    yield batch
+
+            batches = checked()
         files = runner.run(
             write_data_files(
                 io,
                 schema,
                 spec,
-                iterator,
+                batches,
                 LocationProvider(job.location, job.properties, write_id=job.write_id),
                 job.properties,
                 io_concurrency=int(job.properties.get("write.io-concurrency", 16)),
@@ -376,13 +470,27 @@ class AioIcebergWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         job = self.job
+        if job.done_before:
+            return
         files = self._files(messages)
         table = sync.load_table(job.location, job.storage_options or None, job.lock)
-        props = {WRITE_ID_PROPERTY: job.write_id}
+        if _written_before(table, job.idempotency_key):  # a run with the same key landed meanwhile
+            runner.run(
+                resolve_io(job.location, job.storage_options or None).delete_many(
+                    [f.file_path for f in files]
+                )
+            )
+            return
+        props = {**job.snapshot_properties, WRITE_ID_PROPERTY: job.write_id}
+        if job.idempotency_key:
+            props[IDEMPOTENCY_KEY_PROPERTY] = job.idempotency_key
         with table.transaction() as tx:
-            if job.overwrite:
-                tx.delete(AlwaysTrue(), props)
-            tx.append_data_files(files, props, owns_files=True)
+            if job.overwrite and job.overwrite_mode == "dynamic":
+                tx.replace_partitions(files, props)
+            elif job.overwrite:
+                tx.overwrite_data_files(files, job.overwrite_filter or AlwaysTrue(), props)
+            else:
+                tx.append_data_files(files, props, owns_files=True)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Delete the job's files: those reported, and any other file named with the job's
