@@ -746,6 +746,37 @@ def test_bad_input_raises_specific_errors(data: str | bytes, error: type[Excepti
     assert info.value.location == LOC  # type: ignore[attr-defined]
 
 
+def _drop_struct_type(doc: dict[str, Any]) -> None:
+    for schema in doc.get("schemas", []):
+        schema.pop("type", None)
+    if "schema" in doc:
+        doc["schema"].pop("type", None)
+
+
+@pytest.mark.parametrize(
+    ("change", "pattern"),
+    [
+        (_drop_struct_type, "missing required field 'type'"),
+        (lambda d: [s.update({"type": "list"}) for s in d.get("schemas", [d.get("schema")])], "'list'"),
+    ],
+)
+def test_schema_must_be_a_struct(
+    pyiceberg_files: list[Path], change: Callable[[dict[str, Any]], None], pattern: str, tmp_path: Path
+) -> None:
+    """Java's SchemaParser refuses a schema that is not ``"type": "struct"``; so do we, naming the file."""
+    by_version = {json.loads(p.read_text())["format-version"]: p for p in pyiceberg_files}
+    assert {1, 2} <= set(by_version)
+    for source in (by_version[1], by_version[2]):
+        doc = json.loads(source.read_text())
+        change(doc)
+        path = tmp_path / source.name
+        path.write_text(json.dumps(doc))
+        with pytest.raises(InvalidMetadataError, match=pattern) as info:
+            parse_table_metadata(path.read_bytes(), str(path))
+        assert info.value.location == str(path) and str(path) in str(info.value)
+        assert "schema" in str(info.value)
+
+
 def _set_refs_main(doc: dict[str, Any], snapshot_id: int) -> None:
     doc["refs"]["main"]["snapshot-id"] = snapshot_id
 

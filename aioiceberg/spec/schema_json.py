@@ -153,10 +153,15 @@ def schema_to_json(schema: Schema) -> dict[str, Any]:
 
 
 def schema_from_json(obj: Any) -> Schema:
-    fields = _req(obj, "fields", list, "schema")
-    sid = obj.get("schema-id", 0)
+    """A schema object; like Java's SchemaParser, it must say ``"type": "struct"`` (a document
+    without it is not one Iceberg wrote, and accepting it would hide the damage)."""
+    sid = obj.get("schema-id", 0) if isinstance(obj, dict) else 0
     if not isinstance(sid, int) or isinstance(sid, bool):
         raise InvalidMetadataError("schema: 'schema-id' must be an integer")
+    kind = _req(obj, "type", str, f"schema {sid}")
+    if kind != "struct":
+        raise InvalidMetadataError(f"schema {sid}: 'type' must be 'struct', got {kind!r}")
+    fields = _req(obj, "fields", list, f"schema {sid}")
     ident = obj.get("identifier-field-ids") or []
     if not isinstance(ident, list) or not all(isinstance(i, int) for i in ident):
         raise InvalidMetadataError(f"schema {sid}: 'identifier-field-ids' must be a list of integers")
