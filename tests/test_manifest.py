@@ -3,6 +3,7 @@ write decoded the same by PyIceberg and by plain fastavro."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import io
 import json
@@ -41,6 +42,7 @@ from aioiceberg.spec.manifest import (
     write_manifest,
     write_manifest_list,
 )
+from aioiceberg.spec.manifest.columnar import avro_layout, read_manifest_entries_columnar
 from aioiceberg.spec.partitioning import PartitionField, PartitionSpec
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.transforms import parse_transform
@@ -684,10 +686,45 @@ def test_truncated_manifest_is_corrupt(codec: str) -> None:
         assert LOCATION in str(info.value)
 
 
-def test_length_mismatch_with_manifest_list_is_corrupt() -> None:
+def test_a_disputed_length_is_a_hint_the_content_decides() -> None:
+    # Other writers list lengths that disagree with the object; PyIceberg, DuckDB and Java
+    # read on. An intact file reads as if the length were right, in both decoders.
     data, mf = _write(2)
-    with pytest.raises(CorruptFileError, match="manifest list says"):
+    expected = repr(read_manifest(data, mf).entries)  # repr: a partition value is NaN
+    for wrong in (len(data) + 31, len(data) - 31, 0):
+        listed = dataclasses.replace(mf, manifest_length=wrong)
+        assert repr(read_manifest(data, listed).entries) == expected
+        assert repr(list(iter_manifest_entries(data, listed))) == expected
+        assert read_manifest_entries_columnar(data, listed) is None  # fastavro decides
+    # Bytes after the last block are still damage the decoder reports.
+    with pytest.raises(CorruptFileError, match="damaged"):
         read_manifest(data + b"\x00", mf)
+
+
+def _one_block_per_entry(data: bytes) -> bytes:
+    reader = fastavro.reader(io.BytesIO(data))
+    meta = {k: v for k, v in reader.metadata.items() if not k.startswith("avro.")}
+    out = io.BytesIO()
+    fastavro.writer(out, reader.writer_schema, list(reader), metadata=meta, codec="null", sync_interval=1)
+    return out.getvalue()
+
+
+def test_a_manifest_cut_at_a_block_boundary_is_caught_by_the_listed_counts() -> None:
+    data, mf = _write(2)
+    data = _one_block_per_entry(data)
+    layout = avro_layout(data)
+    assert layout is not None and len(layout.blocks) == 3
+    cut = data[: layout.blocks[0][1] + 16]  # the first block and its sync marker: valid Avro
+    assert len(list(fastavro.reader(io.BytesIO(cut)))) == 1
+    listed = dataclasses.replace(mf, manifest_length=len(data))
+    with pytest.raises(CorruptFileError, match="holds 1 entries but the manifest list counts 3") as info:
+        read_manifest(cut, listed)
+    assert mf.manifest_path in str(info.value)
+    with pytest.raises(CorruptFileError, match="counts 3"):
+        list(iter_manifest_entries(cut, listed))
+    # Without counts (allowed in v1 lists) nothing is left to check against.
+    unknown = dataclasses.replace(listed, added_files_count=None)
+    assert len(read_manifest(cut, unknown).entries) == 1
 
 
 def test_wrong_magic_and_random_bytes_are_corrupt() -> None:

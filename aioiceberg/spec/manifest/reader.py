@@ -267,7 +267,8 @@ def iter_manifest_entries(
 ) -> Iterator[ManifestEntry]:
     """Stream a manifest's entries (see ``read_manifest``); the header is checked before the first."""
     reader, meta = _open_manifest(data, manifest, location)
-    return _entries(reader, meta, manifest, location, columns_needed, discard_deleted)
+    expected = disputed_entry_count(data, manifest)
+    return _entries(reader, meta, manifest, location, columns_needed, discard_deleted, expected)
 
 
 def read_manifest(
@@ -281,26 +282,36 @@ def read_manifest(
     """Decode a whole manifest.
 
     ``manifest`` is the manifest-list row that points at this file: it supplies the values
-    entries inherit (snapshot id, sequence numbers, v3 first row ids) and the spec id, and
-    its ``manifest_length`` catches a file cut at a block boundary. ``columns_needed`` keeps
+    entries inherit (snapshot id, sequence numbers, v3 first row ids) and the spec id. Its
+    ``manifest_length`` is a hint (other writers get it wrong and PyIceberg, DuckDB and Java
+    read on): when it disagrees with ``data``, the entry counts the list gives must match,
+    so a file cut at a block boundary is still caught. ``columns_needed`` keeps
     only those field ids in the six metric maps, which saves memory and time when planning
     filters on a few columns. ``discard_deleted`` drops DELETED entries before building them.
     """
     location = location or (manifest.manifest_path if manifest is not None else None)
     reader, meta = _open_manifest(data, manifest, location)
-    entries = list(_entries(reader, meta, manifest, location, columns_needed, discard_deleted))
+    expected = disputed_entry_count(data, manifest)
+    entries = list(_entries(reader, meta, manifest, location, columns_needed, discard_deleted, expected))
     return Manifest(meta, entries)
+
+
+def disputed_entry_count(data: bytes, manifest: ManifestFile | None) -> int | None:
+    """The entry count to verify ``data`` against: only when the list's ``manifest_length``
+    disagrees with the bytes (then the counts decide whether the file is the one listed, or
+    truncated) and the list gives all three counts; None: nothing to verify."""
+    if manifest is None or manifest.manifest_length == len(data):
+        return None
+    counts = (manifest.added_files_count, manifest.existing_files_count, manifest.deleted_files_count)
+    if any(c is None for c in counts):
+        return None
+    return sum(c or 0 for c in counts)
 
 
 def _open_manifest(
     data: bytes, manifest: ManifestFile | None, location: str | None
 ) -> tuple[Any, ManifestMetadata]:
     location = location or (manifest.manifest_path if manifest is not None else None)
-    if manifest is not None and manifest.manifest_length != len(data):
-        raise CorruptFileError(
-            f"manifest is {len(data)} bytes but the manifest list says {manifest.manifest_length}",
-            location=location,
-        )
     reader = _open(data, location, "manifest")
     return reader, _metadata_from(reader, manifest, location)
 
@@ -312,10 +323,13 @@ def _entries(
     location: str | None,
     columns_needed: Iterable[int] | None,
     discard_deleted: bool,
+    expected: int | None = None,
 ) -> Iterator[ManifestEntry]:
     location = location or (manifest.manifest_path if manifest is not None else None)
     convert = _entry_converter(reader, meta, manifest, columns_needed, discard_deleted)
+    seen = 0
     for rec in _records(reader, location, "manifest"):
+        seen += 1
         try:
             entry = convert(rec)
         except IcebergError:
@@ -324,6 +338,13 @@ def _entries(
             raise CorruptFileError(f"manifest has an invalid entry: {_describe(e)}", location=location) from e
         if entry is not None:
             yield entry
+    if expected is not None and seen != expected:
+        assert manifest is not None
+        raise CorruptFileError(
+            f"manifest holds {seen} entries but the manifest list counts {expected} "
+            f"(and says {manifest.manifest_length} bytes): truncated or not the file listed",
+            location=location,
+        )
 
 
 def _entry_converter(
