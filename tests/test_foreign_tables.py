@@ -5,6 +5,7 @@ DuckDB wherever they can read it too."""
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from maint_helpers import duckdb_ids
 import aioiceberg
 from aioiceberg.errors import CorruptFileError
 from aioiceberg.scan import ManifestCache, ManifestListCache, TableScan
+from aioiceberg.spec.manifest import ManifestContent, snapshot_manifests
+from aioiceberg.spec.metadata_json import parse_table_metadata, serialize_table_metadata
 
 pytestmark = pytest.mark.anyio
 
@@ -122,3 +125,89 @@ async def test_a_truncated_manifest_is_still_corrupt_whatever_the_list_says(tmp_
     error = first_leaf(info.value)
     assert isinstance(error, CorruptFileError) and victim.name in str(error)
     assert manifest_list.exists()
+
+
+# -- class 1: v1 snapshots that list their manifests inline ---------------------------------------
+
+
+def inline_manifests(metadata_file: Path) -> dict[int, list[str]]:
+    """Rewrite every snapshot of a v1 metadata file to name its manifests inline (``manifests``,
+    no ``manifest-list``, as early Java v1 writers did) and delete the manifest lists, so
+    nothing can read them. Returns each snapshot's manifest paths."""
+    doc = json.loads(metadata_file.read_text())
+    assert doc["format-version"] == 1
+    listed: dict[int, list[str]] = {}
+    for snap in doc["snapshots"]:
+        manifest_list = snap.pop("manifest-list")
+        reader = fastavro.reader(io.BytesIO(local(manifest_list).read_bytes()))
+        snap["manifests"] = listed[snap["snapshot-id"]] = [r["manifest_path"] for r in reader]
+        local(manifest_list).unlink()
+    metadata_file.write_text(json.dumps(doc))
+    return listed
+
+
+async def test_v1_snapshots_that_list_manifests_inline_read_like_their_lists(tmp_path: Path) -> None:
+    table = pyiceberg_table(tmp_path, 1)
+    location = table.metadata_location
+    snapshots = [s.snapshot_id for s in table.metadata.snapshots]
+    expected = {s: pyiceberg_ids(location, s) for s in snapshots}
+    expected_c1 = sorted(table.scan(row_filter="cat = 'c1'").to_arrow()["id"].to_pylist())
+    assert duckdb_ids(location) == ALL_IDS == expected[snapshots[-1]]
+
+    listed = inline_manifests(local(location))
+    ours = await aioiceberg.load_table(location)
+    assert all(
+        s.manifest_list is None and s.manifests == tuple(listed[s.snapshot_id])
+        for s in ours.metadata.snapshots
+    )
+    for s in snapshots:
+        assert await our_ids(location, s) == expected[s]
+    got = await ours.scan(row_filter="cat = 'c1'").to_arrow()
+    assert sorted(got["id"].to_pylist()) == expected_c1
+
+    rows = await snapshot_manifests(ours.io, ours.metadata.snapshots[-1])
+    assert [m.manifest_path for m in rows] == listed[snapshots[-1]]
+    for m in rows:
+        assert m.manifest_length == local(m.manifest_path).stat().st_size
+        assert (m.partition_spec_id, m.content, m.sequence_number, m.min_sequence_number) == (
+            0,
+            ManifestContent.DATA,
+            0,
+            0,
+        )
+        assert m.added_snapshot_id == snapshots[-1] and m.added_files_count is not None
+    assert sum(m.added_rows_count or 0 for m in rows) + sum(m.existing_rows_count or 0 for m in rows) == 30
+    # The metadata file keeps the inline list when we write it back.
+    again = parse_table_metadata(serialize_table_metadata(ours.metadata))
+    assert again.snapshots == ours.metadata.snapshots
+
+
+async def test_writes_on_top_of_an_inline_snapshot(tmp_path: Path) -> None:
+    """Our own v1 table, its snapshots rewritten inline: append, delete, rewrite manifests
+    and expire all start from inline manifests; PyIceberg and DuckDB read the result."""
+    catalog = aioiceberg.connect(str(tmp_path / "wh"))
+    table = await catalog.create_table("db.t", ARROW_SCHEMA, partition_by=["cat"], format_version=1)
+    for seed in range(3):
+        await table.append(_batch(seed))
+    inline_manifests(local(table.metadata_location))
+    table = await catalog.load_table("db.t")
+    current = table.current_snapshot()
+    assert current is not None and current.manifest_list is None
+    first = table.metadata.snapshots[0].snapshot_id
+    inline = [s.snapshot_id for s in table.metadata.snapshots]
+
+    await table.append(_batch(3))
+    await table.delete("id = 5 or id = 101")
+    expected = sorted({*ALL_IDS, *range(300, 310)} - {5, 101})
+    assert await our_ids(table.metadata_location) == expected
+    assert await our_ids(table.metadata_location, first) == list(range(10))
+
+    await table.rewrite_manifests()
+    result = await table.expire_snapshots(snapshot_ids=inline)
+    assert result.deleted_manifest_lists == []  # the inline snapshots had none
+    assert all(s.manifest_list is not None for s in table.metadata.snapshots)
+    # PyIceberg and DuckDB refuse a metadata file with inline snapshots; with them expired
+    # they read what we wrote on top of them.
+    assert await our_ids(table.metadata_location) == expected
+    assert pyiceberg_ids(table.metadata_location) == expected
+    assert duckdb_ids(table.metadata_location) == expected

@@ -25,7 +25,7 @@ from aioiceberg.spec.manifest import (
     DataFileContent,
     ManifestEntryStatus,
     read_manifest,
-    read_manifest_list,
+    snapshot_manifests,
 )
 from aioiceberg.spec.metadata import MAIN_BRANCH, Operation, SnapshotRef, SnapshotRefType, TableMetadata
 
@@ -159,9 +159,9 @@ class CherryPick:
 
     async def _added_files(self, io: FileIO, md: TableMetadata) -> list[DataFile]:
         snap = md.snapshot_by_id(self.source_snapshot_id)
-        assert snap is not None and snap.manifest_list is not None
+        assert snap is not None
         files: list[DataFile] = []
-        for mf in read_manifest_list(await io.read(snap.manifest_list), snap.manifest_list):
+        for mf in await snapshot_manifests(io, snap):
             if mf.added_snapshot_id != snap.snapshot_id:
                 continue
             manifest = read_manifest(await io.read(mf.manifest_path), mf)

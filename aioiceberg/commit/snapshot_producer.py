@@ -25,7 +25,7 @@ from aioiceberg.spec.manifest import (
     ManifestEntry,
     ManifestEntryStatus,
     ManifestFile,
-    read_manifest_list,
+    snapshot_manifests,
     write_manifest,
     write_manifest_list,
 )
@@ -206,11 +206,7 @@ class SnapshotProducer:
             return []
         found = self._parent_manifests.get(parent.snapshot_id)
         if found is None:
-            if parent.manifest_list is None:
-                raise ValidationError(
-                    f"snapshot {parent.snapshot_id} lists manifests inline (v1): unsupported"
-                )
-            found = read_manifest_list(await io.read(parent.manifest_list), parent.manifest_list)
+            found = await snapshot_manifests(io, parent)
             self._parent_manifests = {parent.snapshot_id: found}  # only the latest parent is reused
         return found
 

@@ -23,7 +23,7 @@ from aioiceberg.spec.manifest import (
     DataFileContent,
     ManifestEntryStatus,
     iter_manifest_entries,
-    read_manifest_list,
+    snapshot_manifests,
 )
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
 
@@ -125,11 +125,7 @@ async def validate_concurrent_changes(
     watched = detection.removed | detection.referenced
     unpartitioned = {i for i, s in metadata.specs_by_id().items() if not s.fields}
     for snap in snapshots:
-        if snap.manifest_list is None:
-            raise CommitConflictError(
-                f"cannot validate against snapshot {snap.snapshot_id}: no manifest list"
-            )
-        manifests = read_manifest_list(await io.read(snap.manifest_list), snap.manifest_list)
+        manifests = await snapshot_manifests(io, snap)
         # A removal of one of our files is the clearer report: look for it before raising.
         pending: CommitConflictError | None = None
         for mf in manifests:

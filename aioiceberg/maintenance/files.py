@@ -14,9 +14,9 @@ from urllib.parse import urlsplit
 import anyio
 
 from aioiceberg.commit.snapshot_producer import Change
-from aioiceberg.errors import StoreError, UnsupportedError
+from aioiceberg.errors import StoreError
 from aioiceberg.io.base import FileIO
-from aioiceberg.spec.manifest import ManifestEntry, ManifestFile, read_manifest, read_manifest_list
+from aioiceberg.spec.manifest import ManifestEntry, ManifestFile, read_manifest, snapshot_manifests
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
 
 __all__ = ["MaintainedTable", "ManifestWalker", "Reachable", "delete_files", "normalize", "statistics_paths"]
@@ -77,16 +77,13 @@ class ManifestWalker:
         self._limit = anyio.Semaphore(concurrency)
 
     async def manifests(self, snapshot: Snapshot) -> list[ManifestFile]:
-        if snapshot.manifest_list is None:
-            raise UnsupportedError(
-                f"snapshot {snapshot.snapshot_id} lists manifests inline (v1): unsupported"
-            )
-        path = snapshot.manifest_list
-        found = self._lists.get(path)
+        # A v1 snapshot naming its manifests inline has no list: its paths are the key.
+        key = snapshot.manifest_list if snapshot.manifest_list is not None else "\n".join(snapshot.manifests)
+        found = self._lists.get(key)
         if found is None:
             async with self._limit:
-                found = read_manifest_list(await self.io.read(path), path)
-            self._lists[path] = found
+                found = await snapshot_manifests(self.io, snapshot)
+            self._lists[key] = found
         return found
 
     async def entries(self, manifest: ManifestFile) -> list[ManifestEntry]:
@@ -111,13 +108,12 @@ class ManifestWalker:
                 if not missing_ok:
                     raise
                 return
-            path = snap.manifest_list or ""
-            out.manifest_lists[normalize(path)] = path
+            if snap.manifest_list is not None:
+                out.manifest_lists[normalize(snap.manifest_list)] = snap.manifest_list
 
         async with anyio.create_task_group() as tg:
             for snap in snapshots:
-                if snap.manifest_list is not None:
-                    tg.start_soon(one_list, snap)
+                tg.start_soon(one_list, snap)
 
         live: dict[str, str] = {}
         deleted: dict[str, str] = {}

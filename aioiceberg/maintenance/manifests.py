@@ -30,7 +30,7 @@ from aioiceberg.spec.manifest import (
     ManifestEntry,
     ManifestEntryStatus,
     ManifestFile,
-    read_manifest_list,
+    snapshot_manifests,
     write_manifest,
     write_manifest_list,
 )
@@ -383,10 +383,10 @@ class MergeAppend(FastAppend):
     async def committed(self, io: FileIO, metadata: TableMetadata) -> None:
         await super().committed(io, metadata)
         snap = metadata.snapshot_by_id(self.snapshot_id)
-        if snap is None or snap.manifest_list is None:
+        if snap is None:
             return
         try:
-            listed = {m.manifest_path for m in read_manifest_list(await io.read(snap.manifest_list))}
+            listed = {m.manifest_path for m in await snapshot_manifests(io, snap)}
         except StoreError:
             return
         mine = [*self._merged, *([self.manifest.manifest_path] if self.manifest else [])]

@@ -33,7 +33,7 @@ from aioiceberg.rowlevel.files import (
     select_by_partitions,
     sql_filter,
 )
-from aioiceberg.spec.manifest import DataFile, ManifestContent, read_manifest_list
+from aioiceberg.spec.manifest import DataFile, ManifestContent, snapshot_manifests
 from aioiceberg.spec.metadata import MAIN_BRANCH, Operation, TableMetadata
 from aioiceberg.spec.name_mapping import DEFAULT_NAME_MAPPING_PROPERTY, NameMapping, name_mapping_from_json
 from aioiceberg.spec.schema import Schema
@@ -363,8 +363,8 @@ async def plan_upsert(
                 "delete could miss the old row; use mode='copy-on-write'"
             )
         snap = md.snapshot_by_ref(branch)
-        if snap is not None and snap.manifest_list is not None:
-            for mf in read_manifest_list(await io.read(snap.manifest_list), snap.manifest_list):
+        if snap is not None:
+            for mf in await snapshot_manifests(io, snap):
                 if mf.content == ManifestContent.DATA and mf.partition_spec_id != spec.spec_id:
                     if mf.has_added_files() or mf.has_existing_files():
                         raise UnsupportedError(

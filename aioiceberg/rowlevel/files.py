@@ -42,7 +42,7 @@ from aioiceberg.spec.manifest import (
     ManifestContent,
     ManifestEntry,
     read_manifest,
-    read_manifest_list,
+    snapshot_manifests,
 )
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
 from aioiceberg.spec.schema import Schema
@@ -113,9 +113,7 @@ async def _walk(
 ) -> Selection:
     if snapshot is None:
         return Selection(None)
-    if snapshot.manifest_list is None:
-        raise ValueError(f"snapshot {snapshot.snapshot_id} lists manifests inline (v1): unsupported")
-    manifests = read_manifest_list(await io.read(snapshot.manifest_list), snapshot.manifest_list)
+    manifests = await snapshot_manifests(io, snapshot)
     selection = Selection(snapshot.snapshot_id, tuple(m.manifest_path for m in manifests))
     partial: list[RemovedFile] = []
     delete_manifests = []

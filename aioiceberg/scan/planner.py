@@ -48,7 +48,7 @@ from aioiceberg.spec.manifest import (
     ManifestContent,
     ManifestEntry,
     ManifestFile,
-    read_manifest_list,
+    snapshot_manifests,
 )
 from aioiceberg.spec.manifest.columnar import columnar_available, frozen_builder, gc_paused, warm_columnar
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
@@ -227,24 +227,22 @@ class TableScan:
     # -- stages ------------------------------------------------------------------------
 
     async def manifests(self) -> tuple[ManifestFile, ...]:
-        """The snapshot's manifest list (from the shared cache when this snapshot was planned)."""
+        """The snapshot's manifests (from the shared cache when this snapshot was planned)."""
         snap = self.snapshot
         if snap is None:
             return ()
-        if snap.manifest_list is None:
-            raise ValidationError(
-                f"snapshot {snap.snapshot_id} lists its manifests inline (v1, no manifest list): "
-                "not supported"
-            )
-        found = self.manifest_list_cache.get(snap.manifest_list, snap.snapshot_id)
+        # A v1 snapshot naming its manifests inline has no list: its paths are the key.
+        key = snap.manifest_list if snap.manifest_list is not None else "\n".join(snap.manifests)
+        found = self.manifest_list_cache.get(key, snap.snapshot_id)
         if found is not None:
             self.metrics.manifest_list_from_cache = True
             return found
-        data = await self.io.read(snap.manifest_list)
-        self.metrics.bytes_fetched += len(data)
-        decoded = tuple(read_manifest_list(data, snap.manifest_list))
-        self.manifest_list_cache.put(snap.manifest_list, snap.snapshot_id, decoded)
+        decoded = tuple(await snapshot_manifests(self.io, snap, fetched=self._fetched))
+        self.manifest_list_cache.put(key, snap.snapshot_id, decoded)
         return decoded
+
+    def _fetched(self, size: int) -> None:
+        self.metrics.bytes_fetched += size
 
     def _select(self, manifests: Iterable[ManifestFile]) -> tuple[list[ManifestFile], list[ManifestFile]]:
         """Drop manifests the summaries exclude and delete manifests older than all data."""

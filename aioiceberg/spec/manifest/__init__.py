@@ -10,11 +10,13 @@ from aioiceberg.spec.manifest.entry import ManifestEntry, ManifestEntryStatus
 from aioiceberg.spec.manifest.manifest_file import ManifestContent, ManifestFile, PartitionFieldSummary
 from aioiceberg.spec.manifest.metadata import Manifest, ManifestMetadata
 from aioiceberg.spec.manifest.reader import (
+    inline_manifest_file,
     iter_manifest_entries,
     read_manifest,
     read_manifest_list,
     read_manifest_metadata,
 )
+from aioiceberg.spec.manifest.snapshot import snapshot_manifests
 from aioiceberg.spec.manifest.writer import (
     assign_first_row_ids,
     partition_summaries,
@@ -34,6 +36,7 @@ __all__ = [
     "ManifestMetadata",
     "PartitionFieldSummary",
     "assign_first_row_ids",
+    "inline_manifest_file",
     "iter_manifest_entries",
     "manifest_entry_schema",
     "manifest_list_schema",
@@ -42,6 +45,7 @@ __all__ = [
     "read_manifest",
     "read_manifest_list",
     "read_manifest_metadata",
+    "snapshot_manifests",
     "write_manifest",
     "write_manifest_list",
 ]

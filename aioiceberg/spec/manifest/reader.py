@@ -29,7 +29,13 @@ from aioiceberg.spec.manifest.entry import ManifestEntry, ManifestEntryStatus
 from aioiceberg.spec.manifest.manifest_file import ManifestContent, ManifestFile, PartitionFieldSummary
 from aioiceberg.spec.manifest.metadata import Manifest, ManifestMetadata
 
-__all__ = ["iter_manifest_entries", "read_manifest", "read_manifest_list", "read_manifest_metadata"]
+__all__ = [
+    "inline_manifest_file",
+    "iter_manifest_entries",
+    "read_manifest",
+    "read_manifest_list",
+    "read_manifest_metadata",
+]
 
 AVRO_MAGIC = b"Obj\x01"
 
@@ -452,6 +458,39 @@ def _entry_converter(
         return ManifestEntry(status, snapshot_id, seq, file_seq, data_file)
 
     return convert
+
+
+def inline_manifest_file(data: bytes, location: str, snapshot_id: int) -> ManifestFile:
+    """The manifest-list row for a manifest a v1 snapshot names inline (``manifests``, no list).
+
+    Built from the manifest itself, as Java's BaseSnapshot does for such snapshots: its
+    length is the object's, its spec id the header's (0 when the header has none, Java's
+    default), content DATA and sequence numbers 0 (v1), added by the snapshot that lists
+    it. The entries are counted too, so a later manifest list written from this row holds
+    true counts rather than unknowns.
+    """
+    reader, meta = _open_manifest(data, None, location)
+    files = [0, 0, 0]  # indexed by status: existing, added, deleted
+    rows = [0, 0, 0]
+    for entry in _entries(reader, meta, None, location, (), False):
+        files[entry.status] += 1
+        rows[entry.status] += entry.data_file.record_count
+    existing, added, deleted = (ManifestEntryStatus(i) for i in range(3))
+    return ManifestFile(
+        manifest_path=location,
+        manifest_length=len(data),
+        partition_spec_id=meta.partition_spec_id if meta.partition_spec_id is not None else 0,
+        content=meta.content,
+        sequence_number=0,
+        min_sequence_number=0,
+        added_snapshot_id=snapshot_id,
+        added_files_count=files[added],
+        existing_files_count=files[existing],
+        deleted_files_count=files[deleted],
+        added_rows_count=rows[added],
+        existing_rows_count=rows[existing],
+        deleted_rows_count=rows[deleted],
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,64 @@
+"""A snapshot's manifests, however the snapshot records them.
+
+Every reader of a snapshot's manifests (planning, row-level changes, commits and their
+validation, cherry-picks, maintenance) goes through :func:`snapshot_manifests`, so a v1
+snapshot that names its manifests inline reads the same everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import anyio
+
+from aioiceberg.spec.manifest.manifest_file import ManifestFile
+from aioiceberg.spec.manifest.reader import inline_manifest_file, read_manifest_list
+
+if TYPE_CHECKING:
+    from aioiceberg.io.base import FileIO
+    from aioiceberg.spec.metadata import Snapshot
+
+__all__ = ["snapshot_manifests"]
+
+# Manifests of an inline snapshot fetched at once (each is read whole to build its row).
+INLINE_CONCURRENCY = 16
+
+
+async def snapshot_manifests(
+    io: FileIO, snapshot: Snapshot, *, fetched: Callable[[int], None] | None = None
+) -> list[ManifestFile]:
+    """The manifests of ``snapshot``, in its order.
+
+    Its manifest list decoded; or, for a v1 snapshot that lists manifest paths inline
+    (``manifests``, no ``manifest-list``, which the v1 spec allows), a row built from each
+    manifest (see ``inline_manifest_file``). ``fetched`` is told the size of each object
+    read (scan metrics). A failure raises as itself, naming the object.
+    """
+    if snapshot.manifest_list is not None:
+        data = await io.read(snapshot.manifest_list)
+        if fetched is not None:
+            fetched(len(data))
+        return read_manifest_list(data, snapshot.manifest_list)
+    paths = snapshot.manifests
+    rows: list[ManifestFile | None] = [None] * len(paths)
+    errors: list[Exception] = []
+    limiter = anyio.CapacityLimiter(INLINE_CONCURRENCY)
+
+    async def one(i: int, path: str, scope: anyio.CancelScope) -> None:
+        try:
+            async with limiter:
+                data = await io.read(path)
+            if fetched is not None:
+                fetched(len(data))
+            rows[i] = inline_manifest_file(data, path, snapshot.snapshot_id)
+        except Exception as e:  # the first failure stops the rest and raises as itself
+            errors.append(e)
+            scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        for i, path in enumerate(paths):
+            tg.start_soon(one, i, path, tg.cancel_scope)
+    if errors:
+        raise errors[0]
+    return [r for r in rows if r is not None]
