@@ -70,7 +70,9 @@ NAMESPACE_FILE = ".namespace.json"
 
 _TRANSFORM = re.compile(r"^\s*(\w+)\s*\(\s*(?:(\d+)\s*,\s*)?([^()]+?)\s*\)\s*(?:as\s+(\w+))?\s*$", re.I)
 _SIMPLE_NAME = re.compile(r"^\s*([^()\s]+)\s*$")
-_VERSION_FILE = re.compile(r"^v(\d+)\.metadata\.json$")
+# Java's gzip names count too: v{N}.gz.metadata.json and the older v{N}.metadata.json.gz.
+_VERSION_FILE = re.compile(r"^v(\d+)(?:\.gz)?\.metadata\.json(?:\.gz)?$")
+_METADATA_FILE = (".metadata.json", ".metadata.json.gz")
 
 
 def parse_partition_by(items: Sequence[str] | PartitionSpec | None, schema: Schema) -> PartitionSpec:
@@ -489,7 +491,7 @@ async def load_table(
     """
     target = _root(location_or_metadata_file)
     io = resolve_io(target, storage_options)
-    if target.endswith(".metadata.json"):
+    if target.endswith(_METADATA_FILE):
         return await _static(io, target)
     opener = protocol_for_lock(io, lock, storage_options)
     try:
@@ -537,7 +539,7 @@ async def _newest_metadata_file(io: FileIO, table_location: str) -> str | None:
     best: tuple[int, str] | None = None
     async for info in io.list(metadata_dir(table_location) + "/"):
         name = info.location.rsplit("/", 1)[-1]
-        m = re.match(r"^(\d+)-[^/]*\.metadata\.json$", name)
+        m = re.match(r"^(\d+)-[^/]*\.metadata\.json(?:\.gz)?$", name)
         if m is not None and (best is None or int(m.group(1)) > best[0]):
             best = (int(m.group(1)), info.location)
     return best[1] if best is not None else None

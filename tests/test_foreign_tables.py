@@ -4,6 +4,7 @@ DuckDB wherever they can read it too."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 from collections.abc import Callable
@@ -211,3 +212,58 @@ async def test_writes_on_top_of_an_inline_snapshot(tmp_path: Path) -> None:
     assert await our_ids(table.metadata_location) == expected
     assert pyiceberg_ids(table.metadata_location) == expected
     assert duckdb_ids(table.metadata_location) == expected
+
+
+# -- class 7: gzip metadata files ------------------------------------------------------------------
+
+
+def gzip_metadata(table: Any, name: Callable[[int, str], str]) -> list[Path]:
+    """Compress every metadata file of ``table`` and rename it as Java does under
+    ``write.metadata.compression-codec=gzip``; ``name(version, old_name)`` gives the new name."""
+    folder = local(table.metadata_location).parent
+    out = []
+    for i, path in enumerate(sorted(folder.glob("*.metadata.json"))):
+        target = folder / name(i + 1, path.name)
+        target.write_bytes(gzip.compress(path.read_bytes()))
+        path.unlink()
+        out.append(target)
+    return out
+
+
+@pytest.mark.parametrize("suffix", [".gz.metadata.json", ".metadata.json.gz"])
+async def test_gzip_metadata_with_java_catalog_names_loads_by_location(tmp_path: Path, suffix: str) -> None:
+    table = pyiceberg_table(tmp_path, 2)
+    files = gzip_metadata(table, lambda _, old: old.replace(".metadata.json", suffix))
+    location = str(local(table.location()))
+    ours = await aioiceberg.load_table(location)
+    assert local(ours.metadata_location) == files[-1] and ours.read_only  # a foreign table, as before
+    assert await our_ids(location) == ALL_IDS
+    assert await our_ids(str(files[-1])) == ALL_IDS
+    if suffix == ".gz.metadata.json":  # PyIceberg takes any other name for a table location
+        assert pyiceberg_ids(str(files[-1])) == ALL_IDS
+
+
+@pytest.mark.parametrize("hint", [True, False])
+@pytest.mark.parametrize("suffix", [".gz.metadata.json", ".metadata.json.gz"])
+async def test_gzip_metadata_with_hadoop_names_loads_and_commits(
+    tmp_path: Path, hint: bool, suffix: str
+) -> None:
+    table = pyiceberg_table(tmp_path, 2)
+    files = gzip_metadata(table, lambda version, _: f"v{version}{suffix}")
+    folder = files[-1].parent
+    if hint:
+        (folder / "version-hint.text").write_text(str(len(files)))
+    location = str(local(table.location()))
+    ours = await aioiceberg.load_table(location)
+    assert local(ours.metadata_location) == files[-1] and not ours.read_only
+    assert await our_ids(location) == ALL_IDS
+
+    # Our commit keeps Java's gzip name, so a Java writer of the next version contends for it.
+    await ours.append(_batch(3))
+    written = folder / f"v{len(files) + 1}.gz.metadata.json"
+    assert local(ours.metadata_location) == written
+    assert written.read_bytes()[:2] == b"\x1f\x8b"
+    expected = sorted([*ALL_IDS, *range(300, 310)])
+    assert await our_ids(location) == expected
+    assert pyiceberg_ids(str(written)) == expected
+    assert duckdb_ids(str(written)) == expected

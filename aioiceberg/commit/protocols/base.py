@@ -17,7 +17,14 @@ from aioiceberg.errors import CommitPointMismatchError
 from aioiceberg.io.base import FileIO
 from aioiceberg.spec.metadata import TableMetadata
 
-__all__ = ["CommitProtocol", "TableState", "metadata_dir", "version_hint_path", "version_path"]
+__all__ = [
+    "CommitProtocol",
+    "TableState",
+    "metadata_dir",
+    "version_hint_path",
+    "version_path",
+    "version_paths",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +40,17 @@ def metadata_dir(table_location: str) -> str:
     return f"{table_location.rstrip('/')}/metadata"
 
 
-def version_path(table_location: str, version: int) -> str:
-    return f"{metadata_dir(table_location)}/v{version}.metadata.json"
+def version_path(table_location: str, version: int, *, gzip: bool = False) -> str:
+    """Where we write version ``version``: Java's name for it, ``v{N}.gz.metadata.json`` when gzip."""
+    return f"{metadata_dir(table_location)}/v{version}{'.gz' if gzip else ''}.metadata.json"
+
+
+def version_paths(table_location: str, version: int) -> tuple[str, ...]:
+    """Every name version ``version`` may have, ours first: Java's HadoopTableOperations writes
+    ``v{N}.gz.metadata.json`` under ``write.metadata.compression-codec=gzip`` (and once wrote
+    ``v{N}.metadata.json.gz``), and reads all three."""
+    plain = version_path(table_location, version)
+    return plain, version_path(table_location, version, gzip=True), plain + ".gz"
 
 
 def version_hint_path(table_location: str) -> str:

@@ -9,12 +9,14 @@ nothing is listed. Version numbers are never reused: a lost version is simply sk
 from __future__ import annotations
 
 import asyncio
+import gzip
 
 from aioiceberg.commit.protocols.base import (
     CommitProtocol,
     TableState,
     version_hint_path,
     version_path,
+    version_paths,
 )
 from aioiceberg.commit.protocols.commit_point import CONDITIONAL, CommitPoint
 from aioiceberg.errors import (
@@ -35,6 +37,7 @@ from aioiceberg.spec.metadata_json import parse_table_metadata, serialize_table_
 __all__ = [
     "ConditionalWriteProtocol",
     "find_latest_version",
+    "locate_version",
     "read_version_hint",
     "resolve_unknown_create",
     "update_version_hint",
@@ -54,30 +57,45 @@ async def read_version_hint(io: FileIO, table_location: str) -> int | None:
         return None
 
 
-async def find_latest_version(io: FileIO, table_location: str, start: int | None = None) -> int | None:
-    """The highest ``v{N}.metadata.json``: hint (or ``start``), then probe forward until absent.
+async def locate_version(io: FileIO, table_location: str, version: int) -> str | None:
+    """The file of version ``version`` under any of its names (see ``version_paths``), or None.
 
-    Without a hint, gallop (1, 2, 4, ...) and bisect, so an old table costs O(log N) HEADs.
+    The names are probed at once, so an absent version costs one round trip.
+    """
+    paths = version_paths(table_location, version)
+    found = await asyncio.gather(*(io.exists(p) for p in paths))
+    return next((p for p, ok in zip(paths, found, strict=True) if ok), None)
+
+
+async def _exists(io: FileIO, table_location: str, version: int) -> bool:
+    return await locate_version(io, table_location, version) is not None
+
+
+async def find_latest_version(io: FileIO, table_location: str, start: int | None = None) -> int | None:
+    """The highest ``v{N}.metadata.json`` (or gzip name): hint (or ``start``), then probe
+    forward until absent.
+
+    Without a hint, gallop (1, 2, 4, ...) and bisect, so an old table costs O(log N) probes.
     """
     hint = await read_version_hint(io, table_location)
     known = max(v for v in (hint, start, 0) if v is not None)
-    if known > (start or 0) and not await io.exists(version_path(table_location, known)):
+    if known > (start or 0) and not await _exists(io, table_location, known):
         known = start or 0  # a hint ahead of the files (a foreign writer): fall back
     if known == 0:
-        if not await io.exists(version_path(table_location, 1)):
+        if not await _exists(io, table_location, 1):
             return None
         low, step = 1, 1
-        while await io.exists(version_path(table_location, low + step)):
+        while await _exists(io, table_location, low + step):
             low, step = low + step, step * 2
         high = low + step  # absent
         while high - low > 1:
             mid = (low + high) // 2
-            if await io.exists(version_path(table_location, mid)):
+            if await _exists(io, table_location, mid):
                 low = mid
             else:
                 high = mid
         known = low
-    while await io.exists(version_path(table_location, known + 1)):
+    while await _exists(io, table_location, known + 1):
         known += 1
     return known
 
@@ -150,7 +168,9 @@ class ConditionalWriteProtocol(CommitProtocol):
         version = await find_latest_version(self.io, table_location, start)
         if version is None:
             raise TableNotFoundError(f"no table at {table_location}")
-        location = version_path(table_location, version)
+        location = await locate_version(self.io, table_location, version)
+        if location is None:
+            raise TableNotFoundError(f"version {version} of {table_location} vanished while loading")
         if since is not None and since.version == version and since.metadata_location == location:
             return since
         try:
@@ -168,17 +188,25 @@ class ConditionalWriteProtocol(CommitProtocol):
         hint = await read_version_hint(self.io, table_location)
         if hint is None or hint < 1:
             return None
-        location = version_path(table_location, hint)
+        plain = version_path(table_location, hint)
 
-        async def read() -> bytes | None:
+        async def read() -> tuple[str, bytes] | None:
             try:
-                return await self.io.read(location)
+                return plain, await self.io.read(plain)
+            except ObjectNotFoundError:
+                pass
+            location = await locate_version(self.io, table_location, hint)  # a gzip name
+            if location is None:
+                return None
+            try:
+                return location, await self.io.read(location)
             except ObjectNotFoundError:
                 return None
 
-        data, newer = await asyncio.gather(read(), self.io.exists(version_path(table_location, hint + 1)))
-        if data is None or newer:
+        found, newer = await asyncio.gather(read(), _exists(self.io, table_location, hint + 1))
+        if found is None or newer:
             return None
+        location, data = found
         return TableState(parse_table_metadata(data, location), location, hint)
 
     async def _require(self, table_location: str) -> None:
@@ -205,8 +233,13 @@ class ConditionalWriteProtocol(CommitProtocol):
         table_location = base.metadata.location
         await self._require(table_location)
         version = base.version + 1
-        location = version_path(table_location, version)
+        # A table whose versions carry Java's gzip name keeps it, so a Java writer racing
+        # for the same version contends for the same object.
+        compressed = base.metadata_location.endswith((".gz.metadata.json", ".metadata.json.gz"))
+        location = version_path(table_location, version, gzip=compressed)
         data = serialize_table_metadata(metadata)
+        if compressed:
+            data = gzip.compress(data, mtime=0)
         try:
             await self.io.write_if_absent(location, data)
         except PreconditionFailedError as exc:
