@@ -292,3 +292,146 @@ async def test_tables_on_moto_s3_read_like_on_local_disk(tmp_path: Path, moto_en
             _check(ours, theirs, duck, COLUMNS, f"moto / {row_filter!r}")
     finally:
         await io.aclose()
+
+
+# ---------------------------------------------------------------------------------------------
+# One rule for NULLs: a row for which the filter is NULL is neither returned nor deleted (SQL).
+
+NULL_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("x", pa.int64()),
+        pa.field("name", pa.string()),
+        pa.field("f", pa.float64()),
+        pa.field("flag", pa.bool_()),
+        pa.field("s", pa.struct([pa.field("y", pa.int64())])),
+    ]
+)
+
+NULL_FILTERS = [
+    "x != 5",
+    "x NOT IN (1, 2, 3)",
+    "name NOT LIKE 'a%'",
+    "name != 'b1'",
+    "NOT (x > 3)",
+    "NOT (x IS NULL)",
+    "NOT (x IS NOT NULL)",
+    "x IS NULL OR x != 5",
+    "x IS NOT NULL AND x != 5",
+    "NOT (x != 5)",
+    "NOT (x NOT IN (1, 2))",
+    "NOT (name NOT LIKE 'b%')",
+    "NOT (NOT (x != 5))",
+    "NOT (x = 5 OR name LIKE 'a%')",
+    "NOT (x > 3 AND f < 20)",
+    "NOT (x > 3) OR NOT (f < 20)",
+    "x != 5 AND name != 'a1'",
+    "x != 5 OR f != 2.5",
+    "NOT (x IS NOT NULL AND x < 3)",
+    "NOT (x IS NULL OR x < 3)",
+    "flag != true",
+    "NOT (flag = false)",
+    "(x != 5 OR name IS NULL) AND NOT (flag = true)",
+    "x NOT BETWEEN 2 AND 6",
+    "NOT (x BETWEEN 2 AND 6)",
+    "s.y != 2",
+    "NOT (s.y IN (1, 2))",
+    "s.y IS NULL OR s.y NOT IN (3, 4)",
+    "f != 2.5 AND NOT (name IS NULL)",
+]
+
+NULL_LAYOUTS: dict[str, list[str] | None] = {
+    "unpartitioned": None,
+    "identity": ["x"],  # a NULL partition: residuals and strict projections decide
+    "bucket-truncate": ["bucket(3, name)", "truncate(2, x)"],
+}
+
+
+def _null_data(start: int, n: int) -> pa.Table:
+    ids = range(start, start + n)
+    return pa.table(
+        {
+            "id": list(ids),
+            "x": [None if i % 3 == 0 else i % 10 for i in ids],
+            "name": [None if i % 4 == 0 else f"{'abc'[i % 3]}{i % 5}" for i in ids],
+            "f": [None if i % 5 == 0 else i * 0.5 for i in ids],
+            "flag": [None if i % 3 == 1 else i % 2 == 0 for i in ids],
+            "s": [None if i % 7 == 0 else {"y": None if i % 5 == 1 else i % 6} for i in ids],
+        },
+        schema=NULL_SCHEMA,
+    )
+
+
+async def _null_table(root: Path, partition_by: list[str] | None, props: dict[str, str] | None = None) -> Any:
+    import aioiceberg
+
+    catalog = aioiceberg.connect(str(root))
+    table = await catalog.create_table(
+        "db.t", schema=NULL_SCHEMA, partition_by=partition_by, properties=props or {}
+    )
+    await table.append(_null_data(0, 60))
+    await table.append(_null_data(60, 60))
+    return table
+
+
+def _duck_ids(con: Any, metadata_location: str, where: str) -> list[int]:
+    query = f"SELECT id FROM iceberg_scan('{metadata_location}') WHERE {where} ORDER BY id"
+    return [r[0] for r in con.execute(query).fetchall()]
+
+
+def _ids(table: pa.Table) -> list[int]:
+    return sorted(table.column("id").to_pylist())
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("layout", list(NULL_LAYOUTS))
+async def test_row_filters_follow_sql_three_valued_logic_like_duckdb(layout: str, tmp_path: Path) -> None:
+    table = await _null_table(tmp_path / "wh", NULL_LAYOUTS[layout])
+    location = table.metadata_location.removeprefix("file://")
+    con = duckdb_connection()
+    file_of = {
+        r["id"]: r["_file"] for r in (await table.scan(include_file_column=True).to_arrow()).to_pylist()
+    }
+    for row_filter in NULL_FILTERS:
+        what = f"{layout} / {row_filter!r}"
+        expected = _duck_ids(con, location, row_filter)
+        assert _ids(await table.scan(row_filter=row_filter).to_arrow()) == expected, f"{what}: to_arrow"
+        batches = [b async for b in table.scan(row_filter=row_filter).to_batches()]
+        assert sorted(i for b in batches for i in b.column("id").to_pylist()) == expected, (
+            f"{what}: to_batches"
+        )
+        # pruning stays inclusive: every file holding a matching row is planned
+        planned = {t.file.file_path async for t in table.scan(row_filter=row_filter).plan_files()}
+        assert {file_of[i] for i in expected} <= planned, f"{what}: a file with matching rows was pruned"
+
+
+DELETE_FILTERS = [
+    "x != 5",
+    "x NOT IN (1, 2, 3)",
+    "name NOT LIKE 'a%'",
+    "NOT (x > 3)",
+    "x IS NULL OR x != 5",
+    "NOT (x = 5 OR name LIKE 'a%')",
+    "s.y != 2",
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["copy-on-write", "merge-on-read"])
+@pytest.mark.parametrize("layout", ["unpartitioned", "identity"])
+async def test_delete_and_overwrite_remove_only_rows_where_the_filter_is_true(
+    layout: str, mode: str, tmp_path: Path
+) -> None:
+    con = duckdb_connection()
+    for n, row_filter in enumerate(DELETE_FILTERS):
+        table = await _null_table(tmp_path / f"wh{n}", NULL_LAYOUTS[layout], {"write.delete.mode": mode})
+        location = table.metadata_location.removeprefix("file://")
+        kept = _duck_ids(con, location, f"({row_filter}) IS NOT TRUE")
+        if n % 2:
+            await table.overwrite(NULL_SCHEMA.empty_table(), row_filter)
+        else:
+            await table.delete(row_filter)
+        what = f"{layout} / {mode} / {row_filter!r}"
+        assert _ids(await table.scan().to_arrow()) == kept, what
+        after = table.metadata_location.removeprefix("file://")
+        assert _duck_ids(con, after, "true") == kept, f"{what}: DuckDB reads another table"

@@ -3,7 +3,8 @@
 The result gives the same answer per row as ``rows.compile_row_filter``: NOT is pushed
 into predicates first; comparisons with null or NaN are false; ``!=``, ``NOT IN``,
 ``NOT LIKE`` and ``IS NOT NAN`` keep null rows (Arrow alone would drop them, since
-``null != 5`` is null there).
+``null != 5`` is null there). Scans and row-level deletes pass it the expression of
+``binding.bind_row_filter``, which adds ``IS NOT NULL`` where SQL's rule wants it.
 """
 
 from __future__ import annotations

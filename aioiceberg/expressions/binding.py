@@ -50,6 +50,7 @@ from aioiceberg.expressions.tree import (
     not_,
     not_in,
     or_,
+    rewrite_not,
 )
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.types import (
@@ -84,7 +85,14 @@ from aioiceberg.spec.values import (
     unscaled_to_decimal,
 )
 
-__all__ = ["bind", "bind_reference", "convert_literal", "struct_accessors"]
+__all__ = [
+    "bind",
+    "bind_reference",
+    "bind_row_filter",
+    "convert_literal",
+    "reject_null_rows",
+    "struct_accessors",
+]
 
 _LONG_MIN, _LONG_MAX = LongType.min, LongType.max
 _F32 = struct.Struct("<f")
@@ -397,3 +405,57 @@ def _bind(schema: Schema, expr: Expression, case_sensitive: bool) -> Expression:
     if isinstance(expr, AlwaysTrue | AlwaysFalse):
         return expr
     raise ExpressionError(f"cannot bind {expr!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# SQL's rule for NULLs in row filters
+
+# Iceberg's evaluators call these true for a null value; SQL calls them unknown.
+_TRUE_ON_NULL = frozenset({"not_eq", "not_in", "not_starts_with", "not_nan"})
+
+
+def bind_row_filter(schema: Schema, expr: Expression | str, case_sensitive: bool = True) -> Expression:
+    """Bind a user's row filter so it is true exactly where SQL says it is true.
+
+    Users write SQL-like filters and expect three-valued logic (as DuckDB, Spark SQL and
+    Polars apply it): a row for which the filter is NULL is not returned, nor deleted.
+    Iceberg's evaluators instead call ``!=``, ``NOT IN``, ``NOT LIKE`` and ``IS NOT NAN``
+    true on a null value. ``reject_null_rows`` reconciles the two, so scans, residuals,
+    metrics evaluators and row-level deletes all apply one rule.
+    """
+    return reject_null_rows(bind(schema, expr, case_sensitive))
+
+
+def reject_null_rows(expr: Expression) -> Expression:
+    """A bound expression rewritten to SQL's answer for NULLs (idempotent).
+
+    NOT is pushed to the predicates (De Morgan holds in three-valued logic, and a NOT-free
+    tree of AND / OR is true exactly when it is true with every unknown read as false);
+    then each predicate true on null gets ``IS NOT NULL`` beside it. Pruning stays
+    inclusive: the result matches a subset of the rows the Iceberg reading matches.
+    """
+    return _null_safe(rewrite_not(expr))
+
+
+def _nullable(pred: Predicate) -> bool:
+    ref = pred.ref
+    # a required field inside an optional struct is null when the struct is
+    return not ref.required or len(ref.accessor) > 1
+
+
+def _null_safe(expr: Expression) -> Expression:
+    if isinstance(expr, And):
+        left, right = expr.left, expr.right
+        if (
+            isinstance(left, NotNull)
+            and isinstance(right, Predicate)
+            and right.op in _TRUE_ON_NULL
+            and left.ref == right.ref
+        ):
+            return expr  # already guarded
+        return and_(_null_safe(left), _null_safe(right))
+    if isinstance(expr, Or):
+        return or_(_null_safe(expr.left), _null_safe(expr.right))
+    if isinstance(expr, Predicate) and expr.op in _TRUE_ON_NULL and _nullable(expr):
+        return And(NotNull(expr.ref), expr)
+    return expr

@@ -23,7 +23,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from aioiceberg.errors import UnsupportedError, ValidationError
 from aioiceberg.expressions.arrow import field_paths, to_arrow_expression
-from aioiceberg.expressions.binding import bind
+from aioiceberg.expressions.binding import bind, reject_null_rows
 from aioiceberg.expressions.evaluators import InclusiveMetricsEvaluator
 from aioiceberg.expressions.tree import (
     AlwaysFalse,
@@ -206,7 +206,8 @@ class _Reader:
         if self.row_filter is not None:
             extra = bind(schema, self.row_filter, self.case_sensitive)
             expr = and_(expr, extra)
-        return expr
+        # SQL's rule for NULLs, whoever built the residual (idempotent on the planner's)
+        return reject_null_rows(expr)
 
     def plan(self, task: FileScanTask) -> tuple[_FilePlan, Expression]:
         schema = self.table_schema or task.schema

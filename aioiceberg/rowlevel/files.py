@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aioiceberg.commit.overwrite import RemovedFile
-from aioiceberg.expressions.binding import bind
+from aioiceberg.expressions.binding import bind_row_filter
 from aioiceberg.expressions.evaluators import (
     InclusiveMetricsEvaluator,
     ManifestEvaluator,
@@ -26,14 +26,7 @@ from aioiceberg.expressions.rows import compile_row_filter
 from aioiceberg.expressions.tree import (
     AlwaysFalse,
     AlwaysTrue,
-    And,
     Expression,
-    NotNull,
-    Or,
-    Predicate,
-    and_,
-    or_,
-    rewrite_not,
 )
 from aioiceberg.io.base import FileIO
 from aioiceberg.scan.delete_index import DeleteIndex
@@ -51,28 +44,11 @@ __all__ = ["PartialFile", "Selection", "select_by_filter", "select_by_partitions
 
 PartitionKey = tuple[int, tuple[Any, ...]]
 
-# Iceberg's evaluators call these true for a null value; SQL calls them unknown.
-_TRUE_ON_NULL = frozenset({"not_eq", "not_in", "not_starts_with", "not_nan"})
-
 
 def sql_filter(schema: Schema, expr: Expression | str, case_sensitive: bool = True) -> Expression:
-    """Bind ``expr`` and make it true exactly where SQL says the filter is true.
-
-    NOT is pushed to the predicates (valid under three-valued logic), then every predicate
-    Iceberg evaluates as true on a null gets ``IS NOT NULL`` added, so evaluators, strict
-    projections and Arrow all agree that ``id != 3`` does not match a null ``id``.
-    """
-    return _null_safe(rewrite_not(bind(schema, expr, case_sensitive)))
-
-
-def _null_safe(expr: Expression) -> Expression:
-    if isinstance(expr, And):
-        return and_(_null_safe(expr.left), _null_safe(expr.right))
-    if isinstance(expr, Or):
-        return or_(_null_safe(expr.left), _null_safe(expr.right))
-    if isinstance(expr, Predicate) and expr.op in _TRUE_ON_NULL and not expr.ref.required:
-        return and_(NotNull(expr.ref), expr)
-    return expr
+    """Bind ``expr`` and make it true exactly where SQL says the filter is true
+    (``bind_row_filter``): ``id != 3`` does not delete a null ``id``."""
+    return bind_row_filter(schema, expr, case_sensitive)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,8 @@ from typing import Any
 import anyio
 
 from aioiceberg.errors import ValidationError
-from aioiceberg.expressions import ManifestEvaluator, ResidualEvaluator, bind, parse, rewrite_not
+from aioiceberg.expressions import ManifestEvaluator, ResidualEvaluator, parse
+from aioiceberg.expressions.binding import bind_row_filter
 from aioiceberg.expressions.tree import AlwaysFalse, AlwaysTrue, And, Expression, Not, Or, Predicate
 from aioiceberg.io.base import FileIO
 from aioiceberg.scan.cache import (
@@ -161,7 +162,8 @@ class TableScan:
         if isinstance(row_filter, str):
             row_filter = parse(row_filter) if row_filter.strip() else AlwaysTrue()
         self.row_filter: Expression = row_filter
-        self.bound_filter: Expression = rewrite_not(bind(self.schema, row_filter, case_sensitive))
+        # SQL's rule for NULLs: a row for which the filter is NULL is not returned
+        self.bound_filter: Expression = bind_row_filter(self.schema, row_filter, case_sensitive)
         self.io_concurrency = io_concurrency
         self.decode_workers = (os.cpu_count() or 1) if decode_workers is None else max(0, decode_workers)
         self.channel_size = channel_size if channel_size is not None else max(2, io_concurrency // 4)
