@@ -375,11 +375,13 @@ class TableScan:
             # The first manifest is fetched alone, then the rest at full concurrency: its GET
             # does not queue behind a burst of others at the store, nor its decode behind
             # theirs, so the first task is about one fetch and one decode away (costs the
-            # rest of the plan one round trip).
+            # rest of the plan one round trip). A plan reading few manifests (a selective
+            # filter) fetches them all at once: that round trip would be most of its time.
             first_fetched = anyio.Event()
             tg.start_soon(worker, first_fetched)
             if n > 1:
-                await first_fetched.wait()
+                if len(data) + len(deletes) > self.io_concurrency // 2:
+                    await first_fetched.wait()
                 for _ in range(n - 1):
                     tg.start_soon(worker)
         await queue.put(None)
