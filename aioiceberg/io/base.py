@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import anyio
 
+from aioiceberg._concurrency import task_group
 from aioiceberg.errors import (
     ConditionalWritesUnsupportedError,
     ObjectNotFoundError,
@@ -177,7 +178,7 @@ class FileIO(abc.ABC):
                 except StoreError as exc:
                     failures.append(f"{location}: {exc}")
 
-        async with anyio.create_task_group() as tg:
+        async with task_group() as tg:
             for location in locations:
                 tg.start_soon(one, location)
         if failures:

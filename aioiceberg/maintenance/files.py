@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import anyio
 
+from aioiceberg._concurrency import task_group
 from aioiceberg.commit.snapshot_producer import Change
 from aioiceberg.errors import StoreError
 from aioiceberg.io.base import FileIO
@@ -111,7 +112,7 @@ class ManifestWalker:
             if snap.manifest_list is not None:
                 out.manifest_lists[normalize(snap.manifest_list)] = snap.manifest_list
 
-        async with anyio.create_task_group() as tg:
+        async with task_group() as tg:
             for snap in snapshots:
                 tg.start_soon(one_list, snap)
 
@@ -130,7 +131,7 @@ class ManifestWalker:
                 path = e.data_file.file_path
                 (live if e.is_live else deleted)[normalize(path)] = path
 
-        async with anyio.create_task_group() as tg:
+        async with task_group() as tg:
             for m in manifests.values():
                 tg.start_soon(one_manifest, m)
         out.content = live
@@ -158,7 +159,7 @@ async def delete_files(io: FileIO, paths: Sequence[str], concurrency: int = 16) 
             except StoreError:
                 failed.append(path)
 
-    async with anyio.create_task_group() as tg:
+    async with task_group() as tg:
         for p in paths:
             tg.start_soon(one, p)
     return sorted(failed)

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from aioiceberg.errors import CorruptFileError, UnsupportedError
 from aioiceberg.io.base import FileIO
-from aioiceberg.read.formats import decode_file
+from aioiceberg.read.formats import decode_file, decoding
 from aioiceberg.read.projection import project_columns
 from aioiceberg.spec.manifest.data_file import DataFile, DataFileContent
 from aioiceberg.spec.name_mapping import NameMapping, apply_name_mapping
@@ -222,6 +222,10 @@ class DeleteCache:
         self.files_read += 1
 
         def decode() -> pa.Table:
+            with decoding(f.file_path, "delete file"):
+                return _decode()
+
+        def _decode() -> pa.Table:
             table = decode_file(data, f.file_format, f.file_path)
             fields = _ids_or_mapping(table.schema, self.name_mapping)
             table = table.combine_chunks()

@@ -9,17 +9,37 @@ them (``PARQUET:field_id`` metadata), so projection treats every format alike.
 from __future__ import annotations
 
 import io as _io
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from aioiceberg.errors import CorruptFileError, UnsupportedError
+from aioiceberg.errors import CorruptFileError, IcebergError, UnsupportedError
 from aioiceberg.spec.arrow import FIELD_ID_KEY, ORC_FIELD_ID_KEY
 from aioiceberg.spec.manifest.data_file import FileFormat
 
-__all__ = ["decode_avro", "decode_file", "decode_orc"]
+__all__ = ["decode_avro", "decode_file", "decode_orc", "decoding"]
+
+
+@contextmanager
+def decoding(location: str, what: str = "data file") -> Iterator[None]:
+    """Turn pyarrow's exceptions raised while reading ``location`` into errors naming it.
+
+    pyarrow reports a damaged page, a column whose type disagrees with the table's or an
+    encoding it lacks as ArrowInvalid, ArrowTypeError, ArrowNotImplementedError or OSError,
+    none of which names the file nor is an IcebergError a caller can catch.
+    """
+    try:
+        yield
+    except IcebergError:
+        raise
+    except pa.ArrowNotImplementedError as e:
+        raise UnsupportedError(f"{location}: cannot read this {what}: {e}") from e
+    except (pa.ArrowException, OSError) as e:
+        raise CorruptFileError(f"cannot read this {what}: {e}", location=location) from e
 
 
 def _meta(field_id: Any) -> dict[bytes, bytes] | None:

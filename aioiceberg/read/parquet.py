@@ -22,6 +22,7 @@ import anyio.to_thread
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from aioiceberg._concurrency import task_group
 from aioiceberg.errors import CorruptFileError
 from aioiceberg.expressions.evaluators import InclusiveMetricsEvaluator
 from aioiceberg.io.base import FileIO
@@ -333,7 +334,7 @@ class ParquetSource:
             async with limiter:
                 self.file.add(s, await self.io.read_range(self.location, s, e - s))
 
-        async with anyio.create_task_group() as tg:
+        async with task_group() as tg:
             for s, e in _coalesce(ranges):
                 tg.start_soon(fetch, s, e)
 

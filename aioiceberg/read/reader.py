@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from aioiceberg._concurrency import task_group
 from aioiceberg.errors import UnsupportedError, ValidationError
 from aioiceberg.expressions.arrow import field_paths, to_arrow_expression
 from aioiceberg.expressions.binding import bind, reject_null_rows
@@ -39,7 +40,7 @@ from aioiceberg.expressions.tree import (
 )
 from aioiceberg.io.base import FileIO
 from aioiceberg.read.deletes import DeleteCache, TaskDeletes, deleted_mask
-from aioiceberg.read.formats import decode_file
+from aioiceberg.read.formats import decode_file, decoding
 from aioiceberg.read.parquet import ParquetSource, open_parquet
 from aioiceberg.read.projection import project_columns
 from aioiceberg.scan.metrics import ScanStats
@@ -240,30 +241,34 @@ class _Reader:
 
     async def read_file(self, task: FileScanTask, send: MemoryObjectSendStream[pa.RecordBatch]) -> None:
         async with send:
-            plan, expr = self.plan(task)
-            if isinstance(expr, AlwaysFalse):
-                return
-            self.stats.files += 1
-            deletes = TaskDeletes(None, ())
-            if task.delete_files:
-                cache = self.deletes(plan.read_schema if self.table_schema is None else self.table_schema)
-                cache.table_schema = self.table_schema or task.schema
-                deletes = await cache.for_task(task.file, task.delete_files)
-                self.stats.delete_files_read = cache.files_read
-            fmt = task.file.file_format
-            if fmt == FileFormat.PARQUET:
-                await self._read_parquet(task, plan, expr, deletes, send)
-                return
-            if fmt not in (FileFormat.AVRO, FileFormat.ORC):
-                raise UnsupportedError(f"cannot read {fmt} data files: {task.file.file_path}")
-            data = await self.io.read(task.file.file_path)
-            self.stats.bytes_fetched += len(data)
+            with decoding(task.file.file_path):
+                await self._read_file(task, send)
 
-            def work() -> list[pa.RecordBatch]:
-                return _process(plan, decode_file(data, fmt, task.file.file_path), 0, deletes)
+    async def _read_file(self, task: FileScanTask, send: MemoryObjectSendStream[pa.RecordBatch]) -> None:
+        plan, expr = self.plan(task)
+        if isinstance(expr, AlwaysFalse):
+            return
+        self.stats.files += 1
+        deletes = TaskDeletes(None, ())
+        if task.delete_files:
+            cache = self.deletes(plan.read_schema if self.table_schema is None else self.table_schema)
+            cache.table_schema = self.table_schema or task.schema
+            deletes = await cache.for_task(task.file, task.delete_files)
+            self.stats.delete_files_read = cache.files_read
+        fmt = task.file.file_format
+        if fmt == FileFormat.PARQUET:
+            await self._read_parquet(task, plan, expr, deletes, send)
+            return
+        if fmt not in (FileFormat.AVRO, FileFormat.ORC):
+            raise UnsupportedError(f"cannot read {fmt} data files: {task.file.file_path}")
+        data = await self.io.read(task.file.file_path)
+        self.stats.bytes_fetched += len(data)
 
-            for batch in await anyio.to_thread.run_sync(work):
-                await send.send(batch)
+        def work() -> list[pa.RecordBatch]:
+            return _process(plan, decode_file(data, fmt, task.file.file_path), 0, deletes)
+
+        for batch in await anyio.to_thread.run_sync(work):
+            await send.send(batch)
 
     async def _read_parquet(
         self,
@@ -378,7 +383,7 @@ async def read_tasks(
             return  # the consumer stopped early
 
     remaining = limit
-    async with anyio.create_task_group() as tg:
+    async with task_group() as tg:
         tg.start_soon(produce)
         try:
             async for recv in order_recv:

@@ -28,6 +28,7 @@ from typing import Any
 
 import anyio
 
+from aioiceberg._concurrency import raise_first
 from aioiceberg.errors import ValidationError
 from aioiceberg.expressions import ManifestEvaluator, ResidualEvaluator, parse
 from aioiceberg.expressions.binding import bind_row_filter
@@ -534,12 +535,10 @@ async def _next_batch(
 
 
 def _raise_failure(pipeline: asyncio.Task[None]) -> None:
-    """Raise the pipeline's error (a lone error out of the workers' task group unwrapped)."""
+    """Raise the pipeline's error (the first out of the workers' task group, unwrapped)."""
     error = pipeline.exception()
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
     if error is not None:
-        raise error
+        raise_first(error)
 
 
 async def _wait_or_fail(event: anyio.Event, pipeline: asyncio.Task[None]) -> None:

@@ -16,6 +16,7 @@ import anyio
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from aioiceberg._concurrency import task_group
 from aioiceberg.errors import CorruptFileError, UnsupportedError, ValidationError
 from aioiceberg.io.base import FileIO
 from aioiceberg.spec import values
@@ -27,7 +28,7 @@ from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.types import PrimitiveType
 from aioiceberg.write.conform import can_promote
 from aioiceberg.write.metrics import metrics_from_parquet
-from aioiceberg.write.parquet import data_file_from_metrics, unwrap_group
+from aioiceberg.write.parquet import data_file_from_metrics
 
 __all__ = ["NAME_MAPPING_PROPERTY", "data_files_from_parquet", "read_parquet_footer"]
 
@@ -155,10 +156,7 @@ async def data_files_from_parquet(
             location, size, metrics, partition=partition, spec_id=spec.spec_id
         )
 
-    try:
-        async with anyio.create_task_group() as tg:
-            for i, location in enumerate(locations):
-                tg.start_soon(one, i, location)
-    except BaseExceptionGroup as group:
-        raise unwrap_group(group) from None
+    async with task_group() as tg:
+        for i, location in enumerate(locations):
+            tg.start_soon(one, i, location)
     return [r for r in results if r is not None]

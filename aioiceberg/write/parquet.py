@@ -25,6 +25,7 @@ import anyio.abc
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from aioiceberg._concurrency import raise_first
 from aioiceberg.errors import ValidationError
 from aioiceberg.io.base import FileIO
 from aioiceberg.spec.arrow import schema_to_arrow
@@ -275,7 +276,7 @@ class _Writer:
         except BaseException as e:
             with anyio.CancelScope(shield=True):
                 await self._cleanup()
-            raise unwrap_group(e) from None
+            raise_first(e)
         self.results.sort(key=lambda r: (r[0], r[1]))
         return [r[2] for r in self.results]
 
@@ -358,13 +359,6 @@ class _Writer:
                 await self.io.delete_many(self.written)
             except Exception:
                 pass
-
-
-def unwrap_group(error: BaseException) -> BaseException:
-    """The error a caller can act on, not the task group's wrapper around it."""
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
-    return error
 
 
 async def _batches(data: ArrowData) -> Any:

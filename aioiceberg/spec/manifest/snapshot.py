@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from aioiceberg._concurrency import task_group
 from aioiceberg.spec.manifest.manifest_file import ManifestFile
 from aioiceberg.spec.manifest.reader import inline_manifest_file, read_manifest_list
 
@@ -56,7 +57,7 @@ async def snapshot_manifests(
             errors.append(e)
             scope.cancel()
 
-    async with anyio.create_task_group() as tg:
+    async with task_group() as tg:
         for i, path in enumerate(paths):
             tg.start_soon(one, i, path, tg.cancel_scope)
     if errors:

@@ -1,0 +1,279 @@
+"""Every public entry point that reads or writes, given a broken object, raises an
+IcebergError naming it: never an ExceptionGroup, never pyarrow's own exceptions."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import aioiceberg
+from aioiceberg import sync
+from aioiceberg._concurrency import task_group
+from aioiceberg.errors import CorruptFileError, IcebergError
+from aioiceberg.table import Table
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("x", pa.int64())])
+
+
+def _rows(start: int, n: int) -> pa.Table:
+    ids = list(range(start, start + n))
+    return pa.table({"id": ids, "x": [None if i % 3 == 0 else i for i in ids]}, schema=SCHEMA)
+
+
+async def _table(root: Path) -> Table:
+    catalog = aioiceberg.connect(str(root))
+    table = await catalog.create_table("db.t", schema=SCHEMA)
+    await table.append(_rows(0, 40))
+    await table.append(_rows(40, 40))
+    return table
+
+
+def _local(uri: str) -> Path:
+    return Path(uri.removeprefix("file://"))
+
+
+async def _data_files(table: Table) -> list[str]:
+    return sorted({t.file.file_path async for t in table.scan().plan_files()})
+
+
+def _truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _bad_magic(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[:-4] + b"XXXX")
+
+
+def _garbage_footer(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    footer_len = int.from_bytes(data[-8:-4], "little")
+    start = len(data) - 8 - footer_len
+    data[start : start + footer_len] = os.urandom(footer_len)
+    path.write_bytes(bytes(data))
+
+
+def _wrong_type(path: Path) -> None:
+    table = pq.read_table(path)
+    ids = table.column("id").to_pylist()
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64(), metadata={"PARQUET:field_id": "1"}),
+            pa.field("x", pa.string(), metadata={"PARQUET:field_id": "2"}),
+        ]
+    )
+    pq.write_table(pa.table({"id": ids, "x": [f"s{i}" for i in ids]}, schema=schema), path)
+
+
+def _missing(path: Path) -> None:
+    path.unlink()
+
+
+# what is broken -> (break it, which object it names)
+Breakage = Callable[[Table], Awaitable[str]]
+
+
+async def _break_data_file(table: Table, how: Callable[[Path], None]) -> str:
+    victim = (await _data_files(table))[0]
+    how(_local(victim))
+    return victim
+
+
+async def _break_manifest(table: Table) -> str:
+    snap = table.current_snapshot()
+    assert snap is not None and snap.manifest_list is not None
+    from aioiceberg.spec.manifest import read_manifest_list
+
+    manifests = read_manifest_list(await table.io.read(snap.manifest_list), snap.manifest_list)
+    victim = manifests[0].manifest_path
+    _truncate(_local(victim))
+    return victim
+
+
+async def _break_manifest_list(table: Table) -> str:
+    snap = table.current_snapshot()
+    assert snap is not None and snap.manifest_list is not None
+    _truncate(_local(snap.manifest_list))
+    return snap.manifest_list
+
+
+DATA_BREAKAGES: dict[str, Breakage] = {
+    "truncated-parquet": lambda t: _break_data_file(t, _truncate),
+    "bad-magic": lambda t: _break_data_file(t, _bad_magic),
+    "garbage-footer": lambda t: _break_data_file(t, _garbage_footer),
+    "column-type": lambda t: _break_data_file(t, _wrong_type),
+    "missing-data-file": lambda t: _break_data_file(t, _missing),
+}
+METADATA_BREAKAGES: dict[str, Breakage] = {
+    "broken-manifest": _break_manifest,
+    "broken-manifest-list": _break_manifest_list,
+}
+
+
+async def _to_arrow(table: Table) -> Any:
+    return await table.scan(row_filter="id >= 0").to_arrow()
+
+
+async def _upsert(table: Table) -> Any:
+    await table.upsert(_rows(38, 4), join_cols=["id"], mode="copy-on-write")  # reads the files
+
+
+async def _compact(table: Table) -> Any:
+    await table.rewrite_data_files()
+
+
+async def _statistics(table: Table) -> Any:
+    await table.compute_statistics()
+
+
+async def _rewrite_manifests(table: Table) -> Any:
+    await table.rewrite_manifests()
+
+
+async def _append(table: Table) -> Any:
+    await table.append(_rows(200, 2))
+
+
+async def _to_batches(table: Table) -> Any:
+    return [b async for b in table.scan().to_batches()]
+
+
+async def _plan_files(table: Table) -> Any:
+    return [t async for t in table.scan().plan_files()]
+
+
+async def _delete(table: Table) -> Any:
+    await table.delete("id = 5 OR x = 46")  # some rows of each file: every file is read
+
+
+async def _overwrite(table: Table) -> Any:
+    await table.overwrite(_rows(100, 3), "id = 5 OR x = 46")
+
+
+async def _merge_on_read_delete(table: Table) -> Any:
+    async with table.transaction() as tx:
+        tx.set_properties({"write.delete.mode": "merge-on-read"})
+    await table.delete("id = 5 OR x = 46")
+
+
+def _sync_table(table: Table) -> sync.Table:
+    return sync.load_table(table.location)
+
+
+async def _sync_to_arrow(table: Table) -> Any:
+    return _sync_table(table).scan().to_arrow()
+
+
+async def _sync_to_batches(table: Table) -> Any:
+    return list(_sync_table(table).scan().to_batches())
+
+
+async def _sync_plan_files(table: Table) -> Any:
+    return list(_sync_table(table).scan().plan_files())
+
+
+async def _sync_delete(table: Table) -> Any:
+    _sync_table(table).delete("id = 5 OR x = 46")
+
+
+ENTRY_POINTS: dict[str, Callable[[Table], Awaitable[Any]]] = {
+    "to_arrow": _to_arrow,
+    "to_batches": _to_batches,
+    "delete": _delete,
+    "overwrite": _overwrite,
+    "delete-merge-on-read": _merge_on_read_delete,
+    "upsert": _upsert,
+    "rewrite_data_files": _compact,
+    "compute_statistics": _statistics,
+    "sync.to_arrow": _sync_to_arrow,
+    "sync.to_batches": _sync_to_batches,
+    "sync.delete": _sync_delete,
+}
+PLANNING_ENTRY_POINTS = {
+    **ENTRY_POINTS,
+    "plan_files": _plan_files,
+    "rewrite_manifests": _rewrite_manifests,
+    "sync.plan_files": _sync_plan_files,
+}
+
+
+def _assert_names(error: BaseException, victim: str, what: str) -> None:
+    assert isinstance(error, IcebergError), f"{what}: {type(error).__name__}: {error}"
+    assert not isinstance(error, BaseExceptionGroup), what
+    assert os.path.basename(victim) in str(error), f"{what}: {error}"
+
+
+async def _check(
+    tmp_path: Path, breakage: Breakage, entry: Callable[[Table], Awaitable[Any]], what: str
+) -> None:
+    table = await _table(tmp_path / "wh")
+    victim = await breakage(table)
+    with pytest.raises(BaseException) as info:
+        await entry(table)
+    _assert_names(info.value, victim, what)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("entry", list(ENTRY_POINTS))
+@pytest.mark.parametrize("broken", list(DATA_BREAKAGES))
+async def test_a_broken_data_file_raises_an_iceberg_error_naming_it(
+    broken: str, entry: str, tmp_path: Path
+) -> None:
+    await _check(tmp_path, DATA_BREAKAGES[broken], ENTRY_POINTS[entry], f"{broken} / {entry}")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("entry", list(PLANNING_ENTRY_POINTS))
+@pytest.mark.parametrize("broken", list(METADATA_BREAKAGES))
+async def test_broken_manifests_raise_an_iceberg_error_naming_them(
+    broken: str, entry: str, tmp_path: Path
+) -> None:
+    await _check(tmp_path, METADATA_BREAKAGES[broken], PLANNING_ENTRY_POINTS[entry], f"{broken} / {entry}")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("blocking", [False, True])
+async def test_a_broken_metadata_json_raises_an_iceberg_error_naming_it(
+    blocking: bool, tmp_path: Path
+) -> None:
+    table = await _table(tmp_path / "wh")
+    victim = table.metadata_location
+    _truncate(_local(victim))
+    for target in (table.location, victim):
+        with pytest.raises(BaseException) as info:
+            if blocking:
+                sync.load_table(target)
+            else:
+                await aioiceberg.load_table(target)
+        _assert_names(info.value, victim, f"load_table({target})")
+
+
+@pytest.mark.anyio
+async def test_a_task_group_raises_its_first_error_with_the_others_as_notes() -> None:
+    async def fail(name: str) -> None:
+        with anyio.CancelScope(shield=True):  # both fail although the first cancels the group
+            await anyio.sleep(0)
+        raise CorruptFileError("broken", location=name)
+
+    with pytest.raises(CorruptFileError) as info:
+        async with task_group() as tg:
+            tg.start_soon(fail, "a.parquet")
+            tg.start_soon(fail, "b.parquet")
+    assert str(info.value) == "a.parquet: broken"
+    assert info.value.__notes__ == ["also failed: CorruptFileError: b.parquet: broken"]
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_task_group_stays_cancelled() -> None:
+    with anyio.move_on_after(0.01) as scope:
+        async with task_group() as tg:
+            tg.start_soon(anyio.sleep, 10)
+    assert scope.cancelled_caught
