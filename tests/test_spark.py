@@ -311,3 +311,28 @@ def test_a_rerun_with_the_same_idempotency_key_is_a_no_op(spark: Any, tmp_path: 
     summary = table.current_snapshot().summary  # type: ignore[union-attr]
     assert summary is not None and summary.properties.get("job") == "nightly"
     assert sorted(table.scan().to_arrow()["id"].to_pylist()) == [*range(90), *range(700, 705)]
+
+
+def test_a_task_that_finishes_after_its_job_was_aborted_takes_its_files_away(tmp_path: Path) -> None:
+    """A straggler Spark did not stop before abort() listed the job's files (seen under load):
+    abort leaves a marker first, and a task that sees it removes what it wrote."""
+    from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+    from aioiceberg.spark.source import AioIcebergDataSource
+
+    table = make_table(str(tmp_path / "wh"))
+    data_dir = Path(table.location) / "data"
+    before = set(data_dir.rglob("*.parquet"))
+    spark_schema = StructType(
+        [StructField("id", LongType()), StructField("region", StringType()), StructField("v", DoubleType())]
+    )
+    writer = AioIcebergDataSource({"path": table.location}).writer(spark_schema, False)
+    writer.abort([])  # the job failed elsewhere before this task ended
+    late = writer.write(iter(rows(500, 6).to_batches()))
+    assert late.data_files == []
+    assert set(data_dir.rglob("*.parquet")) == before
+    assert len(table.refresh().snapshots()) == 3
+    # a task of another job is untouched by this job's marker
+    other = AioIcebergDataSource({"path": table.location}).writer(spark_schema, False)
+    assert len(other.write(iter(rows(600, 6).to_batches())).data_files) == 3
+    other.abort([])

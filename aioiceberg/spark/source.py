@@ -385,6 +385,15 @@ class _WriteJob:
         return partition_spec_from_json(json.loads(self.spec_json))
 
 
+def _abort_marker(job: _WriteJob) -> str:
+    """Written by an aborted job before it removes its files; an orphan, removed with them by
+    orphan removal later."""
+    from aioiceberg.write import LocationProvider
+
+    data_path = LocationProvider(job.location, job.properties).data_path
+    return f"{data_path}/aioiceberg-aborted-{job.write_id}"
+
+
 def _written_before(table: sync.Table, key: str | None) -> bool:
     """Whether a snapshot of the table's history carries the write's idempotency key."""
     if key is None:
@@ -457,6 +466,13 @@ class AioIcebergWriter(DataSourceArrowWriter):
                 task_id=task_id,
             )
         )
+        # A task that finished after its job was aborted (a straggler Spark did not stop in
+        # time) takes its own files away: abort wrote the marker before it listed the job's
+        # files, so either abort saw these files or this task sees the marker.
+        marker = _abort_marker(job)
+        if runner.run(io.exists(marker)):
+            runner.run(io.delete_many([f.file_path for f in files]))
+            return AioIcebergCommitMessage([])
         return AioIcebergCommitMessage([json.dumps(content_file_to_json(f, spec, schema)) for f in files])
 
     def _files(self, messages: Sequence[WriterCommitMessage | None]) -> list[Any]:
@@ -509,9 +525,15 @@ class AioIcebergWriter(DataSourceArrowWriter):
                 return  # the commit landed after all: the files belong to the table now
         io = resolve_io(job.location, job.storage_options or None)
         data_path = LocationProvider(job.location, job.properties).data_path
+        marker = _abort_marker(job)
+        runner.run(io.write(marker, b"aborted"))  # first: tasks still running see it (see write)
 
         async def job_files() -> list[str]:
-            return [o.location async for o in io.list(f"{data_path}/") if job.write_id in o.location]
+            return [
+                o.location
+                async for o in io.list(f"{data_path}/")
+                if job.write_id in o.location and o.location != marker
+            ]
 
         leftovers = set(reported) | set(runner.run(job_files()))
         runner.run(io.delete_many(sorted(leftovers)))
