@@ -204,6 +204,15 @@ def columnar_available() -> bool:
     return importlib.util.find_spec("polars") is not None
 
 
+def _casts_of(reader: Any) -> list[pa.DataType | None] | None:
+    """The partition casts for a manifest's writer schema (see ``_partition_casts``)."""
+    schema = reader.writer_schema
+    named = _named_types(schema, {})
+    data_file_schema = _non_null(_fields(schema)["data_file"].get("type"), named)
+    partition_schema = _non_null(_fields(data_file_schema).get("partition", {}).get("type"), named)
+    return _partition_casts(partition_schema, named)
+
+
 def _partition_casts(partition_schema: Any, named: dict[str, Any]) -> list[pa.DataType | None] | None:
     """Per partition field, the Arrow type to cast polars' column to; None: unsupported."""
     casts: list[pa.DataType | None] = []
@@ -609,11 +618,7 @@ def open_columnar(
         return None
     if manifest is not None and manifest.manifest_length != len(data):
         return None  # a disputed length: the fastavro reader checks the entry counts
-    schema = reader.writer_schema
-    named = _named_types(schema, {})
-    data_file_schema = _non_null(_fields(schema)["data_file"].get("type"), named)
-    partition_schema = _non_null(_fields(data_file_schema).get("partition", {}).get("type"), named)
-    casts = _partition_casts(partition_schema, named)
+    casts = _casts_of(reader)
     if casts is None:
         return None
     try:
@@ -734,11 +739,7 @@ def open_columnar_batch(
         return None
     if meta.format_version == 1:
         return None
-    schema = reader.writer_schema
-    named = _named_types(schema, {})
-    data_file_schema = _non_null(_fields(schema)["data_file"].get("type"), named)
-    partition_schema = _non_null(_fields(data_file_schema).get("partition", {}).get("type"), named)
-    casts = _partition_casts(partition_schema, named)
+    casts = _casts_of(reader)
     if casts is None:
         return None
     parts: list[bytes] = [first.header, first.sync]
