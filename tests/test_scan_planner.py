@@ -34,6 +34,7 @@ from aioiceberg.spec.manifest import (
     ManifestContent,
     ManifestEntry,
     ManifestEntryStatus,
+    ManifestFile,
     write_manifest,
     write_manifest_list,
 )
@@ -589,3 +590,48 @@ async def test_abandoned_iterator_is_finalised_quietly(
     assert seen == []
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert scan.metrics.manifests_read < 8
+
+
+@pytest.mark.anyio
+async def test_cached_manifests_are_keyed_by_store_and_what_their_entries_inherit() -> None:
+    """One shared cache, two stores holding different tables at the very same paths (two
+    endpoints, say): each plan sees its own files. And a manifest listed with other
+    inherited values is another key."""
+    import dataclasses
+
+    from aioiceberg.scan.planner import manifest_cache_key
+
+    schema = Schema(NestedField(1, "id", LongType()))
+    location = "memory://same-layout/t"
+    base = new_table_metadata(schema, UNPARTITIONED, UNSORTED, location, {}, 2)
+    kw = _fresh()
+
+    async def store_with(data_file: str) -> tuple[FileIO, TableMetadata, ManifestFile]:
+        io = MemoryFileIO()
+        entries = [
+            ManifestEntry(
+                ManifestEntryStatus.ADDED, None, None, None, _file(data_file, DataFileContent.DATA, (), 0)
+            )
+        ]
+        path = f"{location}/metadata/m.avro"
+        data, mf = write_manifest(entries, UNPARTITIONED, schema, 2, 1, codec="null", manifest_path=path)
+        await io.write(path, data)
+        await io.write(f"{location}/metadata/snap-1.avro", write_manifest_list([mf], 2, 1, None, 1))
+        snap = Snapshot(1, None, 1, 1000, f"{location}/metadata/snap-1.avro", Summary(Operation.APPEND), 0)
+        md = base.replace(
+            snapshots=(snap,),
+            current_snapshot_id=1,
+            last_sequence_number=1,
+            snapshot_log=(SnapshotLogEntry(1, 1000),),
+        )
+        return io, md, mf
+
+    io_a, md_a, mf_a = await store_with(f"{location}/data/aaaa.parquet")
+    io_b, md_b, mf_b = await store_with(f"{location}/data/bbbb.parquet")
+    assert mf_a.manifest_length == mf_b.manifest_length  # the old key (path, length) collided
+    assert await _paths(TableScan(io_a, md_a, **kw)) == [f"{location}/data/aaaa.parquet"]
+    assert await _paths(TableScan(io_b, md_b, **kw)) == [f"{location}/data/bbbb.parquet"]
+    assert await _paths(TableScan(io_a, md_a, **kw)) == [f"{location}/data/aaaa.parquet"]
+    relisted = dataclasses.replace(mf_a, sequence_number=5, min_sequence_number=5)
+    assert manifest_cache_key(io_a, relisted) != manifest_cache_key(io_a, mf_a)
+    assert manifest_cache_key(io_a, mf_a) != manifest_cache_key(io_b, mf_a)

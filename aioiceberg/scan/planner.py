@@ -58,7 +58,7 @@ from aioiceberg.spec.partitioning import PartitionSpec
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.tasks import FileScanTask
 
-__all__ = ["TableScan"]
+__all__ = ["TableScan", "manifest_cache_key"]
 
 # Below this many manifest bytes to decode, starting worker processes costs more than it saves.
 PROCESS_THRESHOLD_BYTES = 4 * 1024 * 1024
@@ -105,6 +105,22 @@ def _split_ranges(f: DataFile, target: int) -> list[tuple[int, int]]:
             out.append((start, end - start))
             start = end
     return out if out else [(0, size)]
+
+
+def manifest_cache_key(io: FileIO, mf: ManifestFile) -> str:
+    """What a cached manifest view is keyed by (with its length and the view): the store
+    holding it, its path, and everything its entries inherit from the manifest list's row
+    (content, spec, snapshot id, sequence numbers, first row id): the same path in another
+    store, or listed with other inherited values, decodes to other entries."""
+    inherited = (
+        mf.content.value,
+        mf.partition_spec_id,
+        mf.added_snapshot_id,
+        mf.sequence_number,
+        mf.min_sequence_number,
+        mf.first_row_id,
+    )
+    return f"{io.store_key(mf.manifest_path)}\0{mf.manifest_path}\0{inherited!r}"
 
 
 class TableScan:
@@ -235,7 +251,8 @@ class TableScan:
         if snap is None:
             return ()
         # A v1 snapshot naming its manifests inline has no list: its paths are the key.
-        key = snap.manifest_list if snap.manifest_list is not None else "\n".join(snap.manifests)
+        listed = snap.manifest_list if snap.manifest_list is not None else "\n".join(snap.manifests)
+        key = f"{self.io.store_key(listed)}\0{listed}"  # the same path in another store is another list
         found = self.manifest_list_cache.get(key, snap.snapshot_id)
         if found is not None:
             self.metrics.manifest_list_from_cache = True
@@ -287,7 +304,8 @@ class TableScan:
         """The manifest's view, from the cache or fetched and decoded; ``fetched`` is set as
         soon as its bytes are in hand (before decoding)."""
         view = self._ctx.key
-        found = self.cache.get(mf.manifest_path, mf.manifest_length, view)
+        key = manifest_cache_key(self.io, mf)
+        found = self.cache.get(key, mf.manifest_length, view)
         m = self.metrics
         if found is not None:
             m.manifests_from_cache += 1
@@ -338,7 +356,7 @@ class TableScan:
         # repeat would find nothing); the rest of its entries are dropped once consumed.
         if self._cached_bytes + cached.size <= self.cache.max_bytes // 2:
             self._cached_bytes += cached.size
-            self.cache.put(mf.manifest_path, mf.manifest_length, view, cached)
+            self.cache.put(key, mf.manifest_length, view, cached)
         return cached
 
     async def _run_workers(
