@@ -35,11 +35,6 @@ class Scan:
 
     def __init__(self, io: FileIO, metadata: TableMetadata, **kwargs: Any) -> None:
         self._read_options = {k: kwargs.pop(k) for k in _READ_OPTIONS if k in kwargs}
-        ref = kwargs.get("ref")
-        tag = ref is not None and ref in metadata.refs and not metadata.refs[ref].is_branch
-        # As Java and PyIceberg: only time travel (a snapshot id, a time, a tag) reads with the
-        # snapshot's own schema; the current state and branches read with the current schema.
-        self._time_travel = tag or kwargs.get("snapshot_id") is not None or kwargs.get("as_of") is not None
         self.planner = TableScan(io, metadata, **kwargs)
         self.io = io
         self.metadata = metadata
@@ -52,13 +47,9 @@ class Scan:
 
     @property
     def snapshot_schema(self) -> Schema:
-        """The schema rows are read with: the snapshot's own (time travel), else the current one."""
-        snap = self.planner.snapshot
-        if self._time_travel and snap is not None and snap.schema_id is not None:
-            found = self.metadata.schema_by_id(snap.schema_id)
-            if found is not None:
-                return found
-        return self.metadata.schema()
+        """The schema rows are bound and read with: the snapshot's own (time travel), else the
+        current one (the planner decides, so plan and read agree)."""
+        return self.planner.schema
 
     def projection(self) -> Schema:
         return self.snapshot_schema.select(

@@ -171,7 +171,13 @@ class TableScan:
         self.io = io
         self.metadata = metadata
         self.snapshot: Snapshot | None = select_snapshot(metadata, snapshot_id, ref, as_of)
+        # As Java and PyIceberg: time travel (a snapshot id, a time, a tag) binds and reads
+        # with the snapshot's own schema; the current state and branches with the current one.
+        tag = ref is not None and ref in metadata.refs and not metadata.refs[ref].is_branch
+        time_travel = tag or snapshot_id is not None or as_of is not None
         self.schema: Schema = metadata.schema()
+        if time_travel and self.snapshot is not None and self.snapshot.schema_id is not None:
+            self.schema = metadata.schema_by_id(self.snapshot.schema_id) or self.schema
         self.specs: dict[int, PartitionSpec] = metadata.specs_by_id()
         self.case_sensitive = case_sensitive
         self.selected_fields = tuple(selected_fields)
