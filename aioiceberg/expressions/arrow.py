@@ -51,7 +51,7 @@ from aioiceberg.spec.types import (
     UUIDType,
 )
 
-__all__ = ["arrow_type_for", "field_paths", "to_arrow_expression"]
+__all__ = ["arrow_type_for", "field_paths", "filter_table", "to_arrow_expression"]
 
 FieldNames = Mapping[int, str | Sequence[str]]
 
@@ -183,3 +183,33 @@ def to_arrow_expression(expr: Expression, names: FieldNames | None = None) -> pc
     Kleene logic on null inputs) drop the row, which is the intended answer here.
     """
     return _translate(rewrite_not(expr), names)
+
+
+def _storage_type(t: pa.DataType) -> pa.DataType:
+    """``t`` with every extension type (uuid) replaced by its storage, at any depth."""
+    if isinstance(t, pa.BaseExtensionType):  # Python-defined and canonical (uuid) ones
+        return _storage_type(t.storage_type)
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(_storage_type(t.field(i).type)) for i in range(t.num_fields)])
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(_storage_type(t.value_type)))
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_storage_type(t.value_type)))
+    if pa.types.is_map(t):
+        return pa.map_(
+            t.key_field.with_type(_storage_type(t.key_type)),
+            t.item_field.with_type(_storage_type(t.item_type)),
+        )
+    return t
+
+
+def filter_table(table: pa.Table, expr: pc.Expression) -> pa.Table:
+    """``table.filter(expr)``, also over extension columns (uuid), which pyarrow has no compute
+    kernels for: those are compared by their storage (the literals already are storage
+    values) and the result keeps the table's own types."""
+    schema = table.schema
+    plain_schema = pa.schema([f.with_type(_storage_type(f.type)) for f in schema])
+    if plain_schema.equals(schema):
+        return table.filter(expr)
+    plain = table.cast(plain_schema).filter(expr)
+    return plain.cast(schema)

@@ -23,7 +23,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from aioiceberg._concurrency import task_group
 from aioiceberg.errors import UnsupportedError, ValidationError
-from aioiceberg.expressions.arrow import field_paths, to_arrow_expression
+from aioiceberg.expressions.arrow import field_paths, filter_table, to_arrow_expression
 from aioiceberg.expressions.binding import bind, reject_null_rows
 from aioiceberg.expressions.evaluators import InclusiveMetricsEvaluator
 from aioiceberg.expressions.tree import (
@@ -149,7 +149,7 @@ def _process(plan: _FilePlan, table: pa.Table, first_row: int, deletes: TaskDele
                 read = read.filter(pa.array(~mask))
         first_row += n
         if plan.filter is not None and read.num_rows:
-            read = pa.Table.from_batches([read]).filter(plan.filter).combine_chunks()
+            read = filter_table(pa.Table.from_batches([read]), plan.filter).combine_chunks()
             read_batches = read.to_batches() or []
             if not read_batches:
                 continue

@@ -22,7 +22,7 @@ from aioiceberg.commit.overwrite import RemovedFile, RowLevelChange
 from aioiceberg.commit.snapshot_producer import delete_quietly
 from aioiceberg.commit.validate import ConflictDetection
 from aioiceberg.errors import UnsupportedError, ValidationError
-from aioiceberg.expressions.arrow import field_paths, to_arrow_expression
+from aioiceberg.expressions.arrow import field_paths, filter_table, to_arrow_expression
 from aioiceberg.expressions.tree import AlwaysTrue, EqualTo, Expression, and_, in_, or_
 from aioiceberg.io.base import FileIO
 from aioiceberg.read import read_to_table
@@ -107,7 +107,7 @@ async def _kept_rows(
         name_mapping=_name_mapping(md),
     )
     matches = to_arrow_expression(expr, field_paths(schema))
-    return rows.filter(~matches | matches.is_null())
+    return filter_table(rows, ~matches | matches.is_null())
 
 
 async def _position_deletes(
