@@ -213,3 +213,24 @@ async def test_large_parquet_file_tail_read_and_coalesced_row_groups(
     assert selective.column("id").to_pylist() == list(range(20_500, 60_500))
     if budget is None:
         assert len(store.requests) == 2  # tail, then row groups 1-3 in one request
+
+
+@pytest.mark.anyio
+async def test_columns_the_name_mapping_cannot_resolve_read_as_null_and_keep_every_row() -> None:
+    """A Parquet file without field ids under a mapping that resolves none (or some) of its
+    columns: every row is still returned, unresolved columns as NULL (no silent row loss)."""
+    from aioiceberg.spec.name_mapping import name_mapping_from_json
+
+    data = pa.table({"id": pa.array(range(10), pa.int64()), "name": [f"n{i}" for i in range(10)]})
+    buf = io.BytesIO()
+    pq.write_table(data, buf, row_group_size=4)
+    store = MemoryFileIO()
+    await store.write("memory://t/plain.parquet", buf.getvalue())
+    task = _task("memory://t/plain.parquet", FileFormat.PARQUET, len(buf.getvalue()), 10)
+    empty = await read_to_table(store, [task], SCHEMA, name_mapping=name_mapping_from_json("[]"))
+    assert empty.num_rows == 10
+    assert empty.to_pylist() == [{"id": None, "name": None, "region": None}] * 10
+    only_id = name_mapping_from_json('[{"field-id": 1, "names": ["id"]}]')
+    some = await read_to_table(store, [task], SCHEMA, name_mapping=only_id)
+    assert some.column("id").to_pylist() == list(range(10))
+    assert some.column("name").to_pylist() == [None] * 10

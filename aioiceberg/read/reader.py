@@ -300,7 +300,9 @@ class _Reader:
 
                 def work(rg: int = rg, first_row: int = first_row) -> list[pa.RecordBatch]:
                     table = source.read_row_group(rg, tops)
-                    table = pa.Table.from_arrays(table.columns, schema=pa.schema([fields[i] for i in tops]))
+                    if tops:  # with no column (none resolvable) the row count is all there is
+                        with_ids = pa.schema([fields[i] for i in tops])
+                        table = pa.Table.from_arrays(table.columns, schema=with_ids)
                     return _process(plan, table, first_row, deletes)
 
                 batches = await anyio.to_thread.run_sync(work)
