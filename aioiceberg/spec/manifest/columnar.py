@@ -102,7 +102,9 @@ def warm_columnar() -> None:
         except Exception:  # only a warm-up: the real decode reports its own failures
             pass
 
-    threading.Thread(target=warm, name="aioiceberg-columnar-warm", daemon=True).start()
+    # not a daemon: the interpreter waits for it at exit instead of tearing polars down
+    # mid-call, which aborted processes that ended right after a small plan (SIGABRT)
+    threading.Thread(target=warm, name="aioiceberg-columnar-warm", daemon=False).start()
 
 
 _STATUS = {s.value: s for s in ManifestEntryStatus}
