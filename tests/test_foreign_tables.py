@@ -343,3 +343,29 @@ async def test_uuid_columns_filter_top_level_and_nested_and_delete(tmp_path: Pat
     assert out.column("u").to_pylist() == [ids[1]]
     await table.delete(f"u = '{ids[0]}' OR s.v = '{ids[2]}'")
     assert await ids_where("") == [2, 4, 5, 6]
+
+
+def test_uuid_initial_defaults_project_top_level_and_inside_a_struct() -> None:
+    """A v3 ``initial-default`` of type uuid fills a field the file lacks, with the uuid type,
+    also as a struct's child (where a wrong child type fails the whole struct)."""
+    import uuid
+
+    from aioiceberg.read.projection import project_columns
+    from aioiceberg.spec.schema import Schema
+    from aioiceberg.spec.types import LongType, NestedField, StructType, UUIDType
+
+    value = uuid.UUID(int=42)
+    inner = StructType(
+        NestedField(2, "x", LongType()), NestedField(3, "u", UUIDType(), initial_default=value)
+    )
+    schema = Schema(NestedField(1, "s", inner), NestedField(4, "top", UUIDType(), initial_default=value))
+    ids = {b"PARQUET:field_id": b"2"}
+    src = pa.StructArray.from_arrays([pa.array([1, 2])], fields=[pa.field("x", pa.int64(), metadata=ids)])
+    field = pa.field("s", src.type, metadata={b"PARQUET:field_id": b"1"})
+    s, top = project_columns([src], [field], schema, 2)
+    assert (
+        s.type == pa.struct([pa.field("x", pa.int64()), pa.field("u", pa.uuid())])
+        or s.type.field(1).type == pa.uuid()
+    )
+    assert s.to_pylist() == [{"x": 1, "u": value}, {"x": 2, "u": value}]
+    assert top.type == pa.uuid() and top.to_pylist() == [value, value]

@@ -77,7 +77,7 @@ def arrow_scalar(value: Any, t: IcebergType, arrow_type: pa.DataType) -> pa.Scal
     elif isinstance(t, UUIDType):
         raw = value.bytes if isinstance(value, uuid.UUID) else bytes(value)
         storage = pa.scalar(raw, type=pa.binary(16))
-        if isinstance(arrow_type, pa.ExtensionType):
+        if isinstance(arrow_type, pa.BaseExtensionType):
             return pa.ExtensionScalar.from_storage(arrow_type, storage)
         return storage
     return pa.scalar(value, type=arrow_type)
@@ -87,7 +87,7 @@ def _constant(value: Any, t: IcebergType, arrow_type: pa.DataType, n: int) -> pa
     if value is None:
         return pa.nulls(n, type=arrow_type)
     scalar = arrow_scalar(value, t, arrow_type)
-    if isinstance(arrow_type, pa.ExtensionType):
+    if isinstance(arrow_type, pa.BaseExtensionType):
         storage = pa.repeat(scalar.value, n)
         return pa.ExtensionArray.from_storage(arrow_type, storage)
     return pa.repeat(scalar, n)
@@ -96,11 +96,11 @@ def _constant(value: Any, t: IcebergType, arrow_type: pa.DataType, n: int) -> pa
 def _cast(arr: pa.Array, target: pa.DataType) -> pa.Array:
     if arr.type == target:
         return arr
-    if isinstance(target, pa.ExtensionType):
-        if isinstance(arr.type, pa.ExtensionType):
+    if isinstance(target, pa.BaseExtensionType):
+        if isinstance(arr.type, pa.BaseExtensionType):
             arr = arr.storage
         return pa.ExtensionArray.from_storage(target, _cast(arr, target.storage_type))
-    if isinstance(arr.type, pa.ExtensionType):
+    if isinstance(arr.type, pa.BaseExtensionType):
         arr = arr.storage
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
