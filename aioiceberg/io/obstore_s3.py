@@ -29,7 +29,7 @@ from aioiceberg.errors import (
 )
 from aioiceberg.io.base import DEFAULT_CHUNK_SIZE, Capabilities, FileIO, ObjectInfo, RangeResult
 from aioiceberg.io.retry import retrying
-from aioiceberg.io.s3 import S3FileIO, split_s3
+from aioiceberg.io.s3 import S3FileIO, _quote, _unquote, s3_store_key, split_s3
 from aioiceberg.io.s3_client import S3Options
 
 __all__ = ["ObstoreS3FileIO", "obstore_available"]
@@ -48,14 +48,6 @@ def obstore_available() -> bool:
     except ImportError:
         return False
     return True
-
-
-def _quote(etag: str) -> str:
-    return etag if etag.startswith('"') or etag == "*" else f'"{etag}"'
-
-
-def _unquote(etag: str | None) -> str:
-    return (etag or "").strip('"')
 
 
 def _nameable(key: str) -> bool:
@@ -208,8 +200,7 @@ class ObstoreS3FileIO(FileIO):
         self._fallback: S3FileIO | None = None
 
     def store_key(self, location: str) -> str:
-        bucket, _ = split_s3(location)
-        return f"s3:{self.options.endpoint_url or 'aws'}:{self.options.region}:{bucket}"
+        return s3_store_key(self.options, location)
 
     def _store(self, bucket: str) -> Any:
         store = self._stores.get(bucket)

@@ -30,6 +30,12 @@ def split_s3(location: str) -> tuple[str, str]:
     return parts.netloc, parts.path.lstrip("/")
 
 
+def s3_store_key(options: S3Options, location: str) -> str:
+    """The identity of the bucket ``location`` is in, whichever client reaches it."""
+    bucket, _ = split_s3(location)
+    return f"s3:{options.endpoint_url or 'aws'}:{options.region}:{bucket}"
+
+
 def _quote(etag: str) -> str:
     return etag if etag.startswith('"') or etag == "*" else f'"{etag}"'
 
@@ -95,8 +101,7 @@ class S3FileIO(FileIO):
         self.options = options or S3Options.from_storage_options(storage_options)
 
     def store_key(self, location: str) -> str:
-        bucket, _ = split_s3(location)
-        return f"s3:{self.options.endpoint_url or 'aws'}:{self.options.region}:{bucket}"
+        return s3_store_key(self.options, location)
 
     async def _call(self, location: str, op: Callable[[Any], Awaitable[T]]) -> T:
         async def attempt() -> T:

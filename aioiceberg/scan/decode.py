@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import collections
+import dataclasses
 import hashlib
 import json
 import multiprocessing
@@ -45,7 +47,7 @@ from aioiceberg.spec.manifest import (
     ManifestFile,
     iter_manifest_entries,
 )
-from aioiceberg.spec.manifest.columnar import avro_layout, open_columnar, open_columnar_batch
+from aioiceberg.spec.manifest.columnar import AvroLayout, avro_layout, open_columnar, open_columnar_batch
 from aioiceberg.spec.partitioning import PartitionSpec
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.schema_json import (
@@ -215,15 +217,17 @@ def decode_and_prune_batch(
     ev = _evaluators_for(ctx)
     results: list[DecodeResult | None] = [None] * len(items)
     groups: dict[tuple[bytes, int, int], list[int]] = {}
+    layouts: list[AvroLayout | None] = [None] * len(items)
     for i, (data, mf) in enumerate(items):
-        layout = avro_layout(data) if len(items) > 1 else None
+        layout = layouts[i] = avro_layout(data) if len(items) > 1 else None
         if layout is None:  # alone, a small manifest decodes faster with fastavro
             results[i] = decode_and_prune(data, mf, ctx, False)
             continue
         groups.setdefault((layout.header, mf.content.value, mf.partition_spec_id), []).append(i)
     for members in groups.values():
         batch = [items[i] for i in members]
-        decoded = _decode_group(batch, ctx, ev) if len(batch) > 1 else None
+        batch_layouts = [layouts[i] for i in members]
+        decoded = _decode_group(batch, batch_layouts, ctx, ev) if len(batch) > 1 else None
         if decoded is None:
             decoded = [decode_and_prune(data, mf, ctx, len(batch) > 1) for data, mf in batch]
         for i, result in zip(members, decoded, strict=True):
@@ -232,13 +236,16 @@ def decode_and_prune_batch(
 
 
 def _decode_group(
-    batch: list[tuple[bytes, ManifestFile]], ctx: PruneContext, ev: _Evaluators
+    batch: list[tuple[bytes, ManifestFile]],
+    layouts: list[AvroLayout | None],
+    ctx: PruneContext,
+    ev: _Evaluators,
 ) -> list[DecodeResult] | None:
     content, spec_id = batch[0][1].content, batch[0][1].partition_spec_id
     columns: frozenset[int] | None = ctx.stats_columns
     if content == ManifestContent.DELETES and columns is not None:
         columns = columns | {FILE_PATH_FIELD_ID}
-    cm = open_columnar_batch(batch, columns_needed=columns, discard_deleted=True)
+    cm = open_columnar_batch(batch, columns_needed=columns, discard_deleted=True, layouts=layouts)
     if cm is None or cm.owner is None:
         return None
     try:
@@ -280,14 +287,16 @@ class BatchLane:
         self.limiter = limiter
         self.max_entries = max_entries
         self.max_manifests = max_manifests
-        self._pending: list[tuple[bytes, ManifestFile, asyncio.Future[DecodeResult]]] = []
+        self._pending: collections.deque[tuple[bytes, ManifestFile, asyncio.Future[DecodeResult]]] = (
+            collections.deque()
+        )
         self.batches = 0  # decode calls made, for metrics and tests
 
     def _take(self) -> list[tuple[bytes, ManifestFile, asyncio.Future[DecodeResult]]]:
         taken: list[tuple[bytes, ManifestFile, asyncio.Future[DecodeResult]]] = []
         entries = 0
         while self._pending and len(taken) < self.max_manifests and entries < self.max_entries:
-            item = self._pending.pop(0)
+            item = self._pending.popleft()
             taken.append(item)
             entries += (item[1].added_files_count or 0) + (item[1].existing_files_count or 0)
         return taken
@@ -312,17 +321,7 @@ class BatchLane:
                     continue
                 for (_, _, fut), result in zip(batch, results, strict=True):
                     if not fut.done():
-                        fut.set_result(
-                            DecodeResult(
-                                result.entries,
-                                result.entries_read,
-                                result.skipped_by_partition,
-                                result.skipped_by_metrics,
-                                True,
-                                result.columnar,
-                                result.refused,
-                            )
-                        )
+                        fut.set_result(dataclasses.replace(result, in_process=True))
         return await done
 
 
@@ -429,15 +428,7 @@ class Decoder:
         out = await anyio.to_thread.run_sync(
             decode_and_prune, data, manifest, ctx, columnar, limiter=thread_lane
         )
-        return DecodeResult(
-            out.entries,
-            out.entries_read,
-            out.skipped_by_partition,
-            out.skipped_by_metrics,
-            True,
-            out.columnar,
-            out.refused,
-        )
+        return dataclasses.replace(out, in_process=True)
 
     def shutdown(self) -> None:
         with self._lock:

@@ -62,9 +62,8 @@ __all__ = ["TableScan", "manifest_cache_key"]
 
 # Below this many manifest bytes to decode, starting worker processes costs more than it saves.
 PROCESS_THRESHOLD_BYTES = 4 * 1024 * 1024
-# Below this many entries a manifest decodes faster with fastavro: the columnar path has a
-# fixed cost of ~2-3 ms per manifest (measured: 50-entry manifests 1.3x slower, 1000-entry
-# ones ~2x faster on one core).
+# Below this many entries a manifest goes to the batch lane: the columnar decoder has a fixed
+# cost of ~2-3 ms per call, so small manifests are decoded together (or, alone, by fastavro).
 COLUMNAR_MIN_ENTRIES = 100
 # Residuals memoised per partition tuple (cleared when full).
 _RESIDUAL_MEMO = 4096
@@ -135,7 +134,7 @@ class TableScan:
     ``process_threshold_bytes`` (manifest bytes below which fastavro decoding stays in one
     thread), ``columnar`` (decode with the columnar decoder in ``decode_workers`` threads,
     falling back to fastavro per manifest; False: fastavro in worker processes),
-    ``columnar_min_entries`` (manifests listing fewer entries decode with fastavro).
+    ``columnar_min_entries`` (manifests listing fewer entries are decoded in batches).
     ``limit`` stops planning once unfiltered, delete-free tasks hold that many rows.
     """
 

@@ -707,8 +707,11 @@ def open_columnar_batch(
     *,
     columns_needed: Iterable[int] | None = None,
     discard_deleted: bool = False,
+    layouts: Sequence[AvroLayout | None] | None = None,
 ) -> ColumnarManifest | None:
     """Decode several manifests in one call, or None when they cannot share one.
+
+    ``layouts``: the items' :func:`avro_layout`, when the caller has them already.
 
     Small manifests cost the columnar decoder more per file than per entry. Manifests whose
     headers are byte for byte the same (one schema, spec, codec and format version: what
@@ -721,7 +724,8 @@ def open_columnar_batch(
     if len(items) < 2 or _polars() is None:
         return None
     first_data, first_mf = items[0]
-    layouts = [avro_layout(data) for data, _ in items]
+    if layouts is None:
+        layouts = [avro_layout(data) for data, _ in items]
     first = layouts[0]
     if first is None:
         return None
