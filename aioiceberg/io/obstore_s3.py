@@ -8,8 +8,8 @@ event loop. The guarantees of :class:`~aioiceberg.io.s3.S3FileIO` are kept:
   conditional PUT whose response was lost is reported unknown, never resent blindly;
 * the standard AWS configuration works unchanged: obstore reads ``AWS_*`` variables itself,
   and profiles, SSO and credential processes come from botocore's resolver;
-* keys ``object_store`` cannot name (an empty segment ``a//b``, a trailing ``/``),
-  conditional deletes and listings go through the aiobotocore backend.
+* keys ``object_store`` cannot name (an empty segment ``a//b``, a trailing ``/``) and
+  listings go through the aiobotocore backend; a conditional DELETE is unsupported.
 """
 
 from __future__ import annotations
