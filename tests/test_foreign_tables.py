@@ -369,3 +369,42 @@ def test_uuid_initial_defaults_project_top_level_and_inside_a_struct() -> None:
     )
     assert s.to_pylist() == [{"x": 1, "u": value}, {"x": 2, "u": value}]
     assert top.type == pa.uuid() and top.to_pylist() == [value, value]
+
+
+async def test_stats_of_a_column_the_name_mapping_no_longer_resolves_do_not_prune(tmp_path: Path) -> None:
+    """Class 3: plain Parquet added under a full mapping carries stats for ``b``; once the
+    mapping drops ``b`` the read returns it as NULL, so planning, reading and deleting must
+    stop believing those stats (``b IS NULL`` matches every row)."""
+    import pyarrow.parquet as pq
+
+    from aioiceberg.spec.name_mapping import create_mapping_from_schema, name_mapping_to_json
+
+    schema = pa.schema([pa.field("a", pa.int64()), pa.field("b", pa.string())])
+    catalog = aioiceberg.connect(str(tmp_path / "wh"))
+    table = await catalog.create_table("db.plain", schema=schema)
+    full = create_mapping_from_schema(table.schema())
+    async with table.transaction() as tx:
+        tx.set_properties({"schema.name-mapping.default": name_mapping_to_json(full)})
+    paths = []
+    for k in range(2):
+        path = tmp_path / f"plain-{k}.parquet"
+        pq.write_table(pa.table({"a": [k * 10 + i for i in range(5)], "b": [f"v{i}" for i in range(5)]}), path)
+        paths.append(str(path))
+    await table.add_files(paths)
+    # under the full mapping the stats hold: no NULL b anywhere, so nothing is planned
+    assert [t async for t in table.scan(row_filter="b IS NULL").plan_files()] == []
+    assert (await table.scan(row_filter="b = 'v1'").to_arrow()).num_rows == 2
+
+    only_a = [f for f in full if f.names[0] == "a"]
+    async with table.transaction() as tx:
+        tx.set_properties({"schema.name-mapping.default": name_mapping_to_json(type(full)(only_a))})
+    everything = await table.scan().to_arrow()
+    assert everything.num_rows == 10 and everything.column("b").null_count == 10
+    planned = [t async for t in table.scan(row_filter="b IS NULL").plan_files()]
+    assert len(planned) == 2
+    assert (await table.scan(row_filter="b IS NULL").to_arrow()).num_rows == 10
+    assert (await table.scan(row_filter="b = 'v1'").to_arrow()).num_rows == 0
+    assert (await table.scan(row_filter="a >= 12 AND b IS NULL").to_arrow()).num_rows == 3
+    # deleting goes by the same rule: the rows the read shows as matching are deleted
+    await table.delete("b IS NULL AND a < 10")
+    assert sorted((await table.scan().to_arrow()).column("a").to_pylist()) == list(range(10, 15))

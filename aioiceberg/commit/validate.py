@@ -26,6 +26,7 @@ from aioiceberg.spec.manifest import (
     snapshot_manifests,
 )
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
+from aioiceberg.spec.name_mapping import unmapped_field_ids
 
 __all__ = ["ConflictDetection", "snapshots_since", "validate_concurrent_changes"]
 
@@ -75,7 +76,12 @@ class ConflictDetection:
             return False
         if not self._metrics_evaluator:
             self._metrics_evaluator.append(
-                InclusiveMetricsEvaluator(schema, self.row_filter, self.case_sensitive)
+                InclusiveMetricsEvaluator(
+                    schema,
+                    self.row_filter,
+                    self.case_sensitive,
+                    untrusted=unmapped_field_ids(schema, metadata.properties),
+                )
             )
         return self._metrics_evaluator[0].eval(f)
 

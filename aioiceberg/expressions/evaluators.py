@@ -35,7 +35,9 @@ from aioiceberg.expressions.tree import (
     Or,
     Predicate,
     SetPredicate,
+    and_,
     is_bound,
+    or_,
     rewrite_not,
 )
 from aioiceberg.spec.partitioning import PartitionSpec
@@ -120,6 +122,24 @@ def _prepare(schema: Schema, expr: Expression | str, case_sensitive: bool) -> Ex
     if isinstance(expr, str) or not is_bound(expr):
         expr = bind(schema, expr, case_sensitive)
     return rewrite_not(expr)
+
+
+def _without_stats_of(expr: Expression, fields: frozenset[int], verdict: Expression) -> Expression:
+    """``expr`` (negations pushed to the leaves) with each predicate on ``fields`` replaced
+    by ``verdict``: what an evaluator answers where the stats cannot be trusted."""
+    if not fields:
+        return expr
+    if isinstance(expr, And):
+        return and_(
+            _without_stats_of(expr.left, fields, verdict), _without_stats_of(expr.right, fields, verdict)
+        )
+    if isinstance(expr, Or):
+        return or_(
+            _without_stats_of(expr.left, fields, verdict), _without_stats_of(expr.right, fields, verdict)
+        )
+    if isinstance(expr, Predicate) and expr.ref.field_id in fields:
+        return verdict
+    return expr
 
 
 def _compile(expr: Expression, leaf: Callable[[Predicate], Callable[[Any], bool]]) -> Callable[[Any], bool]:
@@ -308,7 +328,8 @@ class InclusiveMetricsEvaluator:
     """May a data file hold a row matching the filter? False only when its stats prove not.
 
     Missing stats never exclude a file. ``include_empty_files`` keeps files with zero
-    records (for callers that must see them, such as delete planning).
+    records (for callers that must see them, such as delete planning). Stats of the
+    ``untrusted`` field ids are ignored (see ``unmapped_field_ids``).
     """
 
     def __init__(
@@ -317,8 +338,9 @@ class InclusiveMetricsEvaluator:
         expr: Expression | str,
         case_sensitive: bool = True,
         include_empty_files: bool = False,
+        untrusted: frozenset[int] = frozenset(),
     ) -> None:
-        self.expr = _prepare(schema, expr, case_sensitive)
+        self.expr = _without_stats_of(_prepare(schema, expr, case_sensitive), untrusted, AlwaysTrue())
         self.include_empty_files = include_empty_files
         self._fn = _compile(self.expr, _inclusive_leaf)
 
@@ -435,8 +457,14 @@ class StrictMetricsEvaluator:
     claim a match (stricter than PyIceberg, which reads a missing count as zero).
     """
 
-    def __init__(self, schema: Schema, expr: Expression | str, case_sensitive: bool = True) -> None:
-        self.expr = _prepare(schema, expr, case_sensitive)
+    def __init__(
+        self,
+        schema: Schema,
+        expr: Expression | str,
+        case_sensitive: bool = True,
+        untrusted: frozenset[int] = frozenset(),
+    ) -> None:
+        self.expr = _without_stats_of(_prepare(schema, expr, case_sensitive), untrusted, AlwaysFalse())
         self._fn = _compile(self.expr, _strict_leaf)
 
     def eval(self, data_file: DataFileStats) -> bool:

@@ -38,6 +38,7 @@ from aioiceberg.spec.manifest import (
     snapshot_manifests,
 )
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
+from aioiceberg.spec.name_mapping import unmapped_field_ids
 from aioiceberg.spec.schema import Schema
 
 __all__ = ["PartialFile", "Selection", "select_by_filter", "select_by_partitions", "sql_filter"]
@@ -132,8 +133,11 @@ async def select_by_filter(
     specs = metadata.specs_by_id()
     manifest_evals: dict[int, ManifestEvaluator] = {}
     partition_evals: dict[int, tuple[PartitionEvaluator, Callable[[Any], bool]]] = {}
-    inclusive = InclusiveMetricsEvaluator(schema, expr, case_sensitive, include_empty_files=True)
-    strict = StrictMetricsEvaluator(schema, expr, case_sensitive)
+    untrusted = unmapped_field_ids(schema, metadata.properties)
+    inclusive = InclusiveMetricsEvaluator(
+        schema, expr, case_sensitive, include_empty_files=True, untrusted=untrusted
+    )
+    strict = StrictMetricsEvaluator(schema, expr, case_sensitive, untrusted=untrusted)
 
     def manifest_may_match(mf: Any) -> bool:
         if isinstance(expr, AlwaysTrue):

@@ -76,6 +76,7 @@ class PruneContext:
 
     ``stats_columns`` are the field ids whose metrics are kept on returned data files
     (None: keep all); delete files always keep ``file_path`` bounds for delete matching.
+    Metrics of the ``untrusted`` field ids never prune (columns a name mapping cannot resolve).
     """
 
     schema_json: str
@@ -83,6 +84,7 @@ class PruneContext:
     filter_json: str
     case_sensitive: bool
     stats_columns: frozenset[int] | None
+    untrusted: frozenset[int] = frozenset()
     key: str = field(default="", compare=False)
 
     @staticmethod
@@ -92,6 +94,7 @@ class PruneContext:
         bound_filter: Expression,
         case_sensitive: bool,
         stats_columns: frozenset[int] | None,
+        untrusted: frozenset[int] = frozenset(),
     ) -> PruneContext:
         schema_json = json.dumps(schema_to_json(schema), sort_keys=True)
         specs_json = {i: json.dumps(partition_spec_to_json(s), sort_keys=True) for i, s in specs.items()}
@@ -101,8 +104,9 @@ class PruneContext:
             digest.update(part.encode())
             digest.update(b"\0")
         digest.update(repr(sorted(stats_columns) if stats_columns is not None else None).encode())
+        digest.update(repr(sorted(untrusted)).encode())
         return PruneContext(
-            schema_json, specs_json, filter_json, case_sensitive, stats_columns, digest.hexdigest()
+            schema_json, specs_json, filter_json, case_sensitive, stats_columns, untrusted, digest.hexdigest()
         )
 
     @property
@@ -134,7 +138,11 @@ class _Evaluators:
         )
         self.case_sensitive = ctx.case_sensitive
         self.metrics = (
-            None if self.trivial else InclusiveMetricsEvaluator(self.schema, self.expr, ctx.case_sensitive)
+            None
+            if self.trivial
+            else InclusiveMetricsEvaluator(
+                self.schema, self.expr, ctx.case_sensitive, untrusted=ctx.untrusted
+            )
         )
         self._partition: dict[int, PartitionEvaluator | None] = {}
         self._lock = threading.Lock()

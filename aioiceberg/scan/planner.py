@@ -54,6 +54,7 @@ from aioiceberg.spec.manifest import (
 )
 from aioiceberg.spec.manifest.columnar import columnar_available, frozen_builder, gc_paused, warm_columnar
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
+from aioiceberg.spec.name_mapping import unmapped_field_ids
 from aioiceberg.spec.partitioning import PartitionSpec
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.tasks import FileScanTask
@@ -197,7 +198,10 @@ class TableScan:
         self.cache = cache if cache is not None else default_cache
         self.manifest_list_cache = manifest_list_cache if manifest_list_cache is not None else default_lists
         stats = None if include_column_stats else frozenset(_referenced_ids(self.bound_filter))
-        self._ctx = PruneContext.build(self.schema, self.specs, self.bound_filter, case_sensitive, stats)
+        untrusted = unmapped_field_ids(self.schema, metadata.properties)
+        self._ctx = PruneContext.build(
+            self.schema, self.specs, self.bound_filter, case_sensitive, stats, untrusted
+        )
         self._manifest_evaluators: dict[int, ManifestEvaluator | None] = {}
         self._residuals: dict[int, ResidualEvaluator] = {}
         self._unknown_specs: dict[int, PartitionSpec] = {}

@@ -9,7 +9,7 @@ readers apply it to such files and treat columns it does not map as absent.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,7 @@ __all__ = [
     "create_mapping_from_schema",
     "name_mapping_from_json",
     "name_mapping_to_json",
+    "unmapped_field_ids",
 ]
 
 DEFAULT_NAME_MAPPING_PROPERTY = "schema.name-mapping.default"
@@ -102,6 +103,27 @@ class NameMapping:
                 return None
             found = found.child(name)
         return found
+
+
+def _mapped_ids(fields: tuple[MappedField, ...]) -> Iterator[int]:
+    for f in fields:
+        if f.field_id is not None:
+            yield f.field_id
+        yield from _mapped_ids(f.fields)
+
+
+def unmapped_field_ids(schema: Schema, properties: Mapping[str, str]) -> frozenset[int]:
+    """Ids of ``schema``'s fields that the table's name mapping cannot resolve.
+
+    In a file without field ids such a column reads as NULL (or its initial default),
+    whatever the file holds, so the stats a manifest lists for it describe values no
+    reader returns: pruning must not trust them. Empty when the table has no mapping.
+    """
+    text = properties.get(DEFAULT_NAME_MAPPING_PROPERTY)
+    if not text:
+        return frozenset()
+    mapped = set(_mapped_ids(name_mapping_from_json(text).fields))
+    return schema.field_ids() - mapped
 
 
 # ---------------------------------------------------------------------------
