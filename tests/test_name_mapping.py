@@ -286,3 +286,59 @@ def test_list_kinds_keep_their_arrow_type() -> None:
         applied = apply_name_mapping(pa.schema([pa.field("l", t)]), mapping).field("l")
         assert type(applied.type) is type(t)
         assert field_id_of(applied.type.value_field) == 2
+
+
+@pytest.mark.anyio
+async def test_schema_evolution_keeps_the_mapping_resolving_like_pyiceberg(tmp_path: Any) -> None:
+    """Adds, renames, nested adds and a column added under a dropped column's name: the
+    stored mapping after our evolution equals PyIceberg's after the same steps."""
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.types import DoubleType as PyDouble
+    from pyiceberg.types import LongType as PyLong
+    from pyiceberg.types import StringType as PyString
+
+    import aioiceberg
+
+    arrow = pa.schema(
+        [
+            pa.field("id", pa.int64()),
+            pa.field("name", pa.string()),
+            pa.field("loc", pa.struct([pa.field("lat", pa.float64())])),
+        ]
+    )
+    prop = "schema.name-mapping.default"
+    catalog = aioiceberg.connect(str(tmp_path / "wh"))
+    ours = await catalog.create_table("db.t", schema=arrow)
+    initial = name_mapping_to_json(create_mapping_from_schema(ours.schema()))
+    async with ours.transaction() as tx:
+        tx.set_properties({prop: initial})
+    py_catalog = SqlCatalog("py", uri=f"sqlite:///{tmp_path}/c.db", warehouse=f"file://{tmp_path}/pywh")
+    py_catalog.create_namespace("db")
+    theirs = py_catalog.create_table("db.t", schema=arrow, properties={prop: initial})
+
+    async with ours.update_schema() as u:
+        u.add_column("extra", "long")
+        u.add_column(("loc", "lon"), "double")
+        u.rename_column("name", "full_name")
+    async with ours.update_schema() as u:
+        u.delete_column("id")
+    async with ours.update_schema() as u:
+        u.add_column("id", "string")
+        u.rename_column("full_name", "name2")
+
+    with theirs.update_schema() as pu:
+        pu.add_column("extra", PyLong())
+        pu.add_column(("loc", "lon"), PyDouble())
+        pu.rename_column("name", "full_name")
+    with theirs.update_schema() as pu:
+        pu.delete_column("id")
+    with theirs.update_schema() as pu:
+        pu.add_column("id", PyString())
+        pu.rename_column("full_name", "name2")
+
+    mine = json.loads((await catalog.load_table("db.t")).properties[prop])
+    expected = json.loads(theirs.properties[prop])
+    assert mine == expected
+    assert name_mapping_from_json(json.dumps(mine)).find("name")  # files from before keep resolving
+    new_id = name_mapping_from_json(json.dumps(mine)).find("id")
+    assert new_id is not None and new_id.field_id != 1  # the old "id" no longer claims the name

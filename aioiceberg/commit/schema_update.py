@@ -23,10 +23,16 @@ from aioiceberg.commit.requirements import (
     AssertLastAssignedFieldId,
     TableRequirement,
 )
-from aioiceberg.commit.updates import LAST_ADDED, AddSchema, SetCurrentSchema, TableUpdate
+from aioiceberg.commit.updates import LAST_ADDED, AddSchema, SetCurrentSchema, SetProperties, TableUpdate
 from aioiceberg.errors import InvalidMetadataError, ValidationError
 from aioiceberg.spec import values
 from aioiceberg.spec.metadata import TableMetadata
+from aioiceberg.spec.name_mapping import (
+    DEFAULT_NAME_MAPPING_PROPERTY,
+    name_mapping_from_json,
+    name_mapping_to_json,
+    update_name_mapping,
+)
 from aioiceberg.spec.schema import Schema, assign_fresh_ids
 from aioiceberg.spec.types import (
     DateType,
@@ -629,6 +635,11 @@ class UpdateSchema(PendingUpdate):
             AddSchema(schema, self._last_column_id),
             SetCurrentSchema(LAST_ADDED),
         ]
+        mapping = self._base.properties.get(DEFAULT_NAME_MAPPING_PROPERTY)
+        if mapping:  # keep it resolving every column, as Java does
+            updated = name_mapping_to_json(update_name_mapping(name_mapping_from_json(mapping), schema))
+            if updated != mapping:
+                updates.append(SetProperties({DEFAULT_NAME_MAPPING_PROPERTY: updated}))
         requirements: list[TableRequirement] = [
             AssertCurrentSchemaId(self._base.current_schema_id),
             AssertLastAssignedFieldId(self._base.last_column_id),

@@ -29,6 +29,7 @@ __all__ = [
     "name_mapping_from_json",
     "name_mapping_to_json",
     "unmapped_field_ids",
+    "update_name_mapping",
 ]
 
 DEFAULT_NAME_MAPPING_PROPERTY = "schema.name-mapping.default"
@@ -205,6 +206,47 @@ def _mapped_children(t: IcebergType) -> tuple[MappedField, ...]:
             MappedField(t.value_id, (MAP_VALUE_NAME,), _mapped_children(t.value_type)),
         )
     return ()
+
+
+def update_name_mapping(mapping: NameMapping, schema: Schema) -> NameMapping:
+    """``mapping`` after a schema change to ``schema``, as Java's ``MappingUtil.update``.
+
+    A renamed field gains its new name and keeps the old ones (files written before the
+    rename still use them); an added field is mapped under its name; a deleted field's
+    entry stays. A name a current field uses is taken from any other entry of its level,
+    so a column added under a dropped or renamed column's name does not resolve to it.
+    """
+    return NameMapping(_updated_level(mapping.fields, _children_of(StructType(*schema.fields))))
+
+
+def _children_of(t: IcebergType) -> tuple[tuple[int, str, IcebergType], ...]:
+    if isinstance(t, StructType):
+        return tuple((f.field_id, f.name, f.field_type) for f in t.fields)
+    if isinstance(t, ListType):
+        return ((t.element_id, LIST_ELEMENT_NAME, t.element_type),)
+    if isinstance(t, MapType):
+        return ((t.key_id, MAP_KEY_NAME, t.key_type), (t.value_id, MAP_VALUE_NAME, t.value_type))
+    return ()
+
+
+def _updated_level(
+    old: tuple[MappedField, ...], current: tuple[tuple[int, str, IcebergType], ...]
+) -> tuple[MappedField, ...]:
+    by_id = {f.field_id: f for f in old if f.field_id is not None}
+    taken = {name: fid for fid, name, _ in current}
+    out: list[MappedField] = []
+    for f in old:
+        live = next((c for c in current if c[0] == f.field_id), None)
+        names = tuple(n for n in f.names if taken.get(n, f.field_id) == f.field_id)
+        if live is not None:
+            names = names if live[1] in names else (*names, live[1])
+            out.append(MappedField(f.field_id, names, _updated_level(f.fields, _children_of(live[2]))))
+        elif names:
+            out.append(MappedField(f.field_id, names, f.fields))
+    for fid, name, t in current:
+        if fid not in by_id:
+            out.append(MappedField(fid, (name,), _mapped_children(t)))
+    return tuple(out)
 
 
 def apply_name_mapping(arrow_schema: pa.Schema, mapping: NameMapping) -> pa.Schema:
