@@ -3,6 +3,7 @@ IcebergError naming it: never an ExceptionGroup, never pyarrow's own exceptions.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -77,6 +78,10 @@ def _missing(path: Path) -> None:
     path.unlink()
 
 
+def _not_parquet(path: Path) -> None:
+    path.write_text("id,x\n1,2\n")
+
+
 # what is broken -> (break it, which object it names)
 Breakage = Callable[[Table], Awaitable[str]]
 
@@ -87,14 +92,14 @@ async def _break_data_file(table: Table, how: Callable[[Path], None]) -> str:
     return victim
 
 
-async def _break_manifest(table: Table) -> str:
+async def _break_manifest(table: Table, how: Callable[[Path], None] = _truncate) -> str:
     snap = table.current_snapshot()
     assert snap is not None and snap.manifest_list is not None
     from aioiceberg.spec.manifest import read_manifest_list
 
     manifests = read_manifest_list(await table.io.read(snap.manifest_list), snap.manifest_list)
     victim = manifests[0].manifest_path
-    _truncate(_local(victim))
+    how(_local(victim))
     return victim
 
 
@@ -102,6 +107,13 @@ async def _break_manifest_list(table: Table) -> str:
     snap = table.current_snapshot()
     assert snap is not None and snap.manifest_list is not None
     _truncate(_local(snap.manifest_list))
+    return snap.manifest_list
+
+
+async def _remove_manifest_list(table: Table) -> str:
+    snap = table.current_snapshot()
+    assert snap is not None and snap.manifest_list is not None
+    _missing(_local(snap.manifest_list))
     return snap.manifest_list
 
 
@@ -114,7 +126,9 @@ DATA_BREAKAGES: dict[str, Breakage] = {
 }
 METADATA_BREAKAGES: dict[str, Breakage] = {
     "broken-manifest": _break_manifest,
+    "missing-manifest": lambda t: _break_manifest(t, _missing),
     "broken-manifest-list": _break_manifest_list,
+    "missing-manifest-list": _remove_manifest_list,
 }
 
 
@@ -159,9 +173,18 @@ async def _overwrite(table: Table) -> Any:
 
 
 async def _merge_on_read_delete(table: Table) -> Any:
-    async with table.transaction() as tx:
+    async with table.transaction() as tx:  # one commit, so a failure must leave the table as it was
         tx.set_properties({"write.delete.mode": "merge-on-read"})
-    await table.delete("id = 5 OR x = 46")
+        await tx.delete("id = 5 OR x = 46")
+
+
+async def _dynamic_overwrite(table: Table) -> Any:
+    await table.dynamic_partition_overwrite(_rows(100, 3))  # unpartitioned: replaces every file
+
+
+async def _remove_orphans(table: Table) -> Any:
+    # a cutoff in the future makes every unreferenced object an orphan, however new
+    await table.remove_orphan_files(older_than=dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
 
 
 def _sync_table(table: Table) -> sync.Table:
@@ -184,6 +207,14 @@ async def _sync_delete(table: Table) -> Any:
     _sync_table(table).delete("id = 5 OR x = 46")
 
 
+async def _sync_dynamic_overwrite(table: Table) -> Any:
+    _sync_table(table).dynamic_partition_overwrite(_rows(100, 3))
+
+
+async def _sync_remove_orphans(table: Table) -> Any:
+    _sync_table(table).remove_orphan_files(older_than=dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
+
+
 ENTRY_POINTS: dict[str, Callable[[Table], Awaitable[Any]]] = {
     "to_arrow": _to_arrow,
     "to_batches": _to_batches,
@@ -202,6 +233,10 @@ PLANNING_ENTRY_POINTS = {
     "plan_files": _plan_files,
     "rewrite_manifests": _rewrite_manifests,
     "sync.plan_files": _sync_plan_files,
+    "dynamic_partition_overwrite": _dynamic_overwrite,
+    "remove_orphan_files": _remove_orphans,
+    "sync.dynamic_partition_overwrite": _sync_dynamic_overwrite,
+    "sync.remove_orphan_files": _sync_remove_orphans,
 }
 
 
@@ -211,14 +246,22 @@ def _assert_names(error: BaseException, victim: str, what: str) -> None:
     assert os.path.basename(victim) in str(error), f"{what}: {error}"
 
 
+def _listing(root: Path) -> set[Path]:
+    return {p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".aioiceberg")}
+
+
 async def _check(
     tmp_path: Path, breakage: Breakage, entry: Callable[[Table], Awaitable[Any]], what: str
 ) -> None:
     table = await _table(tmp_path / "wh")
     victim = await breakage(table)
+    before = (table.metadata_location, _listing(_local(table.location)))
     with pytest.raises(BaseException) as info:
         await entry(table)
     _assert_names(info.value, victim, what)
+    after = await aioiceberg.load_table(table.location)
+    assert after.metadata_location == before[0], f"{what}: the failed call committed"
+    assert _listing(_local(table.location)) == before[1], f"{what}: the failed call added or deleted files"
 
 
 @pytest.mark.anyio
@@ -237,6 +280,22 @@ async def test_broken_manifests_raise_an_iceberg_error_naming_them(
     broken: str, entry: str, tmp_path: Path
 ) -> None:
     await _check(tmp_path, METADATA_BREAKAGES[broken], PLANNING_ENTRY_POINTS[entry], f"{broken} / {entry}")
+
+
+@pytest.mark.anyio
+async def test_orphan_removal_skips_files_an_expiry_deleted_from_older_versions(tmp_path: Path) -> None:
+    """Only the current snapshots must be readable: older metadata files still name the
+    snapshots an expiry removed, whose manifest lists are gone."""
+    table = await _table(tmp_path / "wh")
+    first = table.history()[0]
+    assert first.manifest_list is not None
+    await table.expire_snapshots(snapshot_ids=[first.snapshot_id])
+    assert not _local(first.manifest_list).exists()
+    files = _listing(_local(table.location))
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+    assert await table.remove_orphan_files(older_than=later) == []
+    assert _listing(_local(table.location)) == files
+    assert (await table.scan().to_arrow()).num_rows == 80
 
 
 @pytest.mark.anyio

@@ -61,8 +61,15 @@ async def referenced_files(table: MaintainedTable, kept: Iterable[str] = ()) -> 
     refs = {normalize(p) for p in metadata_files}
     refs.add(normalize(version_hint_path(table.location)))
     refs |= {normalize(p) for p in kept}
-    snapshots = {s.snapshot_id: s for md in versions for s in md.snapshots}
-    refs |= set((await walker.reach(snapshots.values(), missing_ok=True)).all())
+    # The current snapshots' files must all be readable: skipping one that is missing would
+    # take the files only it references for orphans. Older versions' snapshots may have been
+    # expired since, their files deleted.
+    refs |= set((await walker.reach(current.snapshots)).all())
+    current_ids = {s.snapshot_id for s in current.snapshots}
+    older = {
+        s.snapshot_id: s for md in versions[1:] for s in md.snapshots if s.snapshot_id not in current_ids
+    }
+    refs |= set((await walker.reach(older.values(), missing_ok=True)).all())
     for md in versions:
         refs |= set(statistics_paths(md))
     return refs
