@@ -182,6 +182,10 @@ async def _dynamic_overwrite(table: Table) -> Any:
     await table.dynamic_partition_overwrite(_rows(100, 3))  # unpartitioned: replaces every file
 
 
+async def _expire(table: Table) -> Any:
+    await table.expire_snapshots(older_than=dt.datetime.now(dt.UTC), retain_last=1)
+
+
 async def _remove_orphans(table: Table) -> Any:
     # a cutoff in the future makes every unreferenced object an orphan, however new
     await table.remove_orphan_files(older_than=dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
@@ -211,6 +215,10 @@ async def _sync_dynamic_overwrite(table: Table) -> Any:
     _sync_table(table).dynamic_partition_overwrite(_rows(100, 3))
 
 
+async def _sync_expire(table: Table) -> Any:
+    _sync_table(table).expire_snapshots(older_than=dt.datetime.now(dt.UTC), retain_last=1)
+
+
 async def _sync_remove_orphans(table: Table) -> Any:
     _sync_table(table).remove_orphan_files(older_than=dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
 
@@ -234,8 +242,10 @@ PLANNING_ENTRY_POINTS = {
     "rewrite_manifests": _rewrite_manifests,
     "sync.plan_files": _sync_plan_files,
     "dynamic_partition_overwrite": _dynamic_overwrite,
+    "expire_snapshots": _expire,
     "remove_orphan_files": _remove_orphans,
     "sync.dynamic_partition_overwrite": _sync_dynamic_overwrite,
+    "sync.expire_snapshots": _sync_expire,
     "sync.remove_orphan_files": _sync_remove_orphans,
 }
 

@@ -207,6 +207,14 @@ async def expire_snapshots(
     ids, refs = change.plan(table.metadata)
     if not ids and not refs:
         return ExpireResult()
+    walker = ManifestWalker(table.io)
+    if clean_files:
+        # Read what the cleanup walks before committing (the walker keeps it): a broken
+        # manifest then fails the call with the table unchanged, not with its snapshots gone
+        # and their files never to be found again.
+        snapshots = table.metadata.snapshots
+        await walker.reach([s for s in snapshots if s.snapshot_id in ids], missing_ok=True)
+        await walker.reach([s for s in snapshots if s.snapshot_id not in ids])
     await table._commit([change])  # raises (and deletes nothing) when the outcome is unknown
     before = change.base
     after = table.metadata
@@ -220,7 +228,6 @@ async def expire_snapshots(
     if not clean_files or not expired:
         return result
 
-    walker = ManifestWalker(table.io)
     gone = await walker.reach(expired, missing_ok=True)
     kept = await walker.reach(after.snapshots)
     manifest_lists = [p for k, p in gone.manifest_lists.items() if k not in kept.manifest_lists]
