@@ -292,6 +292,87 @@ async def test_broken_manifests_raise_an_iceberg_error_naming_them(
     await _check(tmp_path, METADATA_BREAKAGES[broken], PLANNING_ENTRY_POINTS[entry], f"{broken} / {entry}")
 
 
+def _with_ids(schema: pa.Schema) -> pa.Schema:
+    ids = {"id": "1", "x": "2"}
+    return pa.schema(f.with_metadata({"PARQUET:field_id": ids.get(f.name, "99")}) for f in schema)
+
+
+def _parquet(path: Path, data: pa.Table | None = None) -> None:
+    data = _rows(500, 10) if data is None else data
+    pq.write_table(data.cast(_with_ids(data.schema)), path)
+
+
+def _other_type(path: Path) -> None:
+    _parquet(path, pa.table({"id": pa.array([1], pa.int64()), "x": ["a"]}))
+
+
+def _no_required_column(path: Path) -> None:
+    _parquet(path, pa.table({"x": pa.array([1], pa.int64())}))
+
+
+def _unknown_column(path: Path) -> None:
+    _parquet(path, pa.table({"id": pa.array([1], pa.int64()), "extra": [1.5]}))
+
+
+def _unsigned(path: Path) -> None:
+    _parquet(path, pa.table({"id": pa.array([1], pa.int64()), "x": pa.array([1], pa.uint64())}))
+
+
+def _no_field_ids(path: Path) -> None:
+    pq.write_table(_rows(500, 10), path)  # and the table has no name mapping
+
+
+ADD_FILES_BREAKAGES: dict[str, Callable[[Path], None]] = {
+    "truncated-parquet": _truncate,
+    "bad-magic": _bad_magic,
+    "garbage-footer": _garbage_footer,
+    "not-parquet": _not_parquet,
+    "missing-file": _missing,
+    "column-type": _other_type,
+    "missing-required-column": _no_required_column,
+    "unknown-column": _unknown_column,
+    "unsupported-type": _unsigned,
+    "no-field-ids": _no_field_ids,
+}
+COLUMN_NAMED = {
+    "column-type": "'x'",
+    "missing-required-column": "'id'",
+    "unknown-column": "'extra'",
+    "unsupported-type": "'x'",
+    "no-field-ids": "'id'",
+}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("blocking", [False, True], ids=["async", "sync"])
+@pytest.mark.parametrize("broken", list(ADD_FILES_BREAKAGES))
+async def test_add_files_of_a_broken_file_raises_an_iceberg_error_naming_it(
+    broken: str, blocking: bool, tmp_path: Path
+) -> None:
+    """One bad file among good ones fails the whole call: nothing is committed."""
+    table = await _table(tmp_path / "wh")
+    incoming = tmp_path / "incoming"
+    incoming.mkdir()
+    good, bad = incoming / "good.parquet", incoming / "bad.parquet"
+    _parquet(good)
+    _parquet(bad)
+    ADD_FILES_BREAKAGES[broken](bad)
+    paths = [str(good), str(bad)]
+    before = (table.metadata_location, _listing(_local(table.location)))
+    with pytest.raises(BaseException) as info:
+        if blocking:
+            _sync_table(table).add_files(paths)
+        else:
+            await table.add_files(paths)
+    _assert_names(info.value, str(bad), f"add_files {broken}")
+    assert COLUMN_NAMED.get(broken, "") in str(info.value)
+    after = await aioiceberg.load_table(table.location)
+    assert after.metadata_location == before[0]
+    assert _listing(_local(table.location)) == before[1]
+    await table.add_files([str(good)])  # the good file alone is accepted
+    assert (await table.scan().to_arrow()).num_rows == 90
+
+
 @pytest.mark.anyio
 async def test_orphan_removal_skips_files_an_expiry_deleted_from_older_versions(tmp_path: Path) -> None:
     """Only the current snapshots must be readable: older metadata files still name the

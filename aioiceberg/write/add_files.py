@@ -148,7 +148,10 @@ async def data_files_from_parquet(
     async def one(i: int, location: str) -> None:
         async with limiter:
             metadata, size = await read_parquet_footer(io, location)
-        file_schema = arrow_to_schema(metadata.schema.to_arrow_schema(), mapping)
+        try:
+            file_schema = arrow_to_schema(metadata.schema.to_arrow_schema(), mapping)
+        except (ValidationError, UnsupportedError) as e:  # they name the column, not the file
+            raise type(e)(f"{location}: {e}") from None
         _check_columns(file_schema, table_schema, location)
         partition = _infer_partition(spec, table_schema, metadata, mapping, location)
         metrics = metrics_from_parquet(metadata, table_schema, props, name_mapping=mapping)
