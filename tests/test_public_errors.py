@@ -265,12 +265,20 @@ async def _check(
 ) -> None:
     table = await _table(tmp_path / "wh")
     victim = await breakage(table)
+    await _check_unchanged(table, victim, entry, what)
+
+
+async def _check_unchanged(
+    table: Table, victim: str, entry: Callable[[Table], Awaitable[Any]], what: str
+) -> None:
+    """``entry`` fails naming ``victim`` and leaves the table's metadata and files as they were."""
     before = (table.metadata_location, _listing(_local(table.location)))
     with pytest.raises(BaseException) as info:
         await entry(table)
     _assert_names(info.value, victim, what)
-    after = await aioiceberg.load_table(table.location)
-    assert after.metadata_location == before[0], f"{what}: the failed call committed"
+    if victim != before[0]:  # a broken metadata file cannot be loaded: the listing says enough
+        after = await aioiceberg.load_table(table.location)
+        assert after.metadata_location == before[0], f"{what}: the failed call committed"
     assert _listing(_local(table.location)) == before[1], f"{what}: the failed call added or deleted files"
 
 
@@ -371,6 +379,70 @@ async def test_add_files_of_a_broken_file_raises_an_iceberg_error_naming_it(
     assert _listing(_local(table.location)) == before[1]
     await table.add_files([str(good)])  # the good file alone is accepted
     assert (await table.scan().to_arrow()).num_rows == 90
+
+
+BAD_ROWS: dict[str, tuple[pa.Table, str]] = {  # rows that do not fit SCHEMA -> the column named
+    "missing-required-column": (pa.table({"x": pa.array([1], pa.int64())}), "id"),
+    "null-in-required-column": (pa.table({"id": pa.array([None], pa.int64()), "x": [1]}), "id"),
+    "column-type": (pa.table({"id": pa.array([1], pa.int64()), "x": ["a"]}), "x"),
+    "unknown-column": (pa.table({"id": pa.array([1], pa.int64()), "extra": [1.5]}), "extra"),
+}
+WRITES: dict[str, Callable[[Table, pa.Table], Awaitable[Any]]] = {
+    "append": lambda t, rows: t.append(rows),
+    "overwrite": lambda t, rows: t.overwrite(rows, "id = 5"),
+    "dynamic_partition_overwrite": lambda t, rows: t.dynamic_partition_overwrite(rows),
+    "upsert": lambda t, rows: t.upsert(rows, join_cols=["id"]),
+}
+
+
+async def _sync_append(table: Table, rows: pa.Table) -> None:
+    _sync_table(table).append(rows)
+
+
+WRITES["sync.append"] = _sync_append
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("entry", list(WRITES))
+@pytest.mark.parametrize("bad", list(BAD_ROWS))
+async def test_writing_rows_that_do_not_fit_the_schema_raises_an_iceberg_error_naming_the_column(
+    bad: str, entry: str, tmp_path: Path
+) -> None:
+    table = await _table(tmp_path / "wh")
+    rows, column = BAD_ROWS[bad]
+    before = (table.metadata_location, _listing(_local(table.location)))
+    with pytest.raises(BaseException) as info:
+        await WRITES[entry](table, rows)
+    error = info.value
+    assert isinstance(error, IcebergError) and not isinstance(error, BaseExceptionGroup), repr(error)
+    assert repr(column) in str(error) or f"'{column}'" in str(error), f"{bad} / {entry}: {error}"
+    after = await aioiceberg.load_table(table.location)
+    assert after.metadata_location == before[0]
+    assert _listing(_local(table.location)) == before[1]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("entry", ["append", "sync.append"])
+@pytest.mark.parametrize("broken", ["broken-manifest-list", "missing-manifest-list"])
+async def test_append_over_a_broken_manifest_list_raises_an_iceberg_error_naming_it(
+    broken: str, entry: str, tmp_path: Path
+) -> None:
+    """An append carries the parent's manifests over, so it reads the parent's manifest list."""
+    table = await _table(tmp_path / "wh")
+    victim = await METADATA_BREAKAGES[broken](table)
+    await _check_unchanged(table, victim, lambda t: WRITES[entry](t, _rows(200, 2)), f"{broken} / {entry}")
+
+
+@pytest.mark.anyio
+async def test_append_with_a_broken_metadata_json(tmp_path: Path) -> None:
+    """Loading the table names the broken file; a table object loaded before the damage holds
+    that metadata, so it commits without reading the file, and the new version is whole."""
+    table = await _table(tmp_path / "wh")
+    victim = table.metadata_location
+    _truncate(_local(victim))
+    await _check_unchanged(table, victim, lambda t: _sync_append(t, _rows(200, 2)), "sync.append")
+    await table.append(_rows(200, 2))
+    assert (await (await aioiceberg.load_table(table.location)).scan().to_arrow()).num_rows == 82
 
 
 @pytest.mark.anyio
