@@ -1,0 +1,63 @@
+"""The Spark data source over a broken table: the query fails with a message that names the
+broken object and the IcebergError class (Spark wraps the Python error in its own)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip("pyspark")
+
+from test_public_errors import _break_data_file, _break_manifest, _table, _truncate
+
+import aioiceberg.spark
+from aioiceberg.table import Table
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("aioiceberg-error-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.task.maxFailures", "1")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("OFF")
+    aioiceberg.spark.register(session)
+    yield session
+    session.stop()
+
+
+BREAKAGES: dict[str, tuple[Callable[[Table], Awaitable[str]], str]] = {  # -> the class named
+    "data-file": (lambda t: _break_data_file(t, _truncate), "CorruptFileError"),
+    "manifest": (_break_manifest, "CorruptFileError"),
+}
+
+
+@pytest.mark.parametrize("broken", list(BREAKAGES))
+def test_reading_a_broken_table_fails_naming_the_object(spark: Any, broken: str, tmp_path: Path) -> None:
+    breakage, error_class = BREAKAGES[broken]
+
+    async def setup() -> tuple[str, str]:
+        table = await _table(tmp_path / "wh")
+        return table.location, await breakage(table)
+
+    location, victim = anyio.run(setup)
+    with pytest.raises(Exception) as info:
+        spark.read.format("aioiceberg").load(location).collect()
+    message = str(info.value)
+    assert os.path.basename(victim) in message, message
+    assert error_class in message, message
