@@ -7,6 +7,7 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from aioiceberg.errors import ExpressionError
@@ -21,6 +22,8 @@ from aioiceberg.expressions import (
     bind,
     parse,
 )
+from aioiceberg.expressions.arrow import to_arrow_expression
+from aioiceberg.expressions.binding import bind_row_filter
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.types import (
     BinaryType,
@@ -207,3 +210,55 @@ def test_binding_a_bound_expression_is_an_error() -> None:
     assert isinstance(bound, LessThan)
     with pytest.raises(ExpressionError, match="already bound"):
         bind(SCHEMA, bound)
+
+
+@pytest.mark.parametrize(
+    ("text", "same_as"),
+    [
+        # a comparison true for every value of the type is still unknown for NULL
+        ("l < 9223372036854775808", "l IS NOT NULL"),
+        ("l != 9223372036854775808", "l IS NOT NULL"),
+        ("NOT l = 9223372036854775808", "l IS NOT NULL"),
+        ("NOT (l >= 9223372036854775808 OR l IS NULL)", "l IS NOT NULL AND l IS NOT NULL"),
+        ("l NOT IN (9223372036854775808)", "l IS NOT NULL"),
+        ("NOT l IN (9223372036854775808, -9223372036854775809)", "l IS NOT NULL"),
+        ("loc.zip < 2147483648", "loc.zip IS NOT NULL"),
+        ("s IS NOT NAN", "s IS NOT NULL"),
+        ("NOT l < 9223372036854775808", "false"),
+        ("i < 2147483648", "true"),  # required: never NULL
+        # a float column holds the infinities, beyond any finite literal
+        ("f < 1e39", "f < 'inf'"),
+        ("f <= 1e39", "f < 'inf'"),
+        ("f > 1e39", "f = 'inf'"),
+        ("NOT f < 1e39", "f = 'inf'"),
+        ("f >= -1e39", "f > '-inf'"),
+        ("f < -1e39", "f = '-inf'"),
+        ("f != 1e39", "f IS NOT NULL"),
+        ("f = 1e39", "false"),
+    ],
+)
+def test_row_filters_fold_literals_beyond_the_type_to_sqls_answer(text: str, same_as: str) -> None:
+    """Folding a comparison with an out-of-range literal to ``true`` returned NULL rows
+    (and +/-infinity in float columns) that SQL does not return."""
+    assert bind_row_filter(SCHEMA, text) == bind_row_filter(SCHEMA, same_as)
+
+
+def test_row_filters_beyond_the_type_keep_nulls_and_infinities_out() -> None:
+    rows = pa.table(
+        {
+            "l": pa.array([1, None, 2], pa.int64()),
+            "f": pa.array([float("inf"), 1.5, None], pa.float32()),
+        }
+    )
+    schema = Schema(NestedField(1, "l", LongType()), NestedField(2, "f", FloatType()))
+
+    def kept(text: str) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = rows.filter(
+            to_arrow_expression(bind_row_filter(schema, text))
+        ).to_pylist()
+        return out
+
+    assert kept("l < 9223372036854775808") == [{"l": 1, "f": float("inf")}, {"l": 2, "f": None}]
+    assert kept("NOT l = 9223372036854775808") == kept("l < 9223372036854775808")
+    assert kept("f < 1e39") == [{"l": None, "f": 1.5}]
+    assert kept("f > 1e39") == [{"l": 1, "f": float("inf")}]

@@ -334,7 +334,7 @@ _BELOW: dict[type[LiteralPredicate], Expression] = {
 }
 
 
-def _bind_predicate(schema: Schema, pred: Predicate, case_sensitive: bool) -> Expression:
+def _bind_predicate(schema: Schema, pred: Predicate, case_sensitive: bool, sql: bool = False) -> Expression:
     term = pred.term
     if isinstance(term, BoundReference):
         raise ExpressionError(f"predicate is already bound: {pred}")
@@ -348,7 +348,7 @@ def _bind_predicate(schema: Schema, pred: Predicate, case_sensitive: bool) -> Ex
                 return AlwaysFalse() if isinstance(pred, IsNull) else AlwaysTrue()
             return pred.with_term(ref)
         if not isinstance(t, FloatType | DoubleType):
-            return AlwaysFalse() if isinstance(pred, IsNaN) else AlwaysTrue()
+            return AlwaysFalse() if isinstance(pred, IsNaN) else _true_for_values(ref, sql)
         return pred.with_term(ref)
 
     if isinstance(pred, SetPredicate):
@@ -357,7 +357,9 @@ def _bind_predicate(schema: Schema, pred: Predicate, case_sensitive: bool) -> Ex
             converted = _convert_for(pred, v, ref)
             if not isinstance(converted, _AboveMax | _BelowMin):
                 values.append(converted)
-        return in_(ref, values) if isinstance(pred, In) else not_in(ref, values)
+        if isinstance(pred, In):
+            return in_(ref, values)
+        return not_in(ref, values) if values else _true_for_values(ref, sql)
 
     assert isinstance(pred, LiteralPredicate)
     if isinstance(pred, StartsWith | NotStartsWith):
@@ -367,11 +369,33 @@ def _bind_predicate(schema: Schema, pred: Predicate, case_sensitive: bool) -> Ex
             raise ExpressionError(f"LIKE needs a string pattern, got {pred.value!r}")
         return pred.with_term(ref)
     converted = _convert_for(pred, pred.value, ref)
-    if isinstance(converted, _AboveMax):
-        return _ABOVE[type(pred)]
-    if isinstance(converted, _BelowMin):
-        return _BELOW[type(pred)]
+    if isinstance(converted, _AboveMax | _BelowMin):
+        above = isinstance(converted, _AboveMax)
+        folded = (_ABOVE if above else _BELOW)[type(pred)]
+        return _beyond_range_sql(ref, type(pred), folded, above) if sql else folded
     return pred.with_value(ref, converted)
+
+
+def _true_for_values(ref: BoundReference, sql: bool) -> Expression:
+    """A predicate true for every value of ``ref``: SQL still calls it unknown for NULL."""
+    return NotNull(ref) if sql and _nullable(ref) else AlwaysTrue()
+
+
+def _beyond_range_sql(
+    ref: BoundReference, pred: type[LiteralPredicate], folded: Expression, above: bool
+) -> Expression:
+    """SQL's answer for a comparison with a literal beyond every finite value of the type.
+
+    "True for every value" is still unknown for NULL, and a float column holds the
+    infinities, which lie beyond any finite literal: ``f < 1e39`` is ``f < +inf`` and
+    ``f > 1e39`` is ``f = +inf`` (NaN fails both, as IEEE says).
+    """
+    if isinstance(ref.type, FloatType) and pred not in (EqualTo, NotEqualTo):
+        inf = math.inf if above else -math.inf
+        if isinstance(folded, AlwaysTrue):
+            return LessThan(ref, inf) if above else GreaterThan(ref, inf)
+        return EqualTo(ref, inf)
+    return _true_for_values(ref, sql=True) if isinstance(folded, AlwaysTrue) else folded
 
 
 def _convert_for(pred: Predicate, value: Any, ref: BoundReference) -> Any:
@@ -393,15 +417,19 @@ def bind(schema: Schema, expr: Expression | str, case_sensitive: bool = True) ->
     return _bind(schema, expr, case_sensitive)
 
 
-def _bind(schema: Schema, expr: Expression, case_sensitive: bool) -> Expression:
+def _bind(schema: Schema, expr: Expression, case_sensitive: bool, sql: bool = False) -> Expression:
     if isinstance(expr, And):
-        return and_(_bind(schema, expr.left, case_sensitive), _bind(schema, expr.right, case_sensitive))
+        return and_(
+            _bind(schema, expr.left, case_sensitive, sql), _bind(schema, expr.right, case_sensitive, sql)
+        )
     if isinstance(expr, Or):
-        return or_(_bind(schema, expr.left, case_sensitive), _bind(schema, expr.right, case_sensitive))
+        return or_(
+            _bind(schema, expr.left, case_sensitive, sql), _bind(schema, expr.right, case_sensitive, sql)
+        )
     if isinstance(expr, Not):
-        return not_(_bind(schema, expr.child, case_sensitive))
+        return not_(_bind(schema, expr.child, case_sensitive, sql))
     if isinstance(expr, Predicate):
-        return _bind_predicate(schema, expr, case_sensitive)
+        return _bind_predicate(schema, expr, case_sensitive, sql)
     if isinstance(expr, AlwaysTrue | AlwaysFalse):
         return expr
     raise ExpressionError(f"cannot bind {expr!r}")
@@ -422,8 +450,14 @@ def bind_row_filter(schema: Schema, expr: Expression | str, case_sensitive: bool
     Iceberg's evaluators instead call ``!=``, ``NOT IN``, ``NOT LIKE`` and ``IS NOT NAN``
     true on a null value. ``reject_null_rows`` reconciles the two, so scans, residuals,
     metrics evaluators and row-level deletes all apply one rule.
+
+    NOT is pushed to the predicates before binding, so that what binding folds (literals
+    beyond the column type's range) is never negated afterwards: ``NOT (i = 2^40)`` on an
+    int column is ``i IS NOT NULL``, not ``true``.
     """
-    return reject_null_rows(bind(schema, expr, case_sensitive))
+    if isinstance(expr, str):
+        expr = parse(expr)
+    return reject_null_rows(_bind(schema, rewrite_not(expr), case_sensitive, sql=True))
 
 
 def reject_null_rows(expr: Expression) -> Expression:
@@ -437,8 +471,7 @@ def reject_null_rows(expr: Expression) -> Expression:
     return _null_safe(rewrite_not(expr))
 
 
-def _nullable(pred: Predicate) -> bool:
-    ref = pred.ref
+def _nullable(ref: BoundReference) -> bool:
     # a required field inside an optional struct is null when the struct is
     return not ref.required or len(ref.accessor) > 1
 
@@ -456,6 +489,6 @@ def _null_safe(expr: Expression) -> Expression:
         return and_(_null_safe(left), _null_safe(right))
     if isinstance(expr, Or):
         return or_(_null_safe(expr.left), _null_safe(expr.right))
-    if isinstance(expr, Predicate) and expr.op in _TRUE_ON_NULL and _nullable(expr):
+    if isinstance(expr, Predicate) and expr.op in _TRUE_ON_NULL and _nullable(expr.ref):
         return And(NotNull(expr.ref), expr)
     return expr

@@ -24,7 +24,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from aioiceberg._concurrency import task_group
 from aioiceberg.errors import UnsupportedError, ValidationError
 from aioiceberg.expressions.arrow import field_paths, filter_table, to_arrow_expression
-from aioiceberg.expressions.binding import bind, reject_null_rows
+from aioiceberg.expressions.binding import bind_row_filter, reject_null_rows
 from aioiceberg.expressions.evaluators import InclusiveMetricsEvaluator
 from aioiceberg.expressions.tree import (
     AlwaysFalse,
@@ -203,9 +203,9 @@ class _Reader:
     def _bound_filter(self, task: FileScanTask, schema: Schema) -> Expression:
         expr: Expression = task.residual if task.residual is not None else AlwaysTrue()
         if not is_bound(expr):
-            expr = bind(schema, expr, self.case_sensitive)
+            expr = bind_row_filter(schema, expr, self.case_sensitive)
         if self.row_filter is not None:
-            extra = bind(schema, self.row_filter, self.case_sensitive)
+            extra = bind_row_filter(schema, self.row_filter, self.case_sensitive)
             expr = and_(expr, extra)
         # SQL's rule for NULLs, whoever built the residual (idempotent on the planner's)
         return reject_null_rows(expr)
