@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyiceberg.expressions as pe
 import pyiceberg.schema as ps
 import pyiceberg.types as pyt
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyiceberg.expressions.visitors import _InclusiveMetricsEvaluator, _StrictMetricsEvaluator
@@ -295,6 +296,18 @@ def test_arrow_expression_filters_exactly_like_the_row_evaluator(
     kept = table.filter(to_arrow_expression(bound)).column("row").to_pylist()
     full = compile_row_filter(bound)
     assert kept == [i for i, r in enumerate(rows) if full(r)], str(bound)
+
+
+@pytest.mark.parametrize(
+    "text", ["x IN (-0.0, 7)", "x IN (0.0, 7)", "x NOT IN (-0.0, 7)", "x NOT IN (0.0, 7)"]
+)
+def test_arrow_in_calls_both_zeros_equal(text: str) -> None:
+    """Arrow's is_in hashes -0.0 and 0.0 apart: ``x IN (-0.0)`` missed a 0.0 row that ``x = -0.0`` keeps."""
+    bound = bind(SCHEMA, text)
+    table = pa.table({"x": pa.array([0.0, -0.0, 7.0, 1.0], pa.float64())})
+    kept = table.filter(to_arrow_expression(bound)).column("x").to_pylist()
+    assert kept == ([1.0] if "NOT" in text else [0.0, -0.0, 7.0])
+    assert kept == [x for x in table.column("x").to_pylist() if compile_row_filter(bound)((None, x, None))]
 
 
 def test_evaluators_are_shareable_across_files() -> None:

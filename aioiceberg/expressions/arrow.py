@@ -137,7 +137,11 @@ def _predicate(pred: Predicate, names: FieldNames | None) -> pc.Expression:
     if op == "not_nan":
         return ~pc.is_nan(f) | f.is_null()
     if isinstance(pred, SetPredicate):
-        value_set = pa.array([_arrow_value(v, ref.type) for v in pred.values], type=arrow_type_for(ref.type))
+        values = list(pred.values)
+        if isinstance(ref.type, FloatType | DoubleType) and 0.0 in values:
+            # Arrow's is_in hashes -0.0 and 0.0 apart; IEEE (and ``=``) calls them equal
+            values = [v for v in values if v != 0.0] + [0.0, -0.0]
+        value_set = pa.array([_arrow_value(v, ref.type) for v in values], type=arrow_type_for(ref.type))
         found = pc.is_in(f, value_set=value_set)
         return found if op == "in" else ~found
     assert isinstance(pred, LiteralPredicate)
