@@ -13,6 +13,8 @@ import anyio
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from servers.backends import create_bucket
+from servers.plugin import s3_storage_options
 
 import aioiceberg
 from aioiceberg import sync
@@ -443,6 +445,73 @@ async def test_append_with_a_broken_metadata_json(tmp_path: Path) -> None:
     await _check_unchanged(table, victim, lambda t: _sync_append(t, _rows(200, 2)), "sync.append")
     await table.append(_rows(200, 2))
     assert (await (await aioiceberg.load_table(table.location)).scan().to_arrow()).num_rows == 82
+
+
+async def _s3_truncate(table: Table, location: str) -> None:
+    data = await table.io.read(location)
+    await table.io.write(location, data[: len(data) // 2])
+
+
+async def _s3_break_data_file(table: Table) -> str:
+    victim = (await _data_files(table))[0]
+    await _s3_truncate(table, victim)
+    return victim
+
+
+async def _s3_remove_data_file(table: Table) -> str:
+    victim = (await _data_files(table))[0]
+    await table.io.delete(victim)
+    return victim
+
+
+async def _s3_break_manifest(table: Table) -> str:
+    snap = table.current_snapshot()
+    assert snap is not None and snap.manifest_list is not None
+    from aioiceberg.spec.manifest import read_manifest_list
+
+    victim = read_manifest_list(await table.io.read(snap.manifest_list), snap.manifest_list)[0].manifest_path
+    await _s3_truncate(table, victim)
+    return victim
+
+
+async def _s3_remove_manifest_list(table: Table) -> str:
+    snap = table.current_snapshot()
+    assert snap is not None and snap.manifest_list is not None
+    await table.io.delete(snap.manifest_list)
+    return snap.manifest_list
+
+
+S3_BREAKAGES: dict[str, tuple[Breakage, tuple[str, ...]]] = {  # -> the entry points that read it
+    "truncated-parquet": (_s3_break_data_file, ("to_arrow", "delete", "rewrite_data_files")),
+    "missing-data-file": (_s3_remove_data_file, ("to_arrow", "delete", "rewrite_data_files")),
+    "broken-manifest": (_s3_break_manifest, ("to_arrow", "plan_files", "expire_snapshots")),
+    "missing-manifest-list": (
+        _s3_remove_manifest_list,
+        ("to_arrow", "plan_files", "expire_snapshots", "remove_orphan_files"),
+    ),
+}
+S3_CASES = [(b, e) for b, (_, entries) in S3_BREAKAGES.items() for e in entries]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("broken", "entry"), S3_CASES, ids=[f"{b}-{e}" for b, e in S3_CASES])
+async def test_on_s3_a_broken_object_raises_an_iceberg_error_naming_it(
+    broken: str, entry: str, moto_endpoint: str
+) -> None:
+    """The same through the S3 client: no botocore error reaches the caller."""
+    bucket = await create_bucket(moto_endpoint)
+    async with aioiceberg.connect(
+        f"s3://{bucket}/wh", storage_options=s3_storage_options(moto_endpoint)
+    ) as cat:
+        table = await cat.create_table("db.t", schema=SCHEMA)
+        await table.append(_rows(0, 40))
+        await table.append(_rows(40, 40))
+        victim = await S3_BREAKAGES[broken][0](table)
+        before = table.metadata_location
+        with pytest.raises(BaseException) as info:
+            await PLANNING_ENTRY_POINTS[entry](table)
+        _assert_names(info.value, victim, f"{broken} / {entry}")
+        assert (await cat.load_table("db.t")).metadata_location == before
 
 
 @pytest.mark.anyio
