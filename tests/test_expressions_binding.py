@@ -18,12 +18,13 @@ from aioiceberg.expressions import (
     EqualTo,
     In,
     IsNaN,
+    IsNull,
     LessThan,
     bind,
     parse,
 )
 from aioiceberg.expressions.arrow import to_arrow_expression
-from aioiceberg.expressions.binding import bind_row_filter
+from aioiceberg.expressions.binding import bind_reference, bind_row_filter
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.types import (
     BinaryType,
@@ -262,3 +263,23 @@ def test_row_filters_beyond_the_type_keep_nulls_and_infinities_out() -> None:
     assert kept("NOT l = 9223372036854775808") == kept("l < 9223372036854775808")
     assert kept("f < 1e39") == [{"l": None, "f": 1.5}]
     assert kept("f > 1e39") == [{"l": 1, "f": float("inf")}]
+
+
+def test_a_required_field_inside_an_optional_struct_is_null_where_the_struct_is() -> None:
+    """``IS NULL`` folded to false on any required field, so a filter (and a delete) read a
+    NULL struct's required field as a value: ``DELETE WHERE s.r IS NOT NULL`` removed it."""
+    schema = Schema(
+        NestedField(1, "s", StructType(NestedField(2, "r", IntegerType(), required=True))),
+        NestedField(3, "t", StructType(NestedField(4, "r", IntegerType(), required=True)), required=True),
+    )
+    assert bind(schema, "s.r IS NULL") == IsNull(bind_reference(schema, "s.r"))
+    assert not bind_reference(schema, "s.r").required
+    assert bind(schema, "t.r IS NULL") == AlwaysFalse()
+    rows = pa.table(
+        {
+            "s": pa.array([{"r": 1}, None], pa.struct([pa.field("r", pa.int32(), nullable=False)])),
+            "t": pa.array([{"r": 1}, {"r": 2}], pa.struct([pa.field("r", pa.int32(), nullable=False)])),
+        }
+    )
+    kept = rows.filter(to_arrow_expression(bind_row_filter(schema, "s.r IS NOT NULL")))
+    assert kept.column("t").to_pylist() == [{"r": 1}]

@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -65,6 +66,7 @@ class Column:
     kind: str
     pool: tuple[Any, ...]
     near: tuple[Any, ...]  # type limits, values beyond them, values between data values
+    required: bool = False  # never NULL itself (st.r still is where the struct st is)
 
     @property
     def literals(self) -> tuple[Any, ...]:
@@ -288,7 +290,9 @@ COLUMNS: tuple[Column, ...] = (
         ),
         (b"\x00\x00\x00\x02", b"abcc", b"abcf", b"\xff\xff\xff\xfe", b"\x80\x00\x00\x01"),
     ),
+    Column("req", "long", (-(2**63), -1, 0, 3, 2**63 - 1), (-2, 1, 4, 2**63), required=True),
     Column("st.a", "int", (-(2**31), -3, 0, 5, 9, 2**31 - 1), (-4, 4, 6, 10, 2**31)),
+    Column("st.r", "int", (-(2**31), 0, 5, 2**31 - 1), (-1, 1, 6, 2**31), required=True),
     Column("st.b", "string", ("", "k", "ka", "kb", "m", _TOP), ("kaa", "l", "j")),
     Column("st.inner.c", "long", (-(2**63), -7, 0, 8, 2**63 - 1), (-8, 7, 9, 2**63)),
 )
@@ -315,14 +319,18 @@ ARROW_TYPES: dict[str, pa.DataType] = {
 }
 
 
+def _field(column: Column) -> pa.Field:
+    return pa.field(column.name.rsplit(".", 1)[-1], ARROW_TYPES[column.kind], nullable=not column.required)
+
+
 def _arrow_schema(columns: Sequence[Column]) -> pa.Schema:
     top = [c for c in columns if "." not in c.name]
     by_name = {c.name: c for c in columns}
-    inner = pa.struct([("c", ARROW_TYPES[by_name["st.inner.c"].kind])])
+    inner = pa.struct([_field(by_name["st.inner.c"])])
     st_type = pa.struct(
-        [("a", ARROW_TYPES[by_name["st.a"].kind]), ("b", ARROW_TYPES[by_name["st.b"].kind]), ("inner", inner)]
+        [_field(by_name["st.a"]), _field(by_name["st.b"]), _field(by_name["st.r"]), ("inner", inner)]
     )
-    return pa.schema([("rid", pa.int64()), *((c.name, ARROW_TYPES[c.kind]) for c in top), ("st", st_type)])
+    return pa.schema([("rid", pa.int64()), *(_field(c) for c in top), ("st", st_type)])
 
 
 # -- data ------------------------------------------------------------------------------------
@@ -341,7 +349,7 @@ def _file_values(column: Column, rng: random.Random) -> list[list[Any]]:
     rng.shuffle(windows)
     out = []
     for window in windows:
-        null_rate = rng.choice([0.0, 0.15, 0.15, 0.4, 1.0])
+        null_rate = 0.0 if column.required else rng.choice([0.0, 0.15, 0.15, 0.4, 1.0])
         out.append([None if rng.random() < null_rate else rng.choice(window) for _ in range(ROWS_PER_FILE)])
     return out
 
@@ -379,6 +387,7 @@ def build_batches(columns: Sequence[Column], seed: int) -> list[pa.Table]:
             [
                 _arrow_column(per_column["st.a"][j], "int"),
                 _arrow_column(per_column["st.b"][j], "string"),
+                _arrow_column(per_column["st.r"][j], "int"),
                 inner,
             ],
             fields=list(st_type),
@@ -494,11 +503,11 @@ def _pyiceberg_schema(arrow_schema: pa.Schema) -> Any:
         fid = next(next_id)
         if pa.types.is_struct(f.type):
             children = [field(f.type.field(i)) for i in range(f.type.num_fields)]
-            return T.NestedField(fid, f.name, T.StructType(*children), required=False)
+            return T.NestedField(fid, f.name, T.StructType(*children), required=not f.nullable)
         kind = "long" if f.name == "rid" else by_type[str(f.type)]
         if kind == "decimal" and f.type == pa.decimal128(38, 0):
             kind = "wide_decimal"
-        return T.NestedField(fid, f.name, kinds[kind], required=False)
+        return T.NestedField(fid, f.name, kinds[kind], required=not f.nullable)
 
     return PySchema(*(field(f) for f in arrow_schema))
 
@@ -1016,3 +1025,18 @@ def test_nan_rows_follow_ieee(nan_world: World, node: Node) -> None:
 def test_files_holding_only_nan_are_planned_when_they_match(nan_world: World, node: Node) -> None:
     for loaded in (nan_world.ours, nan_world.theirs):
         check_against_ieee(loaded, node)
+
+
+# -- regressions the comparison found --------------------------------------------------------
+
+
+def test_delete_keeps_rows_whose_struct_is_null(tmp_path: Path) -> None:
+    """A required field inside an optional struct was taken as never NULL: the delete below
+    removed the row whose struct is NULL (its filter is NULL there, so SQL keeps it)."""
+    inner = pa.struct([pa.field("r", pa.int32(), nullable=False)])
+    schema = pa.schema([pa.field("rid", pa.int64(), nullable=False), pa.field("st", inner)])
+    table = sync.connect(str(tmp_path / "wh")).create_table("db.t", schema=schema)
+    table.append(pa.table({"rid": [1, 2], "st": pa.array([{"r": 5}, None], inner)}, schema=schema))
+    assert table.scan(row_filter="st.r IS NULL").to_arrow().column("rid").to_pylist() == [2]
+    table.delete("st.r IS NOT NULL")
+    assert table.scan().to_arrow().column("rid").to_pylist() == [2]

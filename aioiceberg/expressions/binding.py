@@ -165,7 +165,20 @@ def bind_reference(schema: Schema, name: str, case_sensitive: bool = True) -> Bo
             f"cannot filter on column {name!r}: it is a {field.field_type}, not a primitive value"
         )
     full_name = schema.find_column_name(fid) or name
-    return BoundReference(fid, full_name, field.field_type, accessor, field.required)
+    return BoundReference(fid, full_name, field.field_type, accessor, _never_null(schema.as_struct, accessor))
+
+
+def _never_null(struct: StructType, accessor: tuple[int, ...]) -> bool:
+    """The field at ``accessor`` and every struct around it are required: a required field
+    inside an optional struct is NULL in the rows where the struct is."""
+    fields = struct.fields
+    for pos in accessor:
+        field = fields[pos]
+        if not field.required:
+            return False
+        if isinstance(field.field_type, StructType):
+            fields = field.field_type.fields
+    return True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -472,8 +485,7 @@ def reject_null_rows(expr: Expression) -> Expression:
 
 
 def _nullable(ref: BoundReference) -> bool:
-    # a required field inside an optional struct is null when the struct is
-    return not ref.required or len(ref.accessor) > 1
+    return not ref.required  # bind_reference: False inside an optional struct
 
 
 def _null_safe(expr: Expression) -> Expression:

@@ -224,6 +224,8 @@ class BoundReference(_Frozen):
 
     ``accessor`` is the path of positions from the row's top-level struct down to the
     field (one element for a top-level column), so evaluators read values without names.
+    ``required`` means the value is never NULL in a row: the field and every struct
+    around it are required.
     """
 
     __slots__ = ("accessor", "field_id", "name", "required", "type")
