@@ -57,6 +57,8 @@ from aioiceberg.table import Table
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from aioiceberg.runtime import Runtime
+
 __all__ = [
     "NAMESPACE_FILE",
     "Catalog",
@@ -133,14 +135,26 @@ def _name(identifier: str | Sequence[str]) -> str:
 
 
 class Catalog:
-    """Namespaces and tables under one warehouse root; every table commits through one protocol."""
+    """Namespaces and tables under one warehouse root; every table commits through one protocol.
+
+    Clients, caches and worker pools come from a runtime: one the catalog makes and closes
+    with itself (``aclose()`` / ``async with``), or ``runtime``, which several catalogs may
+    share and its owner closes.
+    """
 
     def __init__(
-        self, root: str, *, lock: str | None = None, storage_options: Mapping[str, Any] | None = None
+        self,
+        root: str,
+        *,
+        lock: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        runtime: Runtime | None = None,
     ):
         self.root = _root(root)
         self.storage_options = dict(storage_options or {})
-        self.io = resolve_io(self.root, self.storage_options)
+        self._own_runtime = runtime is None
+        self.runtime = runtime if runtime is not None else _new_runtime()
+        self.io = resolve_io(self.root, self.storage_options, self.runtime)
         self.protocol = protocol_for_lock(self.io, lock, self.storage_options, probe_base=self.root)
 
     def __repr__(self) -> str:
@@ -155,6 +169,8 @@ class Catalog:
     async def aclose(self) -> None:
         await self.protocol.aclose()
         await self.io.aclose()
+        if self._own_runtime:
+            await self.runtime.aclose()
 
     # -- locations ---------------------------------------------------------------------------
     def table_location(self, identifier: str | Sequence[str]) -> str:
@@ -469,15 +485,28 @@ class Catalog:
         await self.io.delete(self._namespace_file(namespace))
 
 
-def connect(root: str, lock: str | None = None, storage_options: Mapping[str, Any] | None = None) -> Catalog:
-    """A catalog over ``root`` (a directory, ``s3://bucket/prefix`` or any fsspec URL)."""
-    return Catalog(root, lock=lock, storage_options=storage_options)
+def _new_runtime() -> Runtime:
+    from aioiceberg.runtime import Runtime
+
+    return Runtime()
+
+
+def connect(
+    root: str,
+    lock: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    runtime: Runtime | None = None,
+) -> Catalog:
+    """A catalog over ``root`` (a directory, ``s3://bucket/prefix`` or any fsspec URL), with
+    a runtime of its own or sharing ``runtime``'s clients and caches."""
+    return Catalog(root, lock=lock, storage_options=storage_options, runtime=runtime)
 
 
 async def load_table(
     location_or_metadata_file: str,
     storage_options: Mapping[str, Any] | None = None,
     lock: str | None = None,
+    runtime: Runtime | None = None,
 ) -> Table:
     """The latest version of the table at a location, or one metadata file (read-only).
 
@@ -490,7 +519,7 @@ async def load_table(
     metadata file, read-only unless its commit point has it.
     """
     target = _root(location_or_metadata_file)
-    io = resolve_io(target, storage_options)
+    io = resolve_io(target, storage_options, runtime)
     if target.endswith(_METADATA_FILE):
         return await _static(io, target)
     opener = protocol_for_lock(io, lock, storage_options)

@@ -31,6 +31,7 @@ from aioiceberg.io.s3_client import close_all_clients
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from aioiceberg.runtime import Runtime
     from aioiceberg.spec.metadata import Snapshot, TableMetadata
     from aioiceberg.spec.partitioning import PartitionSpec
     from aioiceberg.spec.schema import Schema
@@ -316,16 +317,24 @@ class Catalog(Blocking, twin_of=_catalog.Catalog):
         return runner.run(self._target.list_tables(namespace))
 
 
-def connect(root: str, lock: str | None = None, storage_options: Mapping[str, Any] | None = None) -> Catalog:
+def connect(
+    root: str,
+    lock: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    runtime: Runtime | None = None,
+) -> Catalog:
     """A blocking catalog over ``root`` (a directory or ``s3://bucket/prefix``)."""
-    return Catalog(_catalog.connect(root, lock, storage_options))
+    return Catalog(_catalog.connect(root, lock, storage_options, runtime))
 
 
 def load_table(
-    location_or_metadata_file: str, storage_options: Mapping[str, Any] | None = None, lock: str | None = None
+    location_or_metadata_file: str,
+    storage_options: Mapping[str, Any] | None = None,
+    lock: str | None = None,
+    runtime: Runtime | None = None,
 ) -> Table:
     """The latest version of the table at a location, or one metadata file (read-only)."""
-    return Table(runner.run(_catalog.load_table(location_or_metadata_file, storage_options, lock)))
+    return Table(runner.run(_catalog.load_table(location_or_metadata_file, storage_options, lock, runtime)))
 
 
 def shutdown() -> None:

@@ -35,7 +35,6 @@ from servers.proxy import FaultConfig, FaultProxy  # noqa: E402
 
 import aioiceberg  # noqa: E402
 from aioiceberg.io import S3FileIO, close_all_clients  # noqa: E402
-from aioiceberg.io.s3_client import get_client  # noqa: E402
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("writer", pa.string())])
 RETRY = {
@@ -79,7 +78,7 @@ def s3_options(endpoint: str) -> dict[str, str]:
 async def new_bucket(endpoint: str) -> str:
     io = S3FileIO(s3_options(endpoint))
     bucket = f"bench-{uuid.uuid4().hex[:16]}"
-    await (await get_client(io.options)).create_bucket(Bucket=bucket)
+    await (await io.runtime.clients.get(io.options)).create_bucket(Bucket=bucket)
     return bucket
 
 

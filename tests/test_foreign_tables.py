@@ -388,7 +388,9 @@ async def test_stats_of_a_column_the_name_mapping_no_longer_resolves_do_not_prun
     paths = []
     for k in range(2):
         path = tmp_path / f"plain-{k}.parquet"
-        pq.write_table(pa.table({"a": [k * 10 + i for i in range(5)], "b": [f"v{i}" for i in range(5)]}), path)
+        pq.write_table(
+            pa.table({"a": [k * 10 + i for i in range(5)], "b": [f"v{i}" for i in range(5)]}), path
+        )
         paths.append(str(path))
     await table.add_files(paths)
     # under the full mapping the stats hold: no NULL b anywhere, so nothing is planned

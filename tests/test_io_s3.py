@@ -10,7 +10,7 @@ from servers.backends import create_bucket
 from servers.plugin import s3_storage_options
 
 from aioiceberg.io import S3FileIO, S3Options, close_all_clients
-from aioiceberg.io.s3_client import get_client
+from aioiceberg.runtime import default_runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -60,7 +60,9 @@ async def test_standard_aws_environment_works_without_options(
 
 async def test_one_client_per_event_loop_shared_by_all_tasks(moto_endpoint: str) -> None:
     options = S3Options.from_storage_options(s3_storage_options(moto_endpoint))
-    first, second = await asyncio.gather(get_client(options), get_client(options))
+    first, second = await asyncio.gather(
+        default_runtime().clients.get(options), default_runtime().clients.get(options)
+    )
     assert first is second
     io = S3FileIO(options=options)
     assert await io._call("s3://x/", lambda c: _identity(c)) is first
@@ -69,7 +71,7 @@ async def test_one_client_per_event_loop_shared_by_all_tasks(moto_endpoint: str)
 
     def in_another_loop() -> None:
         async def run() -> None:
-            other.append(await get_client(options))
+            other.append(await default_runtime().clients.get(options))
             await close_all_clients()
 
         asyncio.run(run())
@@ -79,7 +81,9 @@ async def test_one_client_per_event_loop_shared_by_all_tasks(moto_endpoint: str)
     thread.join()
     assert other and other[0] is not first
     await io.aclose()
-    assert await get_client(options) is not first  # closed by its last holder, reopened on demand
+    assert (
+        await default_runtime().clients.get(options) is not first
+    )  # closed by its last holder, reopened on demand
     await close_all_clients()
 
 
@@ -91,7 +95,7 @@ async def test_closing_one_file_io_keeps_the_shared_client_for_the_others(moto_e
     await one.aclose()
     assert await two._call("s3://x/", lambda c: _identity(c)) is shared
     await two.aclose()
-    assert await get_client(options) is not shared
+    assert await default_runtime().clients.get(options) is not shared
     await close_all_clients()
 
 
@@ -101,7 +105,7 @@ async def _identity(client: object) -> object:
 
 async def test_connection_pool_is_sized_to_the_configured_concurrency(moto_endpoint: str) -> None:
     options = S3Options.from_storage_options({**s3_storage_options(moto_endpoint), "s3.max-concurrency": "7"})
-    client = await get_client(options)
+    client = await default_runtime().clients.get(options)
     try:
         assert client.meta.config.max_pool_connections == 7
         assert client.meta.config.retries["total_max_attempts"] == 1

@@ -45,7 +45,6 @@ from aioiceberg.spec.manifest import (
 )
 from aioiceberg.spec.manifest.columnar import (
     frozen_builder,
-    gc_paused,
     open_columnar,
     read_manifest_entries_columnar,
 )
@@ -374,6 +373,8 @@ def test_frozen_builder_keeps_post_init_unless_trusted() -> None:
 
 def test_gc_paused_nests_and_respects_a_disabled_collector() -> None:
     import gc
+
+    from aioiceberg.runtime import collector_paused as gc_paused
 
     was = gc.isenabled()
     try:

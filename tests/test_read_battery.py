@@ -273,11 +273,9 @@ async def test_schema_evolution_reads_by_field_id(tmp_path: Path) -> None:
 async def test_tables_on_moto_s3_read_like_on_local_disk(tmp_path: Path, moto_endpoint: str) -> None:
     from pyiceberg.table import StaticTable
 
-    from aioiceberg.io.s3_client import get_client
-
     options = s3_storage_options(moto_endpoint)
     io = S3FileIO(options)
-    client = await get_client(io.options)
+    client = await io.runtime.clients.get(io.options)
     await client.create_bucket(Bucket="read-battery")
     catalog = _catalog(tmp_path, "s3://read-battery/wh", options)
     table = _write(catalog, "remote", 2, LAYOUTS["v2-identity"][1])

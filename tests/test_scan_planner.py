@@ -25,7 +25,6 @@ from aioiceberg.errors import NotFoundError, ValidationError
 from aioiceberg.io import FileIO, LocalFileIO, MemoryFileIO
 from aioiceberg.scan import ManifestCache, ManifestListCache, TableScan
 from aioiceberg.scan import decode as decode_module
-from aioiceberg.scan.decode import shared_decoder
 from aioiceberg.scan.delete_index import DeleteIndex
 from aioiceberg.spec.manifest import (
     DataFile,
@@ -242,7 +241,7 @@ async def test_closing_early_stops_the_pipeline(tmp_path: Path) -> None:
 @pytest.mark.anyio
 async def test_process_columnar_and_thread_decoding_agree(tmp_path: Path) -> None:
     io, md = await _table(tmp_path, 8, 40)
-    decoder = shared_decoder(2)
+    decoder = io.runtime.decoder(2)
     decoder.start()
     deadline = time.monotonic() + 240  # a bound under the suite's 300 s timeout, not a timing check
     while not decoder.warm and time.monotonic() < deadline:

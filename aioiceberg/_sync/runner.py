@@ -1,10 +1,10 @@
 """One background event loop that runs the async API for blocking callers.
 
-The async API never creates an event loop; only the blocking facade owns one. It is a
-daemon thread started on first use, shared by every thread of the process (clients
-are per event loop, so all blocking callers share one set of connections), restarted
-in a child after ``fork`` (the parent's loop thread does not exist there), and shut
-down at interpreter exit after closing the clients it opened.
+The async API never creates an event loop; only the blocking facade owns one, through
+the default runtime. It is a daemon thread started on first use, shared by every thread
+of the process (clients are per event loop, so all blocking callers share one set of
+connections), restarted in a child after ``fork`` (the parent's loop thread does not
+exist there), and shut down at interpreter exit after closing the clients it opened.
 """
 
 from __future__ import annotations
@@ -14,66 +14,147 @@ import atexit
 import os
 import queue
 import threading
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["add_closer", "iterate", "run", "shutdown"]
+__all__ = ["BlockingLoop", "add_closer", "iterate", "run", "shutdown"]
 
 # Items an iterator may run ahead of its consumer: enough to hide the thread hop, few
 # enough that a stream of large record batches stays bounded in memory.
 DEFAULT_PREFETCH = 8
 
-_lock = threading.Lock()
-_loop: asyncio.AbstractEventLoop | None = None
-_thread: threading.Thread | None = None
-_closers: list[Callable[[], Awaitable[None]]] = []
-# Loops (and through them clients) inherited from the parent across fork: kept referenced so
-# their sockets are never closed or garbage collected (with warnings) in the child.
-_inherited: list[object] = []
 
+class BlockingLoop:
+    """The background loop and its thread; the default runtime owns the one the blocking
+    API uses."""
 
-def _start() -> asyncio.AbstractEventLoop:
-    global _loop, _thread
-    loop = _loop
-    if loop is not None and _thread is not None and _thread.is_alive():
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._closers: list[Callable[[], Awaitable[None]]] = []
+        # Loops (and through them clients) inherited from the parent across fork: kept
+        # referenced so their sockets are never closed or garbage collected in the child.
+        self._inherited: list[object] = []
+        ref = weakref.ref(self)
+        atexit.register(_shutdown_at_exit, ref)
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=lambda: _forked(ref))
+
+    def _start(self) -> asyncio.AbstractEventLoop:
+        loop = self._loop
+        if loop is not None and self._thread is not None and self._thread.is_alive():
+            return loop
+        with self._lock:
+            if self._loop is not None and self._thread is not None and self._thread.is_alive():
+                return self._loop
+            loop = asyncio.new_event_loop()
+            ready = threading.Event()
+
+            def main() -> None:
+                asyncio.set_event_loop(loop)
+                loop.call_soon(ready.set)
+                loop.run_forever()
+
+            thread = threading.Thread(target=main, name="aioiceberg-sync-loop", daemon=True)
+            thread.start()
+            ready.wait()
+            self._loop, self._thread = loop, thread
+            return loop
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The background loop's thread, if it runs (for tests and diagnostics)."""
+        return self._thread
+
+    def add_closer(self, closer: Callable[[], Awaitable[None]]) -> None:
+        """Register an async cleanup to run on the loop at shutdown."""
+        if closer not in self._closers:
+            self._closers.append(closer)
+
+    def _check_caller(self) -> asyncio.AbstractEventLoop:
+        loop = self._start()
+        if self._thread is threading.current_thread():
+            raise RuntimeError(
+                "aioiceberg.sync called from inside its own event loop; use the async API there"
+            )
         return loop
-    with _lock:
-        if _loop is not None and _thread is not None and _thread.is_alive():
-            return _loop
-        loop = asyncio.new_event_loop()
-        ready = threading.Event()
 
-        def main() -> None:
-            asyncio.set_event_loop(loop)
-            loop.call_soon(ready.set)
-            loop.run_forever()
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine on the background loop and wait for its result.
 
-        thread = threading.Thread(target=main, name="aioiceberg-sync-loop", daemon=True)
-        thread.start()
-        ready.wait()
-        _loop, _thread = loop, thread
-        return loop
+        Safe from any thread, including one that already runs its own event loop
+        (a notebook): the work happens on the background loop, never on the caller's.
+        """
+        try:
+            loop = self._check_caller()
+        except BaseException:
+            coro.close()
+            raise
+        return _wait(asyncio.run_coroutine_threadsafe(coro, loop))
+
+    def iterate(self, make: Callable[[], AsyncIterator[T]], prefetch: int = DEFAULT_PREFETCH) -> Iterator[T]:
+        """Turn an async iterator into a plain generator, still streaming.
+
+        A pump task on the loop pulls items into a bounded queue that the caller drains, so
+        each item costs no thread round trip, and the producer runs at most ``prefetch``
+        items ahead. Closing the generator early (``break``) cancels the pump and closes
+        the async iterator on the loop.
+        """
+        loop = self._check_caller()
+        return _iterate(loop, make, prefetch)
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Close registered clients and the loop's async generators, then stop the loop."""
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop, self._thread = None, None
+        if loop is None or thread is None or not thread.is_alive():
+            return
+        closers = list(reversed(self._closers))
+
+        async def close_all() -> None:
+            for closer in closers:
+                try:
+                    await closer()
+                except Exception:
+                    pass
+            await loop.shutdown_asyncgens()
+            # let transports finish closing (aiohttp connectors close their sockets on the next tick)
+            await asyncio.sleep(0)
+
+        try:
+            asyncio.run_coroutine_threadsafe(close_all(), loop).result(timeout=timeout)
+        except Exception:
+            pass
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=timeout)
+        if not loop.is_running():
+            loop.close()
+
+    def _after_fork_in_child(self) -> None:
+        # The loop thread did not survive the fork: forget it and its clients without touching
+        # them (their sockets belong to the parent), and take a fresh lock in case one was held.
+        if self._loop is not None:
+            self._inherited.append(self._loop)
+        self._lock = threading.Lock()
+        self._loop, self._thread = None, None
 
 
-def loop_thread() -> threading.Thread | None:
-    """The background loop's thread, if it runs (for tests and diagnostics)."""
-    return _thread
+def _shutdown_at_exit(ref: weakref.ReferenceType[BlockingLoop]) -> None:
+    found = ref()
+    if found is not None:
+        found.shutdown()
 
 
-def add_closer(closer: Callable[[], Awaitable[None]]) -> None:
-    """Register an async cleanup (e.g. closing clients) to run on the loop at shutdown."""
-    if closer not in _closers:
-        _closers.append(closer)
-
-
-def _check_caller() -> asyncio.AbstractEventLoop:
-    loop = _start()
-    if _thread is threading.current_thread():
-        raise RuntimeError("aioiceberg.sync called from inside its own event loop; use the async API there")
-    return loop
+def _forked(ref: weakref.ReferenceType[BlockingLoop]) -> None:
+    found = ref()
+    if found is not None:
+        found._after_fork_in_child()
 
 
 def _wait(future: Future[T]) -> T:
@@ -85,32 +166,12 @@ def _wait(future: Future[T]) -> T:
         raise
 
 
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine on the background loop and wait for its result.
-
-    Safe from any thread, including one that already runs its own event loop
-    (a notebook): the work happens on the background loop, never on the caller's.
-    """
-    try:
-        loop = _check_caller()
-    except BaseException:
-        coro.close()
-        raise
-    return _wait(asyncio.run_coroutine_threadsafe(coro, loop))
-
-
 _END = object()
 
 
-def iterate(make: Callable[[], AsyncIterator[T]], prefetch: int = DEFAULT_PREFETCH) -> Iterator[T]:
-    """Turn an async iterator into a plain generator, still streaming.
-
-    A pump task on the loop pulls items into a bounded queue that the caller drains, so
-    each item costs no thread round trip, and the producer runs at most ``prefetch``
-    items ahead. Closing the generator early (``break``) cancels the pump and closes
-    the async iterator on the loop.
-    """
-    loop = _check_caller()
+def _iterate(
+    loop: asyncio.AbstractEventLoop, make: Callable[[], AsyncIterator[T]], prefetch: int
+) -> Iterator[T]:
     items: queue.SimpleQueue[tuple[object, Any]] = queue.SimpleQueue()
     started = threading.Event()
     state: dict[str, Any] = {}
@@ -158,46 +219,29 @@ def iterate(make: Callable[[], AsyncIterator[T]], prefetch: int = DEFAULT_PREFET
                 pass
 
 
+def _default() -> BlockingLoop:
+    from aioiceberg.runtime import default_runtime
+
+    return default_runtime().blocking
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on the default runtime's background loop and wait for its result."""
+    return _default().run(coro)
+
+
+def iterate(make: Callable[[], AsyncIterator[T]], prefetch: int = DEFAULT_PREFETCH) -> Iterator[T]:
+    """Stream an async iterator to a blocking caller through the default runtime's loop."""
+    return _default().iterate(make, prefetch)
+
+
+def add_closer(closer: Callable[[], Awaitable[None]]) -> None:
+    _default().add_closer(closer)
+
+
+def loop_thread() -> threading.Thread | None:
+    return _default().thread
+
+
 def shutdown(timeout: float = 10.0) -> None:
-    """Close registered clients and stop the loop; called at interpreter exit."""
-    global _loop, _thread
-    with _lock:
-        loop, thread = _loop, _thread
-        _loop, _thread = None, None
-    if loop is None or thread is None or not thread.is_alive():
-        return
-
-    async def close_all() -> None:
-        for closer in reversed(_closers):
-            try:
-                await closer()
-            except Exception:
-                pass
-        await loop.shutdown_asyncgens()
-        # let transports finish closing (aiohttp connectors close their sockets on the next tick)
-        await asyncio.sleep(0)
-
-    try:
-        asyncio.run_coroutine_threadsafe(close_all(), loop).result(timeout=timeout)
-    except Exception:
-        pass
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(timeout=timeout)
-    if not loop.is_running():
-        loop.close()
-
-
-def _after_fork_in_child() -> None:
-    # The loop thread did not survive the fork: forget it and its clients without touching
-    # them (their sockets belong to the parent), and take a fresh lock in case one was held.
-    # Closers stay registered: they close whatever the child's own loop opens.
-    global _loop, _thread, _lock
-    if _loop is not None:
-        _inherited.append(_loop)
-    _lock = threading.Lock()
-    _loop, _thread = None, None
-
-
-atexit.register(shutdown)
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    _default().shutdown(timeout)

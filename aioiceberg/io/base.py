@@ -10,6 +10,7 @@ import abc
 import enum
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Self
 
 import anyio
 
@@ -21,6 +22,9 @@ from aioiceberg.errors import (
     StoreError,
     WriteOutcomeUnknownError,
 )
+
+if TYPE_CHECKING:
+    from aioiceberg.runtime import Runtime
 
 DEFAULT_CHUNK_SIZE = 1 << 20
 
@@ -85,6 +89,21 @@ class FileIO(abc.ABC):
     """
 
     capabilities: Capabilities = Capabilities(True, True, True)
+    _runtime: Runtime | None = None
+
+    @property
+    def runtime(self) -> Runtime:
+        """The runtime whose clients, caches and pools this FileIO and its users share."""
+        if self._runtime is None:
+            from aioiceberg.runtime import default_runtime
+
+            self._runtime = default_runtime()
+        return self._runtime
+
+    def bind_runtime(self, runtime: Runtime | None) -> Self:
+        """Use ``runtime`` (None: the default one); before first use only."""
+        self._runtime = runtime
+        return self
 
     # -- reads -------------------------------------------------------------
     @abc.abstractmethod

@@ -25,13 +25,21 @@ class _Entry:
     modified: float
 
 
-class MemoryFileIO(FileIO):
-    """Objects in a dict keyed by location; ``memory://`` URIs resolve to one shared instance."""
-
-    _generation = itertools.count()
+class MemoryObjects:
+    """The objects of one in-memory store; ``memory://`` locations use their runtime's."""
 
     def __init__(self) -> None:
-        self._objects: dict[str, _Entry] = {}
+        self.objects: dict[str, _Entry] = {}
+        self.generation = itertools.count()
+
+
+class MemoryFileIO(FileIO):
+    """Objects in a dict keyed by location (``store``: shared with other instances)."""
+
+    def __init__(self, store: MemoryObjects | None = None) -> None:
+        self._store = store if store is not None else MemoryObjects()
+        self._objects = self._store.objects
+        self._generation = self._store.generation
 
     def _get(self, location: str) -> _Entry:
         entry = self._objects.get(location)
@@ -93,12 +101,4 @@ class MemoryFileIO(FileIO):
         self._objects.pop(location, None)
 
     def store_key(self, location: str) -> str:
-        return f"memory:{id(self)}"
-
-
-_SHARED = MemoryFileIO()
-
-
-def shared_memory_io() -> MemoryFileIO:
-    """The process-wide store behind ``memory://`` locations."""
-    return _SHARED
+        return f"memory:{id(self._store)}"

@@ -14,11 +14,9 @@ event loop. The guarantees of :class:`~aioiceberg.io.s3.S3FileIO` are kept:
 
 from __future__ import annotations
 
-import atexit
 import datetime as dt
 import os
 import re
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -186,19 +184,6 @@ def store_settings(
     return config, client, provider
 
 
-_LIVE: weakref.WeakSet[ObstoreS3FileIO] = weakref.WeakSet()
-
-
-@atexit.register
-def _drop_stores() -> None:
-    """Drop every store (and its HTTP clients) while the interpreter is still whole: obstore's
-    runtime threads otherwise keep tending the clients' connection pools as the interpreter
-    finalises, and one that touches Python then aborts the process (SIGABRT after a command
-    that succeeded, ~1 in 10-50 short processes)."""
-    for io in list(_LIVE):
-        io._stores.clear()
-
-
 class ObstoreS3FileIO(FileIO):
     """``s3://bucket/key`` objects through one obstore ``S3Store`` per bucket.
 
@@ -213,7 +198,6 @@ class ObstoreS3FileIO(FileIO):
         self._stores: dict[str, Any] = {}
         self._settings: tuple[dict[str, Any], dict[str, str], _BotocoreCredentials | None] | None = None
         self._fallback: S3FileIO | None = None
-        _LIVE.add(self)
 
     def store_key(self, location: str) -> str:
         return s3_store_key(self.options, location)
@@ -221,24 +205,30 @@ class ObstoreS3FileIO(FileIO):
     def _store(self, bucket: str) -> Any:
         store = self._stores.get(bucket)
         if store is None:
-            from obstore.store import S3Store
-
-            if self._settings is None:
-                self._settings = store_settings(self.options)
-            config, client, provider = self._settings
-            store = S3Store(
-                bucket,
-                config=config,  # type: ignore[arg-type]
-                client_options=client,  # type: ignore[arg-type]
-                retry_config={"max_retries": 0},
-                credential_provider=provider,  # type: ignore[arg-type]
+            # one store (one connection pool) per bucket and settings in the runtime, shared
+            # by every FileIO: a service loading a table per request reuses warm connections
+            store = self._stores[bucket] = self.runtime.store(
+                ("obstore", *self.options.client_key(), bucket), lambda: self._new_store(bucket)
             )
-            self._stores[bucket] = store
         return store
+
+    def _new_store(self, bucket: str) -> Any:
+        from obstore.store import S3Store
+
+        if self._settings is None:
+            self._settings = store_settings(self.options)
+        config, client, provider = self._settings
+        return S3Store(
+            bucket,
+            config=config,  # type: ignore[arg-type]
+            client_options=client,  # type: ignore[arg-type]
+            retry_config={"max_retries": 0},
+            credential_provider=provider,  # type: ignore[arg-type]
+        )
 
     def _aiobotocore(self) -> S3FileIO:
         if self._fallback is None:
-            self._fallback = S3FileIO(options=self.options)
+            self._fallback = S3FileIO(options=self.options).bind_runtime(self.runtime)
         return self._fallback
 
     async def _call(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+import weakref
 from collections.abc import Awaitable
 from dataclasses import dataclass
 
@@ -37,8 +38,23 @@ class ProbeResult:
         return self.create_only and self.replace_if_match
 
 
-_CACHE: dict[str, ProbeResult] = {}
-_LOCKS: dict[tuple[int, str], asyncio.Lock] = {}
+class ProbeCache:
+    """Probe results by store, owned by a runtime: one probe per store and runtime."""
+
+    def __init__(self) -> None:
+        self.results: dict[str, ProbeResult] = {}
+        # one probe at a time per store and loop; locks of finished loops go with them
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def lock(self, key: str) -> asyncio.Lock:
+        locks = self._locks.setdefault(asyncio.get_running_loop(), {})
+        return locks.setdefault(key, asyncio.Lock())
+
+    def clear(self) -> None:
+        self.results.clear()
+        self._locks.clear()
 
 
 def _probe_location(base: str) -> str:
@@ -47,15 +63,15 @@ def _probe_location(base: str) -> str:
 
 async def probe(io: FileIO, base_location: str, *, refresh: bool = False) -> ProbeResult:
     """Test conditional writes under ``base_location`` once per store; the result is cached."""
+    cache = io.runtime.probes
     key = io.store_key(base_location)
-    if not refresh and key in _CACHE:
-        return _CACHE[key]
-    lock = _LOCKS.setdefault((id(asyncio.get_running_loop()), key), asyncio.Lock())
-    async with lock:
-        if not refresh and key in _CACHE:
-            return _CACHE[key]
+    if not refresh and key in cache.results:
+        return cache.results[key]
+    async with cache.lock(key):
+        if not refresh and key in cache.results:
+            return cache.results[key]
         result = await _run_probe(io, base_location)
-        _CACHE[key] = result
+        cache.results[key] = result
         return result
 
 
@@ -168,5 +184,7 @@ async def require_conditional_writes(io: FileIO, base_location: str) -> ProbeRes
 
 
 def clear_probe_cache() -> None:
-    _CACHE.clear()
-    _LOCKS.clear()
+    """Forget the default runtime's probe results (tests that change a store's behaviour)."""
+    from aioiceberg.runtime import default_runtime
+
+    default_runtime().probes.clear()

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from aioiceberg.io.base import FileIO
+
+if TYPE_CHECKING:
+    from aioiceberg.runtime import Runtime
 
 S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
 
@@ -20,10 +23,23 @@ def scheme_of(location: str) -> str:
     return scheme if len(scheme) > 1 else "file"
 
 
-def resolve_io(location: str, storage_options: Mapping[str, Any] | None = None) -> FileIO:
+def resolve_io(
+    location: str, storage_options: Mapping[str, Any] | None = None, runtime: Runtime | None = None
+) -> FileIO:
     """``s3://`` -> S3 (obstore; aiobotocore without it or with ``io.backend=aiobotocore``),
-    ``file://`` / paths -> local, ``memory://`` -> shared memory store, any other scheme ->
-    the fsspec adapter (or ``io.backend=fsspec``)."""
+    ``file://`` / paths -> local, ``memory://`` -> the process's memory store, any other scheme ->
+    the fsspec adapter (or ``io.backend=fsspec``); bound to ``runtime`` (None: the default)."""
+    backend = str((storage_options or {}).get(BACKEND_OPTION, "native")).lower()
+    if scheme_of(location) == "memory" and backend != "fsspec":
+        from aioiceberg.io.memory import MemoryFileIO
+        from aioiceberg.runtime import default_runtime
+
+        # memory:// is the process's memory: one store, whichever runtime asks
+        return MemoryFileIO(default_runtime().memory).bind_runtime(runtime)
+    return _backend(location, storage_options).bind_runtime(runtime)
+
+
+def _backend(location: str, storage_options: Mapping[str, Any] | None) -> FileIO:
     options = dict(storage_options or {})
     scheme = scheme_of(location)
     backend = str(options.pop(BACKEND_OPTION, "native")).lower()
@@ -40,10 +56,6 @@ def resolve_io(location: str, storage_options: Mapping[str, Any] | None = None) 
         from aioiceberg.io.s3 import S3FileIO
 
         return S3FileIO(options)
-    if scheme == "memory":
-        from aioiceberg.io.memory import shared_memory_io
-
-        return shared_memory_io()
     from aioiceberg.io.local import LocalFileIO
 
     return LocalFileIO(fsync=str(options.get("local.fsync", "true")).lower() != "false")

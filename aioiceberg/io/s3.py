@@ -16,7 +16,7 @@ from aioiceberg.errors import (
 )
 from aioiceberg.io.base import DEFAULT_CHUNK_SIZE, FileIO, ObjectInfo, RangeResult
 from aioiceberg.io.retry import retrying
-from aioiceberg.io.s3_client import S3Options, get_client, release_client
+from aioiceberg.io.s3_client import S3Options
 
 T = TypeVar("T")
 
@@ -105,7 +105,7 @@ class S3FileIO(FileIO):
 
     async def _call(self, location: str, op: Callable[[Any], Awaitable[T]]) -> T:
         async def attempt() -> T:
-            client = await get_client(self.options, holder=self)
+            client = await self.runtime.clients.get(self.options, holder=self)
             try:
                 return await op(client)
             except Exception as exc:
@@ -115,7 +115,7 @@ class S3FileIO(FileIO):
 
     async def _conditional(self, location: str, op: Callable[[Any], Awaitable[T]]) -> T:
         async def attempt() -> T:
-            client = await get_client(self.options, holder=self)
+            client = await self.runtime.clients.get(self.options, holder=self)
             try:
                 return await op(client)
             except Exception as exc:
@@ -172,7 +172,7 @@ class S3FileIO(FileIO):
             if etag:
                 extra["IfMatch"] = _quote(etag)
             try:
-                client = await get_client(self.options, holder=self)
+                client = await self.runtime.clients.get(self.options, holder=self)
                 response = await client.get_object(Bucket=bucket, Key=key, **extra)
                 etag = _unquote(response.get("ETag"))
                 async with response["Body"] as body:
@@ -293,7 +293,7 @@ class S3FileIO(FileIO):
             raise StoreError(f"{len(failures)} deletes failed: " + "; ".join(failures[:5]), retryable=True)
 
     async def aclose(self) -> None:
-        await release_client(self, self.options)
+        await self.runtime.clients.release(self, self.options)
 
 
 def _status(exc: Exception) -> int:

@@ -1,9 +1,10 @@
 """AWS client options and the one-client-per-event-loop registry (S3, DynamoDB, ...).
 
 aiobotocore clients hold an aiohttp connection pool bound to the loop that created
-them, so clients are cached per (running loop, service, options) and shared by all its
-tasks. Every service gets the same no-resend HTTP session and SDK retries switched off:
-a conditional write (S3 PUT, DynamoDB PutItem) must never be repeated blindly.
+them, so a runtime's registry caches them per (running loop, service, options), shared
+by all the loop's tasks, and closes them when the loop shuts down. Every service gets
+the same no-resend HTTP session and SDK retries switched off: a conditional write (S3
+PUT, DynamoDB PutItem) must never be repeated blindly.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import weakref
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,40 +96,92 @@ class _LoopClients:
         self.lock = asyncio.Lock()
         self.clients: dict[tuple[object, ...], tuple[Any, Any]] = {}  # key -> (context, client)
         self.holders: dict[tuple[object, ...], set[int]] = {}  # key -> ids of objects using it
+        self.closer: AsyncGenerator[None] | None = None
+
+    async def close(self) -> None:
+        clients, self.clients = self.clients, {}
+        self.holders.clear()
+        for context, _client in clients.values():
+            await context.__aexit__(None, None, None)
 
 
-_REGISTRY: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClients] = weakref.WeakKeyDictionary()
+async def _closed_at_loop_shutdown(
+    registry: ClientRegistry, loop: asyncio.AbstractEventLoop
+) -> AsyncGenerator[None]:
+    """Parked at its ``yield`` for the loop's lifetime: ``asyncio.run`` (and every runner that
+    calls ``loop.shutdown_asyncgens()``) closes it before closing the loop, and its clean-up
+    closes the loop's clients while the loop still runs. No "Unclosed client session" at exit."""
+    try:
+        yield
+    finally:
+        entry = registry._loops.pop(loop, None)
+        if entry is not None:
+            await entry.close()
 
 
-def _loop_clients() -> _LoopClients:
-    loop = asyncio.get_running_loop()
-    entry = _REGISTRY.get(loop)
-    if entry is None:
-        entry = _REGISTRY[loop] = _LoopClients()
-    return entry
+class ClientRegistry:
+    """aiobotocore clients, one per (running loop, service, options), shared by all the loop's
+    tasks; owned by a :class:`~aioiceberg.runtime.Runtime`."""
 
+    def __init__(self) -> None:
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClients] = (
+            weakref.WeakKeyDictionary()
+        )
 
-async def get_client(options: S3Options, service: str = "s3", holder: object | None = None) -> Any:
-    """The shared aiobotocore client of ``service`` for the running loop and these options.
+    def _entry(self) -> _LoopClients:
+        loop = asyncio.get_running_loop()
+        entry = self._loops.get(loop)
+        if entry is None:
+            entry = self._loops[loop] = _LoopClients()
+        return entry
 
-    A ``holder`` (e.g. a FileIO) is counted as a user: ``release_client`` closes the client
-    only when its last holder lets go, so closing one catalog never breaks another's requests.
-    """
-    entry = _loop_clients()
-    key = (service, *options.client_key())
-    if holder is not None:
-        entry.holders.setdefault(key, set()).add(id(holder))
-    found = entry.clients.get(key)
-    if found is not None:
-        return found[1]
-    async with entry.lock:
+    async def get(self, options: S3Options, service: str = "s3", holder: object | None = None) -> Any:
+        """The shared client of ``service`` for the running loop and these options.
+
+        A ``holder`` (e.g. a FileIO) is counted as a user: :meth:`release` closes the client
+        only when its last holder lets go, so closing one catalog never breaks another's requests.
+        """
+        entry = self._entry()
+        if entry.closer is None:
+            # its first step registers it with the loop for shutdown_asyncgens, then parks
+            entry.closer = _closed_at_loop_shutdown(self, asyncio.get_running_loop())
+            await entry.closer.__anext__()
+        key = (service, *options.client_key())
+        if holder is not None:
+            entry.holders.setdefault(key, set()).add(id(holder))
         found = entry.clients.get(key)
         if found is not None:
             return found[1]
-        context = _create_client_context(options, service)
-        client = await context.__aenter__()
-        entry.clients[key] = (context, client)
-        return client
+        async with entry.lock:
+            found = entry.clients.get(key)
+            if found is not None:
+                return found[1]
+            context = _create_client_context(options, service)
+            client = await context.__aenter__()
+            entry.clients[key] = (context, client)
+            return client
+
+    async def release(self, holder: object, options: S3Options, service: str = "s3") -> None:
+        """``holder`` is done with this loop's client; close it if no other holder uses it."""
+        entry = self._loops.get(asyncio.get_running_loop())
+        if entry is None:
+            return
+        key = (service, *options.client_key())
+        holders = entry.holders.get(key)
+        if holders is None:
+            return
+        holders.discard(id(holder))
+        if not holders:
+            del entry.holders[key]
+            found = entry.clients.pop(key, None)
+            if found is not None:
+                await found[0].__aexit__(None, None, None)
+
+    async def close_loop(self) -> None:
+        """Close every client (any service) opened on the running loop."""
+        entry = self._loops.pop(asyncio.get_running_loop(), None)
+        if entry is not None:
+            await entry.close()
 
 
 def _no_resend_session_cls() -> type[Any]:
@@ -180,34 +233,9 @@ def _create_client_context(options: S3Options, service: str) -> Any:
     return session.create_client(service, **kwargs)
 
 
-async def release_client(holder: object, options: S3Options, service: str = "s3") -> None:
-    """``holder`` is done with this loop's client; close it if no other holder uses it."""
-    entry = _REGISTRY.get(asyncio.get_running_loop())
-    if entry is None:
-        return
-    key = (service, *options.client_key())
-    holders = entry.holders.get(key)
-    if holders is None:
-        return
-    holders.discard(id(holder))
-    if not holders:
-        del entry.holders[key]
-        await close_client(options, service)
-
-
-async def close_client(options: S3Options, service: str = "s3") -> None:
-    """Close this loop's ``service`` client for ``options``; the next call opens a fresh one."""
-    entry = _REGISTRY.get(asyncio.get_running_loop())
-    if entry is None:
-        return
-    found = entry.clients.pop((service, *options.client_key()), None)
-    if found is not None:
-        await found[0].__aexit__(None, None, None)
-
-
 async def close_all_clients() -> None:
-    """Close every client (any service) opened on the running loop."""
-    entry = _REGISTRY.pop(asyncio.get_running_loop(), None)
-    if entry is not None:
-        for context, _client in entry.clients.values():
-            await context.__aexit__(None, None, None)
+    """Close every client the default runtime opened on the running loop (tests that must
+    not leave a loop's connections behind for the next one)."""
+    from aioiceberg.runtime import default_runtime
+
+    await default_runtime().clients.close_loop()

@@ -1,6 +1,6 @@
 """Scan planning: snapshot -> manifest list -> manifests -> pruned entries -> file scan tasks."""
 
-from aioiceberg.scan.cache import ManifestCache, ManifestListCache, default_manifest_cache
+from aioiceberg.scan.cache import ManifestCache, ManifestListCache
 from aioiceberg.scan.delete_index import DeleteIndex
 from aioiceberg.scan.metrics import ScanMetrics
 from aioiceberg.scan.planner import TableScan
@@ -12,6 +12,5 @@ __all__ = [
     "ManifestListCache",
     "ScanMetrics",
     "TableScan",
-    "default_manifest_cache",
     "select_snapshot",
 ]

@@ -1,4 +1,4 @@
-"""Process-wide caches of decoded manifests and manifest lists, shared by every scan.
+"""Caches of decoded manifests and manifest lists, shared by the scans of one runtime.
 
 Manifests are immutable once written, but a path can be reused after a failed commit is
 cleaned up and rewritten, so the key is the path *and* the length the manifest list
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from aioiceberg.spec.manifest import ManifestEntry, ManifestFile
 from aioiceberg.spec.tasks import FileScanTask
 
-__all__ = ["CachedManifest", "ManifestCache", "ManifestListCache", "default_manifest_cache", "estimate_size"]
+__all__ = ["CachedManifest", "ManifestCache", "ManifestListCache", "estimate_size"]
 
 # Bytes held per cached entry, measured with tracemalloc on decoded bench manifests (Python
 # 3.11): ManifestEntry (72) + DataFile (200) + partition tuple and the ints/str headers the
@@ -177,12 +177,3 @@ class ManifestListCache:
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
-
-
-_DEFAULT_MANIFESTS = ManifestCache()
-_DEFAULT_LISTS = ManifestListCache()
-
-
-def default_manifest_cache() -> tuple[ManifestCache, ManifestListCache]:
-    """The caches scans share unless given their own."""
-    return _DEFAULT_MANIFESTS, _DEFAULT_LISTS

@@ -20,8 +20,8 @@ starts while the pool warms up decodes in the thread until the workers answer.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import collections
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -30,7 +30,9 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -64,7 +66,6 @@ __all__ = [
     "PruneContext",
     "decode_and_prune",
     "decode_and_prune_batch",
-    "shared_decoder",
 ]
 
 FILE_PATH_FIELD_ID = 2147483546
@@ -86,6 +87,21 @@ class PruneContext:
     stats_columns: frozenset[int] | None
     untrusted: frozenset[int] = frozenset()
     key: str = field(default="", compare=False)
+    pause_gc: bool = field(default=False, compare=False)
+
+    def evaluators(self) -> _Evaluators:
+        """Built once per context object (a plan's threads share them; a worker process
+        rebuilds them for the copy it receives)."""
+        found: _Evaluators | None = self.__dict__.get("_evaluators")
+        if found is None:
+            found = _Evaluators(self)
+            self.__dict__["_evaluators"] = found
+        return found
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_evaluators", None)  # holds a lock; rebuilt where it is needed
+        return state
 
     @staticmethod
     def build(
@@ -95,6 +111,7 @@ class PruneContext:
         case_sensitive: bool,
         stats_columns: frozenset[int] | None,
         untrusted: frozenset[int] = frozenset(),
+        pause_gc: bool = False,
     ) -> PruneContext:
         schema_json = json.dumps(schema_to_json(schema), sort_keys=True)
         specs_json = {i: json.dumps(partition_spec_to_json(s), sort_keys=True) for i, s in specs.items()}
@@ -106,7 +123,14 @@ class PruneContext:
         digest.update(repr(sorted(stats_columns) if stats_columns is not None else None).encode())
         digest.update(repr(sorted(untrusted)).encode())
         return PruneContext(
-            schema_json, specs_json, filter_json, case_sensitive, stats_columns, untrusted, digest.hexdigest()
+            schema_json,
+            specs_json,
+            filter_json,
+            case_sensitive,
+            stats_columns,
+            untrusted,
+            digest.hexdigest(),
+            pause_gc,
         )
 
     @property
@@ -160,20 +184,12 @@ class _Evaluators:
             return self._partition[spec_id]
 
 
-_EVALUATORS: dict[str, _Evaluators] = {}
-_EVALUATORS_LOCK = threading.Lock()
+def _collector_paused(ctx: PruneContext) -> AbstractContextManager[None]:
+    if not ctx.pause_gc:
+        return contextlib.nullcontext()
+    from aioiceberg.runtime import collector_paused
 
-
-def _evaluators_for(ctx: PruneContext) -> _Evaluators:
-    with _EVALUATORS_LOCK:
-        found = _EVALUATORS.get(ctx.key)
-    if found is None:
-        found = _Evaluators(ctx)
-        with _EVALUATORS_LOCK:
-            if len(_EVALUATORS) > 64:
-                _EVALUATORS.clear()
-            _EVALUATORS[ctx.key] = found
-    return found
+    return collector_paused()
 
 
 def decode_and_prune(
@@ -183,7 +199,12 @@ def decode_and_prune(
 
     ``columnar`` tries the columnar decoder first (the result says whether it was used).
     """
-    ev = _evaluators_for(ctx)
+    with _collector_paused(ctx):
+        return _decode_and_prune(data, manifest, ctx, columnar)
+
+
+def _decode_and_prune(data: bytes, manifest: ManifestFile, ctx: PruneContext, columnar: bool) -> DecodeResult:
+    ev = ctx.evaluators()
     columns: frozenset[int] | None = ctx.stats_columns
     if manifest.content == ManifestContent.DELETES and columns is not None:
         columns = columns | {FILE_PATH_FIELD_ID}
@@ -222,7 +243,14 @@ def decode_and_prune_batch(
     in one columnar call, pruned at once and split back per manifest; the rest, and any
     group the batch path refuses, decode one by one. Results are in the order of ``items``.
     """
-    ev = _evaluators_for(ctx)
+    with _collector_paused(ctx):
+        return _decode_and_prune_batch(items, ctx)
+
+
+def _decode_and_prune_batch(
+    items: Sequence[tuple[bytes, ManifestFile]], ctx: PruneContext
+) -> list[DecodeResult]:
+    ev = ctx.evaluators()
     results: list[DecodeResult | None] = [None] * len(items)
     groups: dict[tuple[bytes, int, int], list[int]] = {}
     layouts: list[AvroLayout | None] = [None] * len(items)
@@ -446,24 +474,3 @@ class Decoder:
             self._warm.clear()
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
-
-
-_DECODERS: dict[int, Decoder] = {}
-_DECODERS_LOCK = threading.Lock()
-
-
-def shared_decoder(workers: int) -> Decoder:
-    """The process-wide decoder with ``workers`` processes (pools are reused across scans)."""
-    with _DECODERS_LOCK:
-        found = _DECODERS.get(workers)
-        if found is None:
-            found = _DECODERS[workers] = Decoder(workers)
-        return found
-
-
-@atexit.register
-def _shutdown_all() -> None:
-    with _DECODERS_LOCK:
-        decoders = list(_DECODERS.values())
-    for d in decoders:
-        d.shutdown()

@@ -38,10 +38,9 @@ from aioiceberg.scan.cache import (
     CachedManifest,
     ManifestCache,
     ManifestListCache,
-    default_manifest_cache,
     estimate_size,
 )
-from aioiceberg.scan.decode import BatchLane, DecodeResult, PruneContext, shared_decoder
+from aioiceberg.scan.decode import BatchLane, DecodeResult, PruneContext
 from aioiceberg.scan.delete_index import DeleteIndex
 from aioiceberg.scan.metrics import ScanMetrics
 from aioiceberg.scan.snapshot_select import select_snapshot
@@ -52,7 +51,7 @@ from aioiceberg.spec.manifest import (
     ManifestFile,
     snapshot_manifests,
 )
-from aioiceberg.spec.manifest.columnar import columnar_available, frozen_builder, gc_paused, warm_columnar
+from aioiceberg.spec.manifest.columnar import columnar_available, frozen_builder
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
 from aioiceberg.spec.name_mapping import unmapped_field_ids
 from aioiceberg.spec.partitioning import PartitionSpec
@@ -194,13 +193,21 @@ class TableScan:
         self.process_threshold_bytes = process_threshold_bytes
         self.columnar = columnar and columnar_available()
         self.columnar_min_entries = columnar_min_entries
-        default_cache, default_lists = default_manifest_cache()
-        self.cache = cache if cache is not None else default_cache
-        self.manifest_list_cache = manifest_list_cache if manifest_list_cache is not None else default_lists
+        self.runtime = io.runtime
+        self.cache = cache if cache is not None else self.runtime.manifest_cache
+        self.manifest_list_cache = (
+            manifest_list_cache if manifest_list_cache is not None else self.runtime.manifest_list_cache
+        )
         stats = None if include_column_stats else frozenset(_referenced_ids(self.bound_filter))
         untrusted = unmapped_field_ids(self.schema, metadata.properties)
         self._ctx = PruneContext.build(
-            self.schema, self.specs, self.bound_filter, case_sensitive, stats, untrusted
+            self.schema,
+            self.specs,
+            self.bound_filter,
+            case_sensitive,
+            stats,
+            untrusted,
+            self.runtime.pause_gc,
         )
         self._manifest_evaluators: dict[int, ManifestEvaluator | None] = {}
         self._residuals: dict[int, ResidualEvaluator] = {}
@@ -332,7 +339,7 @@ class TableScan:
         if columnar and not self._columnar_for(mf):
             result = await lanes.batches.decode(data, mf)  # small: decoded with its neighbours
         else:
-            result = await shared_decoder(self.decode_workers).decode(
+            result = await self.runtime.decoder(self.decode_workers).decode(
                 data,
                 mf,
                 self._ctx,
@@ -417,7 +424,7 @@ class TableScan:
     def _plain_tasks(self, entries: Sequence[ManifestEntry]) -> tuple[FileScanTask, ...]:
         """One delete-free, unsplit task per entry (the cached view keeps them)."""
         schema, new_task = self.schema, _new_task
-        with gc_paused():
+        with self.runtime.gc_paused():
             return tuple(
                 new_task(f, (), self._residual(f), self._spec(f.spec_id), schema, 0, None)
                 for f in (e.data_file for e in entries)
@@ -525,7 +532,7 @@ class _Lanes:
         self.columnar_lane = anyio.CapacityLimiter(max(1, scan.decode_workers))
         self.batches = BatchLane(scan._ctx, self.columnar_lane)
         if self.columnar:
-            warm_columnar()  # while the first manifests are fetched
+            scan.runtime.warm_columnar()  # while the first manifests are fetched
         self.fastavro_lane = anyio.CapacityLimiter(1)
         self.processes = False
         if not self.columnar:
@@ -534,7 +541,7 @@ class _Lanes:
     def _use_processes(self) -> None:
         self.processes = self._scan.decode_workers > 0 and self._big
         if self.processes:
-            shared_decoder(self._scan.decode_workers).start()
+            self._scan.runtime.decoder(self._scan.decode_workers).start()
 
     def fell_back(self) -> None:
         """A manifest the columnar decoder could not read: its siblings likely cannot either."""

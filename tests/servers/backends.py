@@ -8,7 +8,6 @@ from pathlib import Path
 from aioiceberg.io import FileIO, LocalFileIO, MemoryFileIO, S3FileIO
 from aioiceberg.io.fsspec_io import FsspecFileIO
 from aioiceberg.io.obstore_s3 import ObstoreS3FileIO
-from aioiceberg.io.s3_client import get_client
 
 from .plugin import s3_storage_options, unique_bucket_name
 
@@ -28,7 +27,7 @@ class Store:
 
 async def create_bucket(endpoint: str) -> str:
     io = S3FileIO(s3_storage_options(endpoint))
-    client = await get_client(io.options)
+    client = await io.runtime.clients.get(io.options)
     bucket = unique_bucket_name()
     try:
         await client.create_bucket(Bucket=bucket)

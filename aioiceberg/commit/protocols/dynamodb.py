@@ -23,10 +23,9 @@ import random
 import re
 import time
 import uuid
-import weakref
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -50,9 +49,12 @@ from aioiceberg.errors import (
     WriteOutcomeUnknownError,
 )
 from aioiceberg.io.base import FileIO
-from aioiceberg.io.s3_client import S3Options, get_client
+from aioiceberg.io.s3_client import S3Options
 from aioiceberg.spec.metadata import TableMetadata
 from aioiceberg.spec.metadata_json import parse_table_metadata, serialize_table_metadata
+
+if TYPE_CHECKING:
+    from aioiceberg.runtime import Runtime
 
 __all__ = ["DynamoDbOptions", "DynamoDbProtocol", "LeaseLock"]
 
@@ -128,12 +130,6 @@ def _mode(uri: str, mode: str) -> str:
     return mode
 
 
-_READY_TABLES: set[tuple[object, ...]] = set()
-# One table check (and create) at a time per loop: concurrent first uses would all describe
-# and create it, and a store that creates non-atomically (moto) then loses early items.
-_TABLE_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
-
-
 def _code(exc: BaseException) -> str:
     response = getattr(exc, "response", None)
     if isinstance(response, dict):
@@ -157,18 +153,20 @@ def _definite_refusal(exc: BaseException) -> bool:
 class _Dynamo:
     """Typed calls on the commit table, retried only where a retry cannot double-apply."""
 
-    def __init__(self, options: DynamoDbOptions) -> None:
+    def __init__(self, options: DynamoDbOptions, runtime: Runtime) -> None:
         self.options = options
+        self.runtime = runtime
 
     async def client(self) -> Any:
         connection = self.options.client_options()
-        client = await get_client(connection, "dynamodb")
+        client = await self.runtime.clients.get(connection, "dynamodb")
         key = (*connection.client_key(), self.options.table_name)
-        if key not in _READY_TABLES:
-            async with _TABLE_LOCKS.setdefault(asyncio.get_running_loop(), asyncio.Lock()):
-                if key not in _READY_TABLES:
+        ready = self.runtime.dynamodb_ready
+        if key not in ready:
+            async with self.runtime.dynamodb_lock():
+                if key not in ready:
                     await self._ensure_table(client)
-                    _READY_TABLES.add(key)
+                    ready.add(key)
         return client
 
     async def _ensure_table(self, client: Any) -> None:
@@ -408,7 +406,7 @@ class DynamoDbProtocol(CommitProtocol):
     def __init__(self, io: FileIO, options: DynamoDbOptions) -> None:
         self.io = io
         self.options = options
-        self.dynamo = _Dynamo(options)
+        self.dynamo = _Dynamo(options, io.runtime)
 
     @property
     def commit_point(self) -> CommitPoint:

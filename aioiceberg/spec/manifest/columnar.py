@@ -16,12 +16,11 @@ fastavro reader's and raise the same errors.
 from __future__ import annotations
 
 import dataclasses
-import gc
+import functools
 import importlib.util
 import io
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any, TypeVar
@@ -48,7 +47,6 @@ __all__ = [
     "avro_layout",
     "columnar_available",
     "frozen_builder",
-    "gc_paused",
     "open_columnar",
     "open_columnar_batch",
     "warm_columnar",
@@ -56,40 +54,24 @@ __all__ = [
 
 _T = TypeVar("_T")
 
-_POLARS_LOCK = threading.Lock()
-_polars_module: list[Any] = []  # [module or None] once imported
 
-
+@functools.cache
 def _polars() -> Any:
     """polars, imported on first use (~0.15 s): plans of small manifests never need it."""
-    if not _polars_module:
-        with _POLARS_LOCK:
-            if not _polars_module:
-                try:  # polars is the fast path; without it every manifest takes fastavro
-                    import polars
-                except ImportError:  # pragma: no cover - polars is a dependency
-                    _polars_module.append(None)
-                else:
-                    _polars_module.append(polars)
-    return _polars_module[0]
+    try:  # polars is the fast path; without it every manifest takes fastavro
+        import polars
+    except ImportError:  # pragma: no cover - polars is a dependency
+        return None
+    return polars
 
 
-_warm_started = threading.Event()
-
-
-def warm_columnar() -> None:
-    """Import polars and make its first Avro decode in a thread of its own, once.
+def warm_columnar() -> threading.Thread:
+    """Import polars and make its first Avro decode in a thread of its own.
 
     polars' first ``read_avro(...).to_arrow()`` costs ~20 ms beyond the import (lazy set-up
     on its side); a plan that will batch-decode starts this while it fetches, so its first
-    batch does not pay it.
+    batch does not pay it. The runtime calls it once per process.
     """
-    if _warm_started.is_set():
-        return
-    with _POLARS_LOCK:
-        if _warm_started.is_set():
-            return
-        _warm_started.set()
 
     def warm() -> None:
         import fastavro
@@ -104,7 +86,9 @@ def warm_columnar() -> None:
 
     # not a daemon: the interpreter waits for it at exit instead of tearing polars down
     # mid-call, which aborted processes that ended right after a small plan (SIGABRT)
-    threading.Thread(target=warm, name="aioiceberg-columnar-warm", daemon=False).start()
+    thread = threading.Thread(target=warm, name="aioiceberg-columnar-warm", daemon=False)
+    thread.start()
+    return thread
 
 
 _STATUS = {s.value: s for s in ManifestEntryStatus}
@@ -168,41 +152,9 @@ def frozen_builder(cls: type[_T], *, trusted: bool = False) -> Callable[..., _T]
     return build
 
 
-_gc_lock = threading.Lock()
-_gc_pauses = 0
-_gc_was_enabled = False
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Hold off the cyclic garbage collector while a batch of entries is built.
-
-    Entries outlive a young collection (they wait in the planning queue or a cache), so
-    every collection that runs while a batch is built only promotes them; with the
-    collector's default thresholds that meant ~15 full collections of the whole heap per
-    500k entries, a quarter of a big plan's CPU. Nested and concurrent pauses are counted;
-    the collector is re-enabled only by the last one to end, and only if it was enabled
-    when the first began (a caller that disabled it keeps it disabled).
-    """
-    global _gc_pauses, _gc_was_enabled
-    with _gc_lock:
-        if _gc_pauses == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_pauses += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_pauses -= 1
-            if _gc_pauses == 0 and _gc_was_enabled:
-                gc.enable()
-
-
+@functools.cache
 def columnar_available() -> bool:
     """True when polars is installed (the columnar path can be tried at all); does not import it."""
-    if _polars_module:
-        return _polars_module[0] is not None
     return importlib.util.find_spec("polars") is not None
 
 
@@ -422,8 +374,7 @@ class ColumnarManifest:
 
     def entries(self, rows: Sequence[int] | np.ndarray[Any, Any]) -> list[ManifestEntry]:
         """``ManifestEntry`` objects for ``rows``, exactly as the fastavro reader builds them."""
-        with gc_paused():
-            return self._entries(rows)
+        return self._entries(rows)
 
     def _entries(self, rows: Sequence[int] | np.ndarray[Any, Any]) -> list[ManifestEntry]:
         n = len(rows)

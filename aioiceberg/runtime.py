@@ -1,0 +1,221 @@
+"""The runtime: the one owner of what a process shares between tables and scans.
+
+Store clients (aiobotocore clients per event loop, obstore stores), conditional-write probe
+results, the decoded-manifest caches, the manifest decoder pools and the DynamoDB table
+checks all belong to a :class:`Runtime`. Every FileIO is bound to one (``io.runtime``), so
+everything reached through a FileIO (a Catalog, its tables and scans, their commit
+protocols) shares its runtime's state and nothing else.
+
+``Runtime()`` is closed by ``await runtime.aclose()`` or ``async with``; a Catalog created
+without one uses the process's default runtime (:func:`default_runtime`), which is the only
+mutable state kept at module level. Its clients close when their event loop shuts down
+(``asyncio.run`` and ``anyio.run`` end that way), its worker processes and stores at exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import gc
+import os
+import threading
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Self
+
+from aioiceberg._sync.runner import BlockingLoop
+from aioiceberg.io.memory import MemoryObjects
+from aioiceberg.io.probe import ProbeCache
+from aioiceberg.io.s3_client import ClientRegistry
+from aioiceberg.scan.cache import ManifestCache, ManifestListCache
+
+if TYPE_CHECKING:
+    from aioiceberg.scan.decode import Decoder
+
+__all__ = ["DEFAULT_MANIFEST_CACHE_BYTES", "Runtime", "default_runtime"]
+
+DEFAULT_MANIFEST_CACHE_BYTES = 256 * 1024 * 1024
+DEFAULT_MANIFEST_LISTS = 128
+
+
+class _GcPause:
+    """Counted pauses of the cyclic collector (nested and concurrent ones end with the last)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pauses = 0
+        self._was_enabled = False
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        with self._lock:
+            if self._pauses == 0:
+                self._was_enabled = gc.isenabled()
+                gc.disable()
+            self._pauses += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._pauses -= 1
+                if self._pauses == 0 and self._was_enabled:
+                    gc.enable()
+
+
+class Runtime:
+    """Shared clients, caches and worker pools, with one lifecycle.
+
+    ``manifest_cache_bytes`` bounds the decoded-manifest cache (0 disables it);
+    ``manifest_lists`` the number of decoded manifest lists kept. ``pause_gc`` lets planning
+    hold off Python's cyclic garbage collector, process-wide, while it builds batches of
+    manifest entries: off by default because the switch is the whole process's; see
+    docs/architecture.md for what it saves.
+    """
+
+    def __init__(
+        self,
+        *,
+        manifest_cache_bytes: int = DEFAULT_MANIFEST_CACHE_BYTES,
+        manifest_lists: int = DEFAULT_MANIFEST_LISTS,
+        pause_gc: bool = False,
+    ) -> None:
+        self.clients = ClientRegistry()
+        self.memory = MemoryObjects()  # what memory:// locations hold (the default runtime's)
+        self.probes = ProbeCache()
+        self.manifest_cache = ManifestCache(max_bytes=manifest_cache_bytes)
+        self.manifest_list_cache = ManifestListCache(max_items=manifest_lists)
+        self.pause_gc = pause_gc
+        self._lock = threading.Lock()
+        self._decoders: dict[int, Decoder] = {}
+        self._stores: dict[tuple[object, ...], Any] = {}  # obstore stores by settings and bucket
+        # DynamoDB commit tables known to exist, and one check at a time per loop (concurrent
+        # first uses would all describe and create it; moto then loses early items)
+        self.dynamodb_ready: set[tuple[object, ...]] = set()
+        self._dynamodb_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._gc = _GcPause()  # used on the default runtime only: the collector is the process's
+        self.columnar_warmed = threading.Event()  # likewise: polars warms once per process
+        self._blocking: BlockingLoop | None = None
+        self._warm_thread: threading.Thread | None = None
+        ref = weakref.ref(self)
+        # drop stores and stop worker processes while the interpreter is whole, even if the
+        # runtime was never closed (obstore's threads tending a pool during finalisation abort)
+        atexit.register(_close_at_exit, ref)
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(before=lambda: _before_fork(ref))
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the running loop's clients, drop stores, stop worker processes, empty caches."""
+        await self.clients.close_loop()
+        self.close_sync()
+
+    def close_sync(self) -> None:
+        """What can be closed without an event loop (the rest closes with its loop)."""
+        with self._lock:
+            decoders, self._decoders = list(self._decoders.values()), {}
+            self._stores.clear()
+        for d in decoders:
+            d.shutdown()
+        self.manifest_cache.clear()
+        self.manifest_list_cache.clear()
+        self.probes.clear()
+        self.dynamodb_ready.clear()
+
+    # -- shared parts ----------------------------------------------------------------------
+    @property
+    def blocking(self) -> BlockingLoop:
+        """The background event loop that runs this runtime's work for blocking callers."""
+        with self._lock:
+            if self._blocking is None:
+                self._blocking = BlockingLoop()
+            return self._blocking
+
+    def decoder(self, workers: int) -> Decoder:
+        """The decoder with ``workers`` processes (its pool is reused by every scan)."""
+        from aioiceberg.scan.decode import Decoder
+
+        with self._lock:
+            found = self._decoders.get(workers)
+            if found is None:
+                found = self._decoders[workers] = Decoder(workers)
+            return found
+
+    def store(self, key: tuple[object, ...], make: Any) -> Any:
+        """The obstore store under ``key`` (settings and bucket), made by ``make()`` once."""
+        with self._lock:
+            found = self._stores.get(key)
+            if found is None:
+                found = self._stores[key] = make()
+            return found
+
+    def warm_columnar(self) -> None:
+        """Warm the columnar decoder (polars) in a thread, once per process."""
+        warmed = default_runtime().columnar_warmed
+        with self._lock:
+            if warmed.is_set():
+                return
+            warmed.set()
+        from aioiceberg.spec.manifest.columnar import warm_columnar
+
+        default_runtime()._warm_thread = warm_columnar()
+
+    def dynamodb_lock(self) -> asyncio.Lock:
+        return self._dynamodb_locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+
+    @contextmanager
+    def gc_paused(self) -> Iterator[None]:
+        """Hold off the cyclic collector while a batch of entries is built, if opted in."""
+        if not self.pause_gc:
+            yield
+            return
+        with collector_paused():
+            yield
+
+
+def _before_fork(ref: weakref.ReferenceType[Runtime]) -> None:
+    """A child must not inherit polars half imported: the importing thread does not exist
+    there, and the child's first import would wait for it forever."""
+    runtime = ref()
+    thread = runtime._warm_thread if runtime is not None else None
+    if thread is not None and thread.is_alive():
+        thread.join(timeout=30)
+
+
+def _close_at_exit(ref: weakref.ReferenceType[Runtime]) -> None:
+    runtime = ref()
+    if runtime is not None:
+        with runtime._lock:
+            decoders = list(runtime._decoders.values())
+            runtime._stores.clear()
+        for d in decoders:
+            d.shutdown()
+
+
+_DEFAULT: list[Runtime] = []
+_DEFAULT_LOCK = threading.Lock()
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause the process's cyclic collector; the default runtime counts the pauses, because
+    the collector is the process's whoever asks."""
+    with default_runtime()._gc.paused():
+        yield
+
+
+def default_runtime() -> Runtime:
+    """The process's runtime for catalogs and tables opened without one."""
+    if not _DEFAULT:
+        with _DEFAULT_LOCK:
+            if not _DEFAULT:
+                _DEFAULT.append(Runtime())
+    return _DEFAULT[0]

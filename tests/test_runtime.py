@@ -1,0 +1,163 @@
+"""The runtime owns what tables and scans share: clients, caches, pools; one lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import os
+import subprocess
+import sys
+import threading
+import warnings
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from servers.backends import create_bucket
+from servers.plugin import s3_storage_options
+
+import aioiceberg
+from aioiceberg.io import S3Options
+from aioiceberg.runtime import Runtime, default_runtime
+
+SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("day", pa.int32())])
+ROOT = Path(__file__).resolve().parent.parent
+
+SCRIPT = """
+import asyncio, json, sys
+import aioiceberg
+
+async def main(location, options):
+    table = await aioiceberg.load_table(location, storage_options=options)
+    tasks = [t async for t in table.scan(row_filter="id > 3").plan_files()]
+    rows = await table.scan(row_filter="id > 3").to_arrow()
+    assert len(tasks) == 2 and rows.num_rows == 8, (len(tasks), rows.num_rows)
+
+asyncio.run(main(sys.argv[1], json.loads(sys.argv[2])))
+"""
+
+
+async def _s3_table(endpoint: str) -> str:
+    bucket = await create_bucket(endpoint)
+    async with aioiceberg.connect(f"s3://{bucket}/wh", storage_options=s3_storage_options(endpoint)) as c:
+        table = await c.create_table("db.t", schema=SCHEMA)
+        for k in range(2):
+            await table.append(pa.table({"id": list(range(8)), "day": [k] * 8}, schema=SCHEMA))
+        return table.location
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("backend", ["obstore", "aiobotocore"])
+async def test_a_script_that_loads_plans_and_reads_exits_silently_under_w_error(
+    moto_endpoint: str, backend: str
+) -> None:
+    """No "Unclosed client session" at exit: the default runtime closes a loop's clients
+    when ``asyncio.run`` shuts the loop down."""
+    location = await _s3_table(moto_endpoint)
+    options = {**s3_storage_options(moto_endpoint), "io.backend": backend}
+    proc = subprocess.run(
+        [sys.executable, "-W", "error", "-c", SCRIPT, location, json.dumps(options)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
+
+
+def test_clients_of_a_loop_close_when_asyncio_run_ends(moto_endpoint: str) -> None:
+    runtime = Runtime()
+    options = S3Options.from_storage_options(s3_storage_options(moto_endpoint))
+    sessions: list[object] = []
+
+    async def use() -> None:
+        client = await runtime.clients.get(options)
+        await client.list_buckets()
+        sessions.append(client._endpoint.http_session)
+
+    def run() -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            asyncio.run(use())
+            gc.collect()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert sessions and sessions[0]._sessions is None  # closed, not left to __del__ at exit
+    assert len(runtime.clients._loops) == 0
+
+
+@pytest.mark.anyio
+async def test_catalogs_with_their_own_runtimes_share_nothing(tmp_path: Path) -> None:
+    async with Runtime() as one, Runtime() as two:
+        a = aioiceberg.connect(str(tmp_path / "wh"), runtime=one)
+        table = await a.create_table("db.t", schema=SCHEMA)
+        await table.append(pa.table({"id": [1, 2], "day": [0, 0]}, schema=SCHEMA))
+        assert a.runtime is one and table.io.runtime is one
+        assert [t async for t in table.scan().plan_files()]
+        assert len(one.manifest_cache) > 0
+        assert len(two.manifest_cache) == 0
+
+        b = aioiceberg.connect(str(tmp_path / "wh"), runtime=two)
+        again = await b.load_table("db.t")
+        assert (await again.scan().to_arrow()).num_rows == 2
+        assert len(two.manifest_cache) > 0
+        await one.aclose()
+        assert len(one.manifest_cache) == 0 and len(two.manifest_cache) > 0
+
+
+@pytest.mark.anyio
+async def test_a_catalog_closes_the_runtime_it_made_and_not_one_it_was_given(tmp_path: Path) -> None:
+    async with aioiceberg.connect(str(tmp_path / "wh")) as own:
+        table = await own.create_table("db.t", schema=SCHEMA)
+        await table.append(pa.table({"id": [1], "day": [0]}, schema=SCHEMA))
+        assert [t async for t in table.scan().plan_files()]
+        made = own.runtime
+        assert made is not default_runtime() and len(made.manifest_cache) > 0
+    assert len(made.manifest_cache) == 0  # closed with its catalog
+    shared = Runtime()
+    async with aioiceberg.connect(str(tmp_path / "wh"), runtime=shared) as given:
+        assert [t async for t in (await given.load_table("db.t")).scan().plan_files()]
+    assert len(shared.manifest_cache) > 0  # its owner closes it
+    await shared.aclose()
+
+
+@pytest.mark.anyio
+async def test_memory_locations_are_the_processs_whatever_the_runtime() -> None:
+    from aioiceberg.io import resolve_io
+
+    await resolve_io("memory://x/a", runtime=Runtime()).write("memory://x/a", b"1")
+    assert await resolve_io("memory://x/a", runtime=Runtime()).read("memory://x/a") == b"1"
+    assert await resolve_io("memory://x/a").read("memory://x/a") == b"1"
+
+
+@pytest.mark.anyio
+async def test_planning_leaves_the_collector_alone_unless_the_runtime_opts_in(tmp_path: Path) -> None:
+    """Pausing the cyclic GC is process-wide, so only ``Runtime(pause_gc=True)`` may do it."""
+    catalog = aioiceberg.connect(str(tmp_path / "wh"), runtime=Runtime(manifest_cache_bytes=0))
+    table = await catalog.create_table("db.t", schema=SCHEMA)
+    for k in range(12):
+        await table.append(pa.table({"id": list(range(400)), "day": [k] * 400}, schema=SCHEMA))
+    seen_disabled = threading.Event()
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            if not gc.isenabled():
+                seen_disabled.set()
+
+    assert gc.isenabled()
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        for _ in range(5):
+            assert len([t async for t in table.scan(decode_workers=1).plan_files()]) == 12
+    finally:
+        stop.set()
+        watcher.join()
+    assert not seen_disabled.is_set()
+    opted = aioiceberg.connect(str(tmp_path / "wh"), runtime=Runtime(pause_gc=True))
+    assert len([t async for t in (await opted.load_table("db.t")).scan().plan_files()]) == 12
+    assert gc.isenabled()  # restored once the last pause ends
