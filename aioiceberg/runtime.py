@@ -18,6 +18,7 @@ import asyncio
 import atexit
 import gc
 import os
+import sys
 import threading
 import weakref
 from collections.abc import Iterator
@@ -98,13 +99,13 @@ class Runtime:
         self._gc = _GcPause()  # used on the default runtime only: the collector is the process's
         self.columnar_warmed = threading.Event()  # likewise: polars warms once per process
         self._blocking: BlockingLoop | None = None
-        self._warm_thread: threading.Thread | None = None
+        self.columnar_forbidden = False  # set in a forked child of a process that loaded polars
         ref = weakref.ref(self)
         # drop stores and stop worker processes while the interpreter is whole, even if the
         # runtime was never closed (obstore's threads tending a pool during finalisation abort)
         atexit.register(_close_at_exit, ref)
         if hasattr(os, "register_at_fork"):
-            os.register_at_fork(before=lambda: _before_fork(ref))
+            os.register_at_fork(after_in_child=lambda: _forked(ref))
 
     # -- lifecycle -------------------------------------------------------------------------
     async def __aenter__(self) -> Self:
@@ -157,6 +158,11 @@ class Runtime:
                 found = self._stores[key] = make()
             return found
 
+    @property
+    def columnar_usable(self) -> bool:
+        """Whether the columnar decoder (polars) may run in this process."""
+        return not default_runtime().columnar_forbidden
+
     def warm_columnar(self) -> None:
         """Warm the columnar decoder (polars) in a thread, once per process."""
         warmed = default_runtime().columnar_warmed
@@ -166,7 +172,7 @@ class Runtime:
             warmed.set()
         from aioiceberg.spec.manifest.columnar import warm_columnar
 
-        default_runtime()._warm_thread = warm_columnar()
+        warm_columnar()
 
     def dynamodb_lock(self) -> asyncio.Lock:
         return self._dynamodb_locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
@@ -181,13 +187,13 @@ class Runtime:
             yield
 
 
-def _before_fork(ref: weakref.ReferenceType[Runtime]) -> None:
-    """A child must not inherit polars half imported: the importing thread does not exist
-    there, and the child's first import would wait for it forever."""
+def _forked(ref: weakref.ReferenceType[Runtime]) -> None:
+    """polars is not fork-safe: its thread pool (or a thread importing it) did not survive
+    the fork, and the child's first columnar decode would wait for it forever. A child of a
+    process that loaded polars plans with fastavro."""
     runtime = ref()
-    thread = runtime._warm_thread if runtime is not None else None
-    if thread is not None and thread.is_alive():
-        thread.join(timeout=30)
+    if runtime is not None and "polars" in sys.modules:
+        runtime.columnar_forbidden = True
 
 
 def _close_at_exit(ref: weakref.ReferenceType[Runtime]) -> None:

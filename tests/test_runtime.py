@@ -161,3 +161,45 @@ async def test_planning_leaves_the_collector_alone_unless_the_runtime_opts_in(tm
     opted = aioiceberg.connect(str(tmp_path / "wh"), runtime=Runtime(pause_gc=True))
     assert len([t async for t in (await opted.load_table("db.t")).scan().plan_files()]) == 12
     assert gc.isenabled()  # restored once the last pause ends
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.anyio
+async def test_a_forked_child_plans_after_its_parent_used_the_columnar_decoder(tmp_path: Path) -> None:
+    """polars' threads do not survive a fork (a child whose parent was inside a polars call
+    at the fork waits for them forever), so the child decodes with fastavro."""
+    import time
+
+    catalog = aioiceberg.connect(str(tmp_path / "wh"), runtime=Runtime(manifest_cache_bytes=0))
+    table = await catalog.create_table("db.t", schema=SCHEMA)
+    for k in range(6):
+        await table.append(pa.table({"id": list(range(10)), "day": [k] * 10}, schema=SCHEMA))
+    scan = table.scan(row_filter="day >= 2", columnar_min_entries=0)
+    assert len([t async for t in scan.plan_files()]) == 4
+    assert scan.metrics.decoded_columnar > 0
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        code = 1
+        try:
+            tasks, columnar = asyncio.run(_plan_in_child(table.location))
+            code = 0 if (tasks, columnar) == (4, 0) else 2
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 60  # a hang bound, not a timing check
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung planning")
+        await asyncio.sleep(0.05)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+async def _plan_in_child(location: str) -> tuple[int, int]:
+    """(tasks, manifests decoded by polars) of the child's plan: it must use fastavro."""
+    table = await aioiceberg.load_table(location)
+    scan = table.scan(row_filter="day >= 2", columnar_min_entries=0)
+    return len([t async for t in scan.plan_files()]), scan.metrics.decoded_columnar

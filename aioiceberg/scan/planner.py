@@ -191,9 +191,9 @@ class TableScan:
         self.channel_size = channel_size if channel_size is not None else max(2, io_concurrency // 4)
         self.split_size = split_size
         self.process_threshold_bytes = process_threshold_bytes
-        self.columnar = columnar and columnar_available()
-        self.columnar_min_entries = columnar_min_entries
         self.runtime = io.runtime
+        self.columnar = columnar and columnar_available() and self.runtime.columnar_usable
+        self.columnar_min_entries = columnar_min_entries
         self.cache = cache if cache is not None else self.runtime.manifest_cache
         self.manifest_list_cache = (
             manifest_list_cache if manifest_list_cache is not None else self.runtime.manifest_list_cache

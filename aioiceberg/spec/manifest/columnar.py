@@ -65,7 +65,7 @@ def _polars() -> Any:
     return polars
 
 
-def warm_columnar() -> threading.Thread:
+def warm_columnar() -> None:
     """Import polars and make its first Avro decode in a thread of its own.
 
     polars' first ``read_avro(...).to_arrow()`` costs ~20 ms beyond the import (lazy set-up
@@ -86,9 +86,7 @@ def warm_columnar() -> threading.Thread:
 
     # not a daemon: the interpreter waits for it at exit instead of tearing polars down
     # mid-call, which aborted processes that ended right after a small plan (SIGABRT)
-    thread = threading.Thread(target=warm, name="aioiceberg-columnar-warm", daemon=False)
-    thread.start()
-    return thread
+    threading.Thread(target=warm, name="aioiceberg-columnar-warm", daemon=False).start()
 
 
 _STATUS = {s.value: s for s in ManifestEntryStatus}
