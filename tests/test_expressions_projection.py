@@ -6,6 +6,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+import pyarrow as pa
 import pyiceberg.expressions as pe
 import pyiceberg.schema as ps
 import pyiceberg.transforms as pt
@@ -432,3 +433,31 @@ def test_nanosecond_timestamps_project_soundly() -> None:
                     assert holds(inc, p, True)
                 elif strict is not None:
                     assert not holds(strict, p, False)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("arrow_type", "lo"), [(pa.int64(), -(2**63)), (pa.int32(), -(2**31))])
+async def test_truncate_partitions_of_the_lowest_values_wrap_and_are_still_planned(
+    tmp_path: Any, arrow_type: pa.DataType, lo: int
+) -> None:
+    """truncate(3, v) of the type's lowest values wraps to the top of the range (Java's
+    arithmetic): filters below must still plan those files, and a delete above must not
+    take them whole."""
+    import aioiceberg
+
+    schema = pa.schema([pa.field("v", arrow_type)])
+    catalog = aioiceberg.connect(str(tmp_path / "wh"))
+    table = await catalog.create_table("db.t", schema=schema, partition_by=["truncate(3, v)"])
+    values = [lo, lo + 1, lo + 2, -7, 0, 5, -lo - 1]
+    for v in values:  # one file (and partition) per value
+        await table.append(pa.table({"v": [v]}, schema=schema))
+
+    async def rows(f: str) -> list[int]:
+        return sorted((await table.scan(row_filter=f).to_arrow()).column("v").to_pylist())
+
+    assert await rows(f"v < {lo // 2}") == [lo, lo + 1, lo + 2]
+    assert await rows(f"v <= {lo + 1}") == [lo, lo + 1]
+    assert await rows("v < 0") == [lo, lo + 1, lo + 2, -7]
+    assert await rows(f"v > {lo + 1}") == [lo + 2, -7, 0, 5, -lo - 1]
+    await table.delete("v > 3")
+    assert await rows("") == [lo, lo + 1, lo + 2, -7, 0]

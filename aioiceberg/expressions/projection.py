@@ -113,6 +113,19 @@ def _apply(transform: Transform, value: Any, source: PrimitiveType) -> Any:
     return result
 
 
+def _wrapped_floor(transform: TruncateTransform, source: PrimitiveType) -> int | None:
+    """The lowest partition value that may hold wrapped rows, or None when none can.
+
+    ``truncate(W, v) = v - (v mod W)`` falls below the type's minimum for the lowest values
+    (``v < min + W - 1``); Java's int arithmetic, which writers follow, wraps it around to
+    the top of the range, so a partition at or above ``max - W + 2`` may hold values near
+    the minimum, and projections compare partitions as numbers.
+    """
+    if not isinstance(source, IntegerType | LongType) or transform.width < 2:
+        return None
+    return int(source.max) - transform.width + 2
+
+
 def _number_inclusive(transform: Transform, ref: BoundReference, pred: Predicate) -> Expression | None:
     assert isinstance(pred, LiteralPredicate)
     src, v = pred.ref.type, pred.value
@@ -273,7 +286,12 @@ def project(transform: Transform, ref: BoundReference, pred: Predicate) -> Expre
     if isinstance(transform, TruncateTransform):
         if isinstance(src, StringType | BinaryType):
             return _array_inclusive(transform, ref, pred)
-        return _number_inclusive(transform, ref, pred)
+        projected = _number_inclusive(transform, ref, pred)
+        floor = _wrapped_floor(transform, src)
+        if projected is not None and floor is not None and pred.op in ("lt", "lt_eq"):
+            # the lowest values' partitions wrapped to the top of the range: keep them
+            return or_(projected, GreaterThanOrEqual(ref, floor))
+        return projected
     if isinstance(transform, TimeTransform):
         projected = _number_inclusive(transform, ref, pred)
         return _fix_inclusive_time(projected) if _needs_time_fix(transform, src) else projected
@@ -305,7 +323,12 @@ def strict_project(transform: Transform, ref: BoundReference, pred: Predicate) -
     if isinstance(transform, TruncateTransform):
         if isinstance(src, StringType | BinaryType):
             return _array_strict(transform, ref, pred)
-        return _number_strict(transform, ref, pred)
+        projected = _number_strict(transform, ref, pred)
+        floor = _wrapped_floor(transform, src)
+        if projected is not None and floor is not None and pred.op in ("gt", "gt_eq", "not_eq"):
+            # a partition at the top of the range may hold the lowest values (wrapped)
+            return and_(projected, LessThan(ref, floor))
+        return projected
     if isinstance(transform, TimeTransform):
         projected = _number_strict(transform, ref, pred)
         return _fix_strict_time(projected) if _needs_time_fix(transform, src) else projected
