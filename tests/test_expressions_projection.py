@@ -237,6 +237,11 @@ def test_projections_are_sound_and_agree_with_pyiceberg(
     fixups_apply = isinstance(transform, PRE_EPOCH_FIX) and not (
         isinstance(transform, DayTransform) and isinstance(our_type, DateType)
     )
+    # ours also keeps (inclusive) / drops (strict) the top partitions, where the lowest
+    # values' truncations wrap around; PyIceberg's Python ints never wrap
+    fixups_apply = fixups_apply or (
+        isinstance(transform, TruncateTransform) and isinstance(our_type, IntegerType | LongType)
+    )
     for x in samples:
         p = transform.apply(x, our_type)
         if x is not None:

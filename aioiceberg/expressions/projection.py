@@ -325,7 +325,7 @@ def strict_project(transform: Transform, ref: BoundReference, pred: Predicate) -
             return _array_strict(transform, ref, pred)
         projected = _number_strict(transform, ref, pred)
         floor = _wrapped_floor(transform, src)
-        if projected is not None and floor is not None and pred.op in ("gt", "gt_eq", "not_eq"):
+        if projected is not None and floor is not None and pred.op in ("gt", "gt_eq"):
             # a partition at the top of the range may hold the lowest values (wrapped)
             return and_(projected, LessThan(ref, floor))
         return projected
