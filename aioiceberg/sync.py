@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from aioiceberg.runtime import Runtime
+    from aioiceberg.scan.metrics import ScanMetrics
     from aioiceberg.spec.metadata import Snapshot, TableMetadata
     from aioiceberg.spec.partitioning import PartitionSpec
     from aioiceberg.spec.schema import Schema
@@ -194,10 +195,10 @@ class Scan(Blocking, twin_of=_scan.Scan):
     def projection(self) -> Schema:
         return self._target.projection()
 
-    def plan_files(self) -> Iterator[FileScanTask]:
+    def plan_files(self, metrics: ScanMetrics | None = None) -> Iterator[FileScanTask]:
         """Tasks as the planner decides them: the first arrives before all manifests are read."""
         target = self._target
-        return runner.iterate(target.plan_files, prefetch=256)
+        return runner.iterate(lambda: target.plan_files(metrics), prefetch=256)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         return runner.iterate(self._target.to_batches)

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from aioiceberg.io import FileIO
 from aioiceberg.scan import TableScan
-from aioiceberg.scan.metrics import ScanStats
+from aioiceberg.scan.metrics import ScanMetrics, ScanStats
 from aioiceberg.spec.metadata import TableMetadata
 from aioiceberg.spec.name_mapping import (
     DEFAULT_NAME_MAPPING_PROPERTY,
@@ -60,8 +60,9 @@ class Scan:
         text = self.metadata.properties.get(DEFAULT_NAME_MAPPING_PROPERTY)
         return name_mapping_from_json(text) if text else None
 
-    def plan_files(self) -> AsyncIterator[FileScanTask]:
-        return self.planner.plan_files()
+    def plan_files(self, metrics: ScanMetrics | None = None) -> AsyncIterator[FileScanTask]:
+        """Stream the tasks; ``metrics`` (optional) counts this call alone."""
+        return self.planner.plan_files(metrics)
 
     def _tasks(self) -> AsyncGenerator[FileScanTask, None]:
         return cast(AsyncGenerator[FileScanTask, None], self.planner.plan_files())

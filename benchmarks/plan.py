@@ -667,7 +667,10 @@ async def _service_floor(meta: str, row_filter: str, store: Store) -> float:
 
     table = await aioiceberg.load_table(meta, store.options)
     planner = table.scan(row_filter=row_filter).planner
-    data, deletes = planner._select(await planner.manifests())
+    from aioiceberg.scan.metrics import ScanMetrics
+
+    metrics = ScanMetrics()
+    data, deletes = planner._select(await planner.manifests(metrics), metrics)
     chosen = [*deletes, *data]
     blobs = await asyncio.gather(*(table.io.read(mf.manifest_path) for mf in chosen))
     await table.io.aclose()

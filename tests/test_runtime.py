@@ -203,3 +203,24 @@ async def _plan_in_child(location: str) -> tuple[int, int]:
     table = await aioiceberg.load_table(location)
     scan = table.scan(row_filter="day >= 2", columnar_min_entries=0)
     return len([t async for t in scan.plan_files()]), scan.metrics.decoded_columnar
+
+
+@pytest.mark.anyio
+async def test_two_plans_at_once_on_one_scan_count_their_own_metrics(tmp_path: Path) -> None:
+    from aioiceberg.scan.metrics import ScanMetrics
+
+    catalog = aioiceberg.connect(str(tmp_path / "wh"), runtime=Runtime(manifest_cache_bytes=0))
+    table = await catalog.create_table("db.t", schema=SCHEMA)
+    for k in range(6):
+        await table.append(pa.table({"id": list(range(5)), "day": [k] * 5}, schema=SCHEMA))
+    scan = table.scan(row_filter="day >= 1", io_concurrency=1)
+    first, second = ScanMetrics(), ScanMetrics()
+    one, two = scan.plan_files(first), scan.plan_files(second)
+    got_one = [await anext(one)]  # the first plan is under way when the second starts
+    got_two = [t async for t in two]
+    got_one += [t async for t in one]
+    assert len(got_one) == len(got_two) == 5
+    for m in (first, second):
+        assert (m.tasks, m.manifests_total, m.manifests_read) == (5, 6, 6)
+        assert m.planning_time_s is not None
+    assert scan.metrics is second  # the scan's own view: the last plan started

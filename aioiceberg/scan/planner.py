@@ -24,6 +24,7 @@ import datetime as dt
 import os
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -214,8 +215,7 @@ class TableScan:
         self._unknown_specs: dict[int, PartitionSpec] = {}
         # one residual object per partition tuple: files of a partition share it
         self._residual_by_partition: dict[tuple[int, tuple[Any, ...]], Expression] = {}
-        self.metrics = ScanMetrics()
-        self._cached_bytes = 0  # what this plan holds in the shared cache (put or found)
+        self.metrics = ScanMetrics()  # the last plan started (each call also has its own)
 
     # -- evaluators, cached per spec id --------------------------------------------------
 
@@ -261,8 +261,9 @@ class TableScan:
 
     # -- stages ------------------------------------------------------------------------
 
-    async def manifests(self) -> tuple[ManifestFile, ...]:
+    async def manifests(self, metrics: ScanMetrics | None = None) -> tuple[ManifestFile, ...]:
         """The snapshot's manifests (from the shared cache when this snapshot was planned)."""
+        m = metrics if metrics is not None else ScanMetrics()
         snap = self.snapshot
         if snap is None:
             return ()
@@ -271,18 +272,20 @@ class TableScan:
         key = f"{self.io.store_key(listed)}\0{listed}"  # the same path in another store is another list
         found = self.manifest_list_cache.get(key, snap.snapshot_id)
         if found is not None:
-            self.metrics.manifest_list_from_cache = True
+            m.manifest_list_from_cache = True
             return found
-        decoded = tuple(await snapshot_manifests(self.io, snap, fetched=self._fetched))
+
+        def fetched(size: int) -> None:
+            m.bytes_fetched += size
+
+        decoded = tuple(await snapshot_manifests(self.io, snap, fetched=fetched))
         self.manifest_list_cache.put(key, snap.snapshot_id, decoded)
         return decoded
 
-    def _fetched(self, size: int) -> None:
-        self.metrics.bytes_fetched += size
-
-    def _select(self, manifests: Iterable[ManifestFile]) -> tuple[list[ManifestFile], list[ManifestFile]]:
+    def _select(
+        self, manifests: Iterable[ManifestFile], m: ScanMetrics
+    ) -> tuple[list[ManifestFile], list[ManifestFile]]:
         """Drop manifests the summaries exclude and delete manifests older than all data."""
-        m = self.metrics
         data: list[ManifestFile] = []
         deletes: list[ManifestFile] = []
         for mf in manifests:
@@ -315,6 +318,7 @@ class TableScan:
         mf: ManifestFile,
         lanes: _Lanes,
         io_limiter: anyio.CapacityLimiter,
+        plan: _Plan,
         fetched: anyio.Event | None = None,
     ) -> CachedManifest:
         """The manifest's view, from the cache or fetched and decoded; ``fetched`` is set as
@@ -322,10 +326,10 @@ class TableScan:
         view = self._ctx.key
         key = manifest_cache_key(self.io, mf)
         found = self.cache.get(key, mf.manifest_length, view)
-        m = self.metrics
+        m = plan.metrics
         if found is not None:
             m.manifests_from_cache += 1
-            self._cached_bytes += found.size
+            plan.cached_bytes += found.size
             if fetched is not None:
                 fetched.set()
             return found
@@ -370,8 +374,8 @@ class TableScan:
         # plan bigger than that keeps its first manifests, which each repeat of it finds,
         # instead of evicting everything, its own first manifests included, in LRU order (a
         # repeat would find nothing); the rest of its entries are dropped once consumed.
-        if self._cached_bytes + cached.size <= self.cache.max_bytes // 2:
-            self._cached_bytes += cached.size
+        if plan.cached_bytes + cached.size <= self.cache.max_bytes // 2:
+            plan.cached_bytes += cached.size
             self.cache.put(key, mf.manifest_length, view, cached)
         return cached
 
@@ -382,6 +386,7 @@ class TableScan:
         queue: asyncio.Queue[CachedManifest | None],
         index: DeleteIndex,
         index_ready: anyio.Event,
+        plan: _Plan,
     ) -> None:
         total_bytes = sum(mf.manifest_length for mf in data) + sum(mf.manifest_length for mf in deletes)
         lanes = _Lanes(self, total_bytes >= self.process_threshold_bytes)
@@ -394,7 +399,7 @@ class TableScan:
 
         async def worker(first: anyio.Event | None = None) -> None:
             for mf in work:
-                loaded = await self._load(mf, lanes, io_limiter, first)
+                loaded = await self._load(mf, lanes, io_limiter, plan, first)
                 first = None
                 if mf.content == ManifestContent.DELETES:
                     for entry in loaded.entries:
@@ -441,19 +446,21 @@ class TableScan:
             return [_new_task(f, deletes, residual, spec, self.schema, ranges[0][0], None)]
         return [_new_task(f, deletes, residual, spec, self.schema, start, length) for start, length in ranges]
 
-    async def plan_files(self) -> AsyncIterator[FileScanTask]:
+    async def plan_files(self, metrics: ScanMetrics | None = None) -> AsyncIterator[FileScanTask]:
         """Stream the scan's tasks as they are decided (see the module docstring).
 
+        Each call counts into ``metrics`` (a fresh ``ScanMetrics`` if not given), so plans
+        running at once on one scan keep theirs apart; ``self.metrics`` is the last started.
         Stopping early needs nothing special: ``break`` out of the loop, or close or drop
         the iterator from any task; the pipeline task is cancelled and awaited.
         """
         started = time.perf_counter()
-        m = self.metrics = ScanMetrics()
-        self._cached_bytes = 0
+        m = self.metrics = metrics if metrics is not None else ScanMetrics()
+        plan = _Plan(m)
         if self.snapshot is None:
             m.planning_time_s = time.perf_counter() - started
             return
-        data, deletes = self._select(await self.manifests())
+        data, deletes = self._select(await self.manifests(m), m)
         if not data:
             m.planning_time_s = time.perf_counter() - started
             return
@@ -461,7 +468,7 @@ class TableScan:
         index = DeleteIndex()
         index_ready = anyio.Event()
         queue: asyncio.Queue[CachedManifest | None] = asyncio.Queue(self.channel_size)
-        pipeline = asyncio.create_task(self._run_workers(data, deletes, queue, index, index_ready))
+        pipeline = asyncio.create_task(self._run_workers(data, deletes, queue, index, index_ready, plan))
         rows = 0
         delete_files: set[str] = set()
         # without delete manifests or splitting, a manifest's tasks are fixed by its cached
@@ -518,6 +525,15 @@ class TableScan:
     def __repr__(self) -> str:
         snap = self.snapshot.snapshot_id if self.snapshot is not None else None
         return f"TableScan(snapshot={snap}, filter={self.bound_filter})"
+
+
+@dataclass(slots=True)
+class _Plan:
+    """What one ``plan_files()`` call counts: its metrics and the bytes it holds in the
+    shared cache (found there or put)."""
+
+    metrics: ScanMetrics
+    cached_bytes: int = 0
 
 
 class _Lanes:
