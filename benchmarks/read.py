@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> None:
     wanted = (args.stores or ("local,moto,moto20ms" if args.tiny else ",".join(STORES))).split(",")
     if set(wanted) - set(STORES):
         parser.error(f"unknown stores {sorted(set(wanted) - set(STORES))}; known: {','.join(STORES)}")
-    from test_read_helpers import duckdb_connection
+    from read_helpers import duckdb_connection
 
     with ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))

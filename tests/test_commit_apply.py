@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_commit_support import ARROW_SCHEMA, rows
+from commit_helpers import ARROW_SCHEMA, rows
 
 import aioiceberg
 from aioiceberg.commit import AssertCurrentSchemaId, MetadataChange, SetProperties, apply_updates

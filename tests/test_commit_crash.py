@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from commit_helpers import s3_options
 from maint_helpers import duckdb_ids, ids
 from servers.backends import create_bucket
-from test_commit_support import s3_options
 
 import aioiceberg
 from aioiceberg.maintenance.files import normalize

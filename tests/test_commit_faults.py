@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 from aiohttp import web
+from commit_helpers import ARROW_SCHEMA, FAST_RETRY, rows, run_writer, s3_options
 from servers.backends import create_bucket
 from servers.moto import MotoServer
 from servers.proxy import FaultProxy, conditional_put
-from test_commit_support import ARROW_SCHEMA, FAST_RETRY, rows, run_writer, s3_options
 
 import aioiceberg
 from aioiceberg.errors import CommitStateUnknownError

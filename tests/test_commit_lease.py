@@ -18,9 +18,9 @@ from typing import Any
 import anyio
 import pytest
 from aiohttp import web
+from commit_helpers import ARROW_SCHEMA, FAST_RETRY, rows, run_writer, s3_options
 from servers.backends import create_bucket
 from servers.proxy import FaultProxy
-from test_commit_support import ARROW_SCHEMA, FAST_RETRY, rows, run_writer, s3_options
 
 import aioiceberg
 from aioiceberg.commit.protocols.base import version_path
@@ -216,7 +216,7 @@ async def test_appends_under_the_lease_on_a_store_without_conditional_writes_los
     props = {**FAST_RETRY, "commit.in-process-lock": "false"}  # the tasks race through the lease
     table = await catalog.create_table("db.events", schema=ARROW_SCHEMA, properties=props)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
-    script = str(TESTS / "test_commit_support.py")
+    script = str(TESTS / "commit_helpers.py")
     args = [root, lock, json.dumps(options), "db.events"]
     procs = [
         await asyncio.create_subprocess_exec(

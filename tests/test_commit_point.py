@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from commit_helpers import ARROW_SCHEMA, rows, s3_options
 from servers.backends import create_bucket
-from test_commit_support import ARROW_SCHEMA, rows, s3_options
 
 import aioiceberg
 from aioiceberg import sync

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from commit_helpers import ARROW_SCHEMA, FAST_RETRY, run_writer, s3_options
 from servers.backends import create_bucket
-from test_commit_support import ARROW_SCHEMA, FAST_RETRY, run_writer, s3_options
 
 import aioiceberg
 from aioiceberg.commit.protocols.base import version_path
@@ -106,7 +106,7 @@ async def test_four_process_appenders_each_land_exactly_once(setup: Setup) -> No
     procs = [
         await asyncio.create_subprocess_exec(
             sys.executable,
-            str(TESTS / "test_commit_support.py"),
+            str(TESTS / "commit_helpers.py"),
             setup.root,
             setup.lock or "",
             json.dumps(setup.options or {}),

@@ -32,8 +32,8 @@ from pyiceberg.types import (
     StringType,
     TimestamptzType,
 )
+from read_helpers import duckdb_connection, duckdb_rows, our_rows, rows_of
 from servers.plugin import s3_storage_options
-from test_read_helpers import duckdb_connection, duckdb_rows, our_rows, rows_of
 
 from aioiceberg.io import LocalFileIO, S3FileIO
 

@@ -18,7 +18,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.schema import Schema as PySchema
 from pyiceberg.types import LongType, NestedField, StringType
 from pyroaring import BitMap
-from test_read_helpers import duckdb_connection, duckdb_rows, our_rows, rows_of
+from read_helpers import duckdb_connection, duckdb_rows, our_rows, rows_of
 
 from aioiceberg.io import LocalFileIO
 from aioiceberg.read import ScanStats, decode_deletion_vector, read_to_table
