@@ -224,6 +224,16 @@ def _warm_imports(engine: str, meta: str) -> None:
         import pyiceberg.io.pyarrow  # noqa: F401
 
 
+PAUSE_GC_ENV = "AIOICEBERG_BENCH_PAUSE_GC"
+
+
+def _runtime() -> Any:
+    """The runtime our plans use: the default one, or one that pauses the GC (--pause-gc)."""
+    from aioiceberg.runtime import Runtime, default_runtime
+
+    return Runtime(pause_gc=True) if os.environ.get(PAUSE_GC_ENV) == "1" else default_runtime()
+
+
 async def _plan_ours(
     meta: str, row_filter: str, options: dict[str, str], twice: bool, cache_mb: int
 ) -> dict[str, Any]:
@@ -236,8 +246,9 @@ async def _plan_ours(
     caches: dict[str, Any] = {}
     if twice:
         caches = {"cache": ManifestCache(cache_mb * 1024 * 1024), "manifest_list_cache": ManifestListCache()}
+    runtime = _runtime()
     start = time.perf_counter()
-    table = await aioiceberg.load_table(meta, options)
+    table = await aioiceberg.load_table(meta, options, runtime=runtime)
     loaded = time.perf_counter() - start
     scan = table.scan(row_filter=row_filter or None, **caches)
     n = 0
@@ -270,7 +281,7 @@ async def _service_ours(meta: str, first: str, second: str, options: dict[str, s
     """A warm process (client open, pool started, default caches) gets a query on other days."""
     import aioiceberg
 
-    table = await aioiceberg.load_table(meta, options)
+    table = await aioiceberg.load_table(meta, options, runtime=_runtime())
     warm = 0
     async for _ in table.scan(row_filter=first).plan_files():
         warm += 1
@@ -533,10 +544,17 @@ def main() -> None:
         help="local tables live here (kept) instead of a temporary directory, and a table "
         "already built there is reused",
     )
+    p.add_argument(
+        "--pause-gc",
+        action="store_true",
+        help="our plans run on Runtime(pause_gc=True): the cyclic GC held off while entries are built",
+    )
     p.add_argument("--build", help=argparse.SUPPRESS)
     p.add_argument("--size", help=argparse.SUPPRESS)
     p.add_argument("--disk-root", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.pause_gc:  # the worker processes inherit it
+        os.environ[PAUSE_GC_ENV] = "1"
     if args.build:
         m, e = (int(v) for v in args.size.split("x"))
         if args.disk_root:
