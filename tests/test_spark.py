@@ -336,3 +336,32 @@ def test_a_task_that_finishes_after_its_job_was_aborted_takes_its_files_away(tmp
     other = AioIcebergDataSource({"path": table.location}).writer(spark_schema, False)
     assert len(other.write(iter(rows(600, 6).to_batches())).data_files) == 3
     other.abort([])
+
+
+def test_reads_uuid_columns_top_level_and_nested_as_16_bytes(spark: Any, tmp_path: Path) -> None:
+    """Spark has no uuid type: the value arrives as its 16 bytes, as Java's Spark reader gives it."""
+    import uuid
+
+    values = [uuid.UUID(int=i * 0x1000_0000_0000_0001) for i in range(1, 4)]
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64()),
+            pa.field("u", pa.uuid()),
+            pa.field("s", pa.struct([pa.field("w", pa.uuid())])),
+        ]
+    )
+    data = pa.table(
+        {
+            "id": [1, 2, 3],
+            "u": pa.array([v.bytes for v in values], pa.uuid()),
+            "s": pa.StructArray.from_arrays([pa.array([v.bytes for v in values], pa.uuid())], ["w"]),
+        },
+        schema=schema,
+    )
+    table = sync.connect(str(tmp_path / "wh")).create_table("db.u", schema=schema)
+    table.append(data)
+    df = spark.read.format("aioiceberg").load(table.location)
+    got = sorted((r["id"], bytes(r["u"]), bytes(r["s"]["w"])) for r in df.collect())
+    assert got == [(i + 1, v.bytes, v.bytes) for i, v in enumerate(values)]
+    picked = spark.read.format("aioiceberg").option("filter", f"u = '{values[1]}'").load(table.location)
+    assert [r["id"] for r in picked.collect()] == [2]

@@ -185,7 +185,7 @@ class _Options:
 
 def _spark_type(t: pa.DataType) -> pa.DataType:
     """The Arrow type Spark can hold for ``t``: no fixed-size binary, nanoseconds or 64-bit offsets."""
-    if isinstance(t, pa.ExtensionType):
+    if isinstance(t, pa.BaseExtensionType):  # uuid (a built-in extension) included
         return _spark_type(t.storage_type)
     if pa.types.is_fixed_size_binary(t) or pa.types.is_large_binary(t):
         return pa.binary()
