@@ -1,0 +1,477 @@
+"""A service: N concurrent clients in one process querying one open table, vs PyIceberg 0.12.
+
+The table is plan.py's shape (M manifests x E data files, ``day(ts)`` + ``bucket(16, id)``,
+manifest m holds day m, the same stats per entry), but every data file is real: a small
+Parquet file of ``--rows`` rows whose values lie inside the entry's bounds and partition
+(every id of a file falls in the file's bucket), and the manifests carry the real sizes and
+counts. Each client loops over queries, alternately a random day (one manifest, E files)
+and ``id = x`` for the lowest id of a random file (every manifest read, one row back), each
+a plan plus a read to Arrow. Row counts are checked against what the table holds.
+
+aioiceberg: one ``Runtime()``, the table loaded once by ``aioiceberg.load_table(meta,
+options, runtime=rt)``, N asyncio tasks looping ``table.scan(row_filter=f).to_arrow()``.
+PyIceberg: ``StaticTable.from_metadata`` once, a thread pool of N threads looping
+``table.scan(row_filter=f).to_arrow()`` on the shared table. Each (engine, N) runs in a
+fresh process: one untimed random-day query, then ``--seconds`` of load. Queries still
+running at the deadline are not counted as done; their time so far enters the latency
+percentiles as a lower bound (the "open" column counts them).
+
+    .venv/bin/python benchmarks/service.py --scratch DIR        # 500x1000, nginx + 20 ms
+    .venv/bin/python benchmarks/service.py --tiny               # seconds; nginx if installed
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.plan import (  # noqa: E402
+    BUCKETS,
+    DAY_MICROS,
+    FIRST_DAY,
+    SNAPSHOT_ID,
+    _data_file,
+    _days,
+    bench_schema,
+    bench_spec,
+)
+
+# ---------------------------------------------------------------------------------------------
+# The table: plan.py's entries, each backed by a real Parquet file
+
+
+def _disk_path(disk_root: str, location: str) -> Path:
+    """Where ``location`` lives on disk: ``s3://bucket/key`` under the nginx root, or a file URI."""
+    if location.startswith("s3://"):
+        return Path(disk_root, location.removeprefix("s3://"))
+    return Path(location.removeprefix("file://"))
+
+
+def _write(disk_root: str, location: str, data: bytes) -> None:
+    path = _disk_path(disk_root, location)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def _file_rows(k: int, i: int, day: int, ids: list[int], rows: int) -> dict[str, list[Any]]:
+    """Values inside the bounds plan.py's ``_data_file`` gives file k (entry i of its day)."""
+    n = len(ids)
+    ts0 = day * DAY_MICROS + i * 1_000_000
+    step = max(1, n - 1)
+    return {
+        "id": ids,
+        "ts": [ts0 + j * (999_999 // step) for j in range(n)],
+        "c0": [k * 10 + j % 10 for j in range(n)],
+        "c1": [(j % (2 * k + 1)) - k for j in range(n)],
+        "c2": [0.5 * k + j / step for j in range(n)],
+        "c3": [-1.0 + 2.0 * j / step for j in range(n)],
+        "c4": [f"{chr(97 + j % 26)}{k:08d}" for j in range(n)],
+        "c5": [chr(97 + j % 26) * 2 for j in range(n)],
+        "c6": [k + j % 101 for j in range(n)],
+        "c7": [j % 6 for j in range(n)],
+    }
+
+
+def _build_manifest(disk_root: str, location: str, m: int, entries: int, rows: int) -> tuple[int, Any]:
+    """Write manifest m's data files and the manifest; returns (m, its ManifestFile)."""
+    import io
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from aioiceberg.spec.arrow import schema_to_arrow
+    from aioiceberg.spec.manifest import ManifestEntry, ManifestEntryStatus, write_manifest
+    from aioiceberg.spec.metadata_json import new_table_metadata
+    from aioiceberg.spec.sorting import UNSORTED
+    from aioiceberg.spec.transforms import parse_transform
+    from aioiceberg.spec.types import LongType
+
+    md = new_table_metadata(bench_schema(), bench_spec(), UNSORTED, location, {}, 2, last_updated_ms=0)
+    schema = md.schema()
+    arrow_schema = schema_to_arrow(schema)
+    first = m * entries * 1000
+    all_ids = np.arange(first, first + entries * 1000, dtype=np.int64)
+    buckets = parse_transform(f"bucket[{BUCKETS}]").apply_arrow(pa.array(all_ids), LongType())
+    buckets_np = buckets.to_numpy(zero_copy_only=False)
+    day = FIRST_DAY + m
+    out = []
+    for i in range(entries):
+        k = m * entries + i
+        block = slice(i * 1000, i * 1000 + 1000)
+        same = all_ids[block][buckets_np[block] == buckets_np[block][0]]  # the file's bucket only
+        picks = same[np.linspace(0, len(same) - 1, min(rows, len(same))).astype(int)]
+        values = _file_rows(k, i, day, sorted({int(v) for v in picks}), rows)
+        if len(values["id"]) != rows:
+            raise ValueError(f"file {k} holds {len(values['id'])} ids of its bucket, not {rows}")
+        table = pa.Table.from_pydict(values, schema=arrow_schema)
+        sink = io.BytesIO()
+        pq.write_table(table, sink)
+        data = sink.getvalue()
+        meta = pq.read_metadata(io.BytesIO(data))
+        entry = _data_file(schema, location, m, i, entries)
+        n = table.num_rows
+        entry = dataclasses.replace(
+            entry,
+            record_count=n,
+            file_size_in_bytes=len(data),
+            column_sizes={
+                c + 1: meta.row_group(0).column(c).total_compressed_size for c in range(meta.num_columns)
+            },
+            value_counts={c: n for c in range(1, 11)},
+            split_offsets=(4,),
+        )
+        _write(disk_root, entry.file_path, data)
+        out.append(ManifestEntry(ManifestEntryStatus.ADDED, None, None, None, entry))
+    path = f"{location}/metadata/m{m:05d}-{uuid.uuid4().hex[:8]}.avro"
+    manifest, mf = write_manifest(out, md.spec(), schema, 2, SNAPSHOT_ID, manifest_path=path)
+    _write(disk_root, path, manifest)
+    return m, mf
+
+
+def build_service_table(
+    disk_root: str, location: str, manifests: int, entries: int, rows: int, workers: int = 2
+) -> str:
+    """Build the table (data files, manifests, list, metadata); returns the metadata location."""
+    from aioiceberg.spec.manifest import write_manifest_list
+    from aioiceberg.spec.metadata import Operation, Snapshot, SnapshotLogEntry, SnapshotRef, Summary
+    from aioiceberg.spec.metadata_json import new_table_metadata, serialize_table_metadata
+    from aioiceberg.spec.sorting import UNSORTED
+
+    with ProcessPoolExecutor(workers) as pool:
+        jobs = [pool.submit(_build_manifest, disk_root, location, m, entries, rows) for m in range(manifests)]
+        done = sorted((j.result() for j in jobs), key=lambda p: p[0])
+    md = new_table_metadata(
+        bench_schema(), bench_spec(), UNSORTED, location, {}, 2, last_updated_ms=1_700_000_000_000
+    )
+    list_path = f"{location}/metadata/snap-{SNAPSHOT_ID}-{uuid.uuid4().hex[:8]}.avro"
+    manifest_list = write_manifest_list([mf for _, mf in done], 2, SNAPSHOT_ID, None, 1)
+    _write(disk_root, list_path, manifest_list)
+    ts = 1_700_000_000_000
+    snap = Snapshot(SNAPSHOT_ID, None, 1, ts, list_path, Summary(Operation.APPEND), md.schema().schema_id)
+    md = md.replace(
+        snapshots=(snap,),
+        current_snapshot_id=SNAPSHOT_ID,
+        last_sequence_number=1,
+        snapshot_log=(SnapshotLogEntry(SNAPSHOT_ID, ts),),
+        refs={"main": SnapshotRef(SNAPSHOT_ID)},
+    )
+    meta_path = f"{location}/metadata/00001-{uuid.uuid4().hex}.metadata.json"
+    _write(disk_root, meta_path, serialize_table_metadata(md))
+    return meta_path
+
+
+def existing_table(disk_root: str, location: str) -> str | None:
+    """The metadata file of a table already built there (``--scratch`` reuse), if complete."""
+    found = sorted(_disk_path(disk_root, f"{location}/metadata").glob("*.metadata.json"))
+    return f"{location}/metadata/{found[-1].name}" if found else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Queries: the same sequence for both engines
+
+
+def query(rng: random.Random, n: int, manifests: int, entries: int) -> tuple[str, str]:
+    """Query n of a client: (kind, filter); even ones a random day, odd ones ``id =``."""
+    if n % 2 == 0:
+        return "day", _days(rng.randrange(manifests), 1)
+    k = rng.randrange(manifests * entries)
+    return "id", f"id = {k * 1000}"  # the lowest id of file k, always present
+
+
+class Recorder:
+    """Latencies of finished queries and start times of running ones (thread-safe)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.done: list[tuple[str, float]] = []
+        self.running: dict[int, float] = {}
+        self.bad: list[str] = []
+        self.deadline = float("inf")
+        self.result: dict[str, Any] = {}
+
+    def finished(self, token: int, kind: str, start: float, rows: int, expected: int) -> None:
+        end = time.perf_counter()
+        with self.lock:
+            self.running.pop(token, None)
+            if end <= self.deadline:
+                self.done.append((kind, end - start))
+            if rows != expected and len(self.bad) < 5:
+                self.bad.append(f"{kind}: {rows} rows, expected {expected}")
+
+    def summary(self, seconds: float) -> dict[str, Any]:
+        with self.lock:
+            done = list(self.done)
+            open_ = [self.deadline - s for s in self.running.values()]
+        lat = sorted([d for _, d in done] + open_)
+
+        def pct(p: float) -> float:
+            return lat[min(len(lat) - 1, int(p * len(lat)))] if lat else float("nan")
+
+        def kind_p50(kind: str) -> float:
+            xs = sorted(d for k, d in done if k == kind)
+            return xs[len(xs) // 2] if xs else float("nan")
+
+        return {
+            "queries": len(done),
+            "qps": len(done) / seconds,
+            "open": len(open_),
+            "p50_s": pct(0.50),
+            "p99_s": pct(0.99),
+            "max_s": lat[-1] if lat else float("nan"),
+            "p50_day_s": kind_p50("day"),
+            "p50_id_s": kind_p50("id"),
+            "bad": self.bad,
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Workers (fresh process per engine and N)
+
+
+async def _ours(args: argparse.Namespace, rec: Recorder) -> None:
+    import aioiceberg
+    from aioiceberg.runtime import Runtime
+
+    options = json.loads(args.options)
+    scan_options: dict[str, Any] = {}
+    if args.files_in_flight:
+        scan_options["files_in_flight"] = args.files_in_flight
+    async with Runtime() as rt:
+        table = await aioiceberg.load_table(args.meta, options, runtime=rt)
+        warm = await table.scan(row_filter=_days(0, 1), **scan_options).to_arrow()
+        assert warm.num_rows == args.entries * args.rows_per_day_file
+        counter = iter(range(1 << 62))
+
+        async def client(c: int) -> None:
+            rng = random.Random(args.seed * 1000 + c)
+            n = c  # clients start on different kinds
+            while time.perf_counter() < rec.deadline:
+                kind, text = query(rng, n, args.manifests, args.entries)
+                n += 1
+                token = next(counter)
+                start = time.perf_counter()
+                rec.running[token] = start
+                result = await table.scan(row_filter=text, **scan_options).to_arrow()
+                expected = args.entries * args.rows_per_day_file if kind == "day" else 1
+                rec.finished(token, kind, start, result.num_rows, expected)
+
+        rec.deadline = time.perf_counter() + args.seconds
+        tasks = [asyncio.create_task(client(c)) for c in range(args.clients)]
+        await asyncio.wait(tasks, timeout=max(0.0, rec.deadline - time.perf_counter()))
+        rec.result = rec.summary(args.seconds)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _pyiceberg(args: argparse.Namespace, rec: Recorder) -> None:
+    from pyiceberg.table import StaticTable
+
+    table = StaticTable.from_metadata(args.meta, properties=json.loads(args.options))
+    warm = table.scan(row_filter=_days(0, 1)).to_arrow()
+    assert warm.num_rows == args.entries * args.rows_per_day_file
+    counter = iter(range(1 << 62))
+    errors: list[BaseException] = []
+
+    def client(c: int) -> None:
+        rng = random.Random(args.seed * 1000 + c)
+        n = c
+        try:
+            while time.perf_counter() < rec.deadline:
+                kind, text = query(rng, n, args.manifests, args.entries)
+                n += 1
+                with rec.lock:
+                    token = next(counter)
+                    start = time.perf_counter()
+                    rec.running[token] = start
+                result = table.scan(row_filter=text).to_arrow()
+                expected = args.entries * args.rows_per_day_file if kind == "day" else 1
+                rec.finished(token, kind, start, result.num_rows, expected)
+        except BaseException as exc:  # reported, not swallowed
+            errors.append(exc)
+
+    rec.deadline = time.perf_counter() + args.seconds
+    threads = [threading.Thread(target=client, args=(c,), daemon=True) for c in range(args.clients)]
+    for t in threads:
+        t.start()
+    time.sleep(max(0.0, rec.deadline - time.perf_counter()))
+    rec.result = rec.summary(args.seconds)
+    if errors:
+        raise errors[0]
+
+
+def _children_hwm_mb() -> float:
+    """Peak RSS of this process's live children (our manifest decoder processes), summed."""
+    total = 0.0
+    me = str(os.getpid())
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if stat[1] != me:
+                continue
+            for line in (entry / "status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1]) / 1024
+        except OSError:
+            continue
+    return total
+
+
+def worker_main(args: argparse.Namespace) -> None:
+    rec = Recorder()
+    load0 = os.getloadavg()[0]
+    if args.worker == "aioiceberg":
+        import anyio._backends._asyncio  # noqa: F401
+
+        asyncio.run(_ours(args, rec))
+    else:
+        _pyiceberg(args, rec)
+    out = rec.result
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    out["peak_rss_mb"] = usage.ru_maxrss / 1024
+    out["children_rss_mb"] = _children_hwm_mb()
+    out["cpu_s"] = usage.ru_utime + usage.ru_stime
+    out["load"] = [load0, os.getloadavg()[0]]
+    print(json.dumps(out), flush=True)
+    os._exit(0)  # PyIceberg's threads may still be inside a query: do not wait for them
+
+
+def measure(
+    engine: str, meta: str, options: dict[str, str], clients: int, args: argparse.Namespace
+) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--worker", engine, "--meta", meta, "--options", json.dumps(options)]
+    cmd += ["--clients", str(clients), "--seconds", str(args.seconds), "--seed", str(args.seed)]
+    cmd += ["--size", f"{args.manifests}x{args.entries}", "--rows", str(args.rows)]
+    if args.files_in_flight:
+        cmd += ["--files-in-flight", str(args.files_in_flight)]
+    done = subprocess.run(
+        cmd, capture_output=True, text=True, check=False, timeout=args.seconds + 900, cwd=ROOT
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{engine} N={clients} failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    if result["bad"]:
+        raise RuntimeError(f"{engine} N={clients} returned wrong row counts: {result['bad']}")
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tiny", action="store_true", help="seconds: a 4x20 table, N = 1, 2, 2 s each")
+    p.add_argument("--size", default="500x1000", help="manifests x data files per manifest")
+    p.add_argument("--rows", type=int, default=20, help="rows per data file (at most ~60: one bucket)")
+    p.add_argument("--clients", default="1,16,64")
+    p.add_argument("--seconds", type=float, default=30.0)
+    p.add_argument("--store", choices=["nginx", "local"], default=None, help="default nginx")
+    p.add_argument("--delay-ms", type=float, default=None, help="nginx, per request (default 20; tiny 0)")
+    p.add_argument("--engines", default="aioiceberg,pyiceberg")
+    p.add_argument("--files-in-flight", type=int, default=0, help="our read option (0: the default)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--scratch", help="tables are kept here and reused (default: a temporary folder)")
+    p.add_argument("--build-workers", type=int, default=2)
+    p.add_argument("--worker", choices=["aioiceberg", "pyiceberg"], help=argparse.SUPPRESS)
+    p.add_argument("--meta", help=argparse.SUPPRESS)
+    p.add_argument("--options", default="{}", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.tiny:
+        args.size, args.clients, args.seconds = "4x20", "1,2", 2.0
+        args.delay_ms = 0.0 if args.delay_ms is None else args.delay_ms
+    args.manifests, args.entries = (int(v) for v in args.size.split("x"))
+    if args.worker:
+        args.clients = int(args.clients)
+        args.rows_per_day_file = args.rows  # the builder checks every file holds exactly that
+        worker_main(args)
+        return
+    delay = 20.0 if args.delay_ms is None else args.delay_ms
+    with ExitStack() as stack:
+        scratch = (
+            Path(args.scratch) if args.scratch else Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        )
+        disk = scratch / "nginx-root"
+        store = args.store or "nginx"
+        options: dict[str, str] = {}
+        name = "local"
+        if store == "nginx":
+            from benchmarks.nginx_store import start_or_skip
+
+            nginx = start_or_skip(disk, delay)
+            if nginx is None:
+                if not args.tiny:
+                    return
+                store = "local"  # tiny: keep the script running where nginx is missing
+            else:
+                stack.callback(nginx.stop)
+                options = nginx.options()
+                name = f"nginx+{delay:g}ms" if delay > 0 else "nginx"
+        tag = f"svc{args.manifests}x{args.entries}r{args.rows}"
+        location = f"s3://bench/tables/{tag}" if store == "nginx" else f"file://{scratch}/tables/{tag}"
+        meta = existing_table(str(disk), location)
+        if meta is None:
+            t0 = time.perf_counter()
+            meta = build_service_table(
+                str(disk), location, args.manifests, args.entries, args.rows, args.build_workers
+            )
+            print(f"built {location} in {time.perf_counter() - t0:.1f} s", flush=True)
+        print(
+            f"store {name}, table {args.manifests}x{args.entries} ({args.rows} rows per file), "
+            f"{args.seconds:g} s per run, loadavg at start {os.getloadavg()}",
+            flush=True,
+        )
+        print(
+            "| engine | N | queries | QPS | p50 s | p99 s | max s | open | p50 day s | p50 id s | "
+            "peak RSS MB | decoder procs RSS MB | CPU s | load (start / end) |"
+        )
+        print("|" + "---|" * 14, flush=True)
+        results: dict[tuple[str, int], dict[str, Any]] = {}
+        for n in (int(v) for v in args.clients.split(",")):
+            for engine in args.engines.split(","):
+                r = results[(engine, n)] = measure(engine, meta, options, n, args)
+                print(
+                    f"| {engine} | {n} | {r['queries']} | {r['qps']:.2f} | {r['p50_s']:.3f} | "
+                    f"{r['p99_s']:.3f} | {r['max_s']:.3f} | {r['open']} | {r['p50_day_s']:.3f} | "
+                    f"{r['p50_id_s']:.3f} | {r['peak_rss_mb']:.0f} | {r['children_rss_mb']:.0f} | "
+                    f"{r['cpu_s']:.1f} | {r['load'][0]:.1f} / {r['load'][1]:.1f} |",
+                    flush=True,
+                )
+        print()
+        print("| N | QPS ours / PyIceberg | p99 PyIceberg / ours |")
+        print("|---|---|---|")
+        for n in (int(v) for v in args.clients.split(",")):
+            ours, theirs = results.get(("aioiceberg", n)), results.get(("pyiceberg", n))
+            if ours and theirs:
+                qps = ours["qps"] / theirs["qps"] if theirs["qps"] else float("inf")
+                print(f"| {n} | {qps:.1f}x | {theirs['p99_s'] / ours['p99_s']:.1f}x |")
+        print(
+            f"\nfloor: with the manifest list cached (both engines keep it), a query needs 2 "
+            f"sequential round trips (its manifests, then its data files) = {2 * delay:g} ms at "
+            "unbounded concurrency, plus CPU"
+        )
+
+
+if __name__ == "__main__":
+    main()
