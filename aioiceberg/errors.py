@@ -107,19 +107,26 @@ class ConditionalWritesUnsupportedError(StoreError, UnsupportedError):
         super().__init__(message, location=location, retryable=False)
 
 
-class CommitFailedError(IcebergError):
-    """A commit's requirements no longer hold; retrying after a refresh may succeed."""
+class CommitError(IcebergError):
+    """A commit did not go through as asked. Each subclass fixes ``retryable`` once (none
+    flips its parent's), so ``except CommitError`` catches every outcome and the flag tells
+    them apart."""
+
+
+class CommitFailedError(CommitError):
+    """Another writer won the race: the requirements no longer hold, and a refresh and retry
+    may succeed (the commit loop does that itself; callers see it only from protocols)."""
 
     retryable = True
 
 
-class CommitConflictError(CommitFailedError):
+class CommitConflictError(CommitError):
     """Concurrent changes conflict with this one, or retries are exhausted; the table is unchanged."""
 
     retryable = False
 
 
-class CommitStateUnknownError(IcebergError):
+class CommitStateUnknownError(CommitError):
     """The commit may or may not have landed; nothing was deleted. Check the table before retrying."""
 
     retryable = False

@@ -581,3 +581,24 @@ async def test_a_cancelled_task_group_stays_cancelled() -> None:
         async with task_group() as tg:
             tg.start_soon(anyio.sleep, 10)
     assert scope.cancelled_caught
+
+
+def test_no_error_class_flips_the_retryable_flag_it_inherits() -> None:
+    """``retryable`` is fixed where a class decides it; a subclass never reverses a parent
+    (a conflict caught as a retryable failure was once retried by callers)."""
+    import inspect
+
+    from aioiceberg import errors
+
+    undecided = {errors.IcebergError, errors.CommitError, errors.StoreError}  # roots, not verdicts
+    classes = [
+        c for _, c in inspect.getmembers(errors, inspect.isclass) if issubclass(c, errors.IcebergError)
+    ]
+    assert errors.CommitConflictError in classes
+    for cls in classes:
+        for base in cls.__mro__[1:]:
+            if issubclass(base, errors.IcebergError) and base not in undecided:
+                assert cls.retryable == base.retryable, (cls.__name__, base.__name__)
+    assert not issubclass(errors.CommitConflictError, errors.CommitFailedError)
+    for outcome in (errors.CommitFailedError, errors.CommitConflictError, errors.CommitStateUnknownError):
+        assert issubclass(outcome, errors.CommitError)

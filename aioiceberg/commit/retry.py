@@ -179,7 +179,7 @@ async def _commit_loop(
             lost_race = isinstance(exc, CommitFailedError)
             if not exc.retryable or config.gives_up(retry, lost_race) or time.monotonic() >= deadline:
                 await _abort(protocol, changes)
-                if isinstance(exc, CommitFailedError) and not isinstance(exc, CommitConflictError):
+                if isinstance(exc, CommitFailedError):
                     raise CommitConflictError(f"gave up after {retry + 1} attempts: {exc}") from exc
                 raise
             await anyio.sleep(config.delay(retry, time.monotonic() - started))
