@@ -306,40 +306,12 @@ class Catalog:
             await self.io.delete(path)
         if purge:
             await self.io.delete_many([info.location async for info in self.io.list(location + "/")])
-        await self._forget_commit_items(location)
+        await self.protocol.forget_table(location)
         return kept
 
     async def purge_table(self, identifier: str | Sequence[str]) -> None:
         """``drop_table(identifier, purge=True)``, by its PyIceberg name."""
         await self.drop_table(identifier, purge=True)
-
-    async def _forget_commit_items(self, location: str) -> None:
-        """With a DynamoDB lock, the items naming the table's versions go too (else it lives on)."""
-        from aioiceberg.commit.protocols.dynamodb import DynamoDbProtocol
-
-        if not isinstance(self.protocol, DynamoDbProtocol):
-            return
-        dynamo = self.protocol.dynamo
-        table_id = self.protocol.table_id(location)
-        for key in (table_id, f"lock#{table_id}"):
-            start: dict[str, Any] | None = None
-            while True:
-                kwargs: dict[str, Any] = {
-                    "KeyConditionExpression": "table_id = :t",
-                    "ExpressionAttributeValues": {":t": {"S": key}},
-                    "ProjectionExpression": "table_id, version",
-                    "ConsistentRead": True,
-                }
-                if start is not None:
-                    kwargs["ExclusiveStartKey"] = start
-                page = await dynamo.call("query", **kwargs)
-                for item in page.get("Items", []):
-                    await dynamo.call(
-                        "delete_item", Key={"table_id": item["table_id"], "version": item["version"]}
-                    )
-                start = page.get("LastEvaluatedKey")
-                if not start:
-                    break
 
     async def rename_table(
         self, from_identifier: str | Sequence[str], to_identifier: str | Sequence[str]
@@ -350,15 +322,16 @@ class Catalog:
         manifests are rewritten to the new location after the move. On object stores this
         would mean copying every data file, so it is refused there.
         """
-        from aioiceberg.commit.protocols.dynamodb import DynamoDbProtocol
-
         if scheme_of(self.root) != "file":
             raise UnsupportedError(
                 f"renaming tables is not supported on {scheme_of(self.root)}:// warehouses: it would "
                 "mean copying every file and rewriting the absolute paths inside its metadata"
             )
-        if isinstance(self.protocol, DynamoDbProtocol):
-            raise UnsupportedError("renaming tables is not supported with a DynamoDB lock")
+        if not self.protocol.moves_with_files:
+            raise UnsupportedError(
+                f"renaming tables is not supported with {type(self.protocol).__name__}: "
+                "its commit point does not move with the files"
+            )
         source = self.table_location(from_identifier)
         target = self.table_location(to_identifier)
         await self.protocol.load(source)  # TableNotFoundError

@@ -270,3 +270,38 @@ async def test_orphan_removal_brings_readers_by_location_to_the_latest_version(
     assert duckdb_ids(table.location, endpoint) == expected
     by_location = await aioiceberg.load_table(table.location, options or None)
     assert not by_location.read_only and by_location.version == table.version
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("purge", [False, True])
+async def test_dropping_a_dynamodb_table_forgets_its_items_so_the_name_starts_afresh(
+    moto_endpoint: str, purge: bool
+) -> None:
+    catalog, _, _ = await _dynamodb_table(moto_endpoint)
+    protocol = catalog.protocol
+    assert isinstance(protocol, DynamoDbProtocol)
+    location = catalog.table_location("db.t")
+    assert await protocol.dynamo.latest(protocol.table_id(location)) is not None
+    await catalog.drop_table("db.t", purge=purge)
+    assert await protocol.dynamo.latest(protocol.table_id(location)) is None
+    again = await catalog.create_table("db.t", schema=ARROW_SCHEMA)  # version 1 again
+    await again.append(rows("b", 10))
+    assert again.version == 2
+    assert _ids(await (await catalog.load_table("db.t")).scan().to_arrow()) == [10, 11, 12]
+    await catalog.aclose()
+
+
+@pytest.mark.anyio
+async def test_renaming_is_refused_where_the_commit_point_cannot_follow_the_files(
+    moto_endpoint: str, tmp_path: Path
+) -> None:
+    from aioiceberg.errors import UnsupportedError
+
+    lock = f"dynamodb://commits_{uuid.uuid4().hex[:8]}"
+    async with aioiceberg.connect(
+        str(tmp_path / "wh"), lock=lock, storage_options=s3_options(moto_endpoint)
+    ) as c:
+        await c.create_table("db.t", schema=ARROW_SCHEMA)
+        with pytest.raises(UnsupportedError, match="does not move with the files"):
+            await c.rename_table("db.t", "db.u")
+        assert await c.table_exists("db.t") and not await c.table_exists("db.u")

@@ -123,5 +123,14 @@ class CommitProtocol(abc.ABC):
         metadata = apply_updates(base.metadata, updates, base_location=base.metadata_location)
         return await self._swap(base, self.stamped(metadata))
 
+    #: whether a table's files may move to another location (its commit point moves with
+    #: them); a commit point kept elsewhere, keyed by the location, cannot follow
+    moves_with_files: bool = True
+
+    async def forget_table(self, table_location: str) -> None:
+        """Drop what this protocol keeps about a dropped table outside its files (nothing,
+        unless the commit point lives elsewhere)."""
+        return None
+
     async def aclose(self) -> None:
         return None

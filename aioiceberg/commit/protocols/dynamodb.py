@@ -436,6 +436,32 @@ class DynamoDbProtocol(CommitProtocol):
     def table_id(table_location: str) -> str:
         return table_location.rstrip("/")
 
+    # the items are keyed by the table's location: they cannot follow its files elsewhere
+    moves_with_files = False
+
+    async def forget_table(self, table_location: str) -> None:
+        """The items naming the table's versions (and its lease) go too, else it lives on."""
+        table_id = self.table_id(table_location)
+        for key in (table_id, f"lock#{table_id}"):
+            start: dict[str, Any] | None = None
+            while True:
+                kwargs: dict[str, Any] = {
+                    "KeyConditionExpression": "table_id = :t",
+                    "ExpressionAttributeValues": {":t": {"S": key}},
+                    "ProjectionExpression": "table_id, version",
+                    "ConsistentRead": True,
+                }
+                if start is not None:
+                    kwargs["ExclusiveStartKey"] = start
+                page = await self.dynamo.call("query", **kwargs)
+                for item in page.get("Items", []):
+                    await self.dynamo.call(
+                        "delete_item", Key={"table_id": item["table_id"], "version": item["version"]}
+                    )
+                start = page.get("LastEvaluatedKey")
+                if not start:
+                    break
+
     async def load(self, table_location: str, *, since: TableState | None = None) -> TableState:
         if self.options.mode == "lease":
             return await self._load_files(table_location, since)
