@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Self
 
 from aioiceberg._sync.runner import BlockingLoop
+from aioiceberg.errors import ValidationError
 from aioiceberg.io.memory import MemoryObjects
 from aioiceberg.io.probe import ProbeCache
 from aioiceberg.io.s3_client import ClientRegistry
@@ -68,7 +69,9 @@ class Runtime:
     """Shared clients, caches and worker pools, with one lifecycle.
 
     ``manifest_cache_bytes`` bounds the decoded-manifest cache (0 disables it);
-    ``manifest_lists`` the number of decoded manifest lists kept. ``pause_gc`` lets planning
+    ``manifest_lists`` the number of decoded manifest lists kept. ``write_io_concurrency``
+    (uploads at once) and ``write_cpu_workers`` (threads encoding Parquet) are the writers'
+    knobs: the process's, so no table property sets them. ``pause_gc`` lets planning
     hold off Python's cyclic garbage collector, process-wide, while it builds batches of
     manifest entries: off by default because the switch is the whole process's; see
     docs/architecture.md for what it saves.
@@ -80,7 +83,17 @@ class Runtime:
         manifest_cache_bytes: int = DEFAULT_MANIFEST_CACHE_BYTES,
         manifest_lists: int = DEFAULT_MANIFEST_LISTS,
         pause_gc: bool = False,
+        write_io_concurrency: int = 16,
+        write_cpu_workers: int = 2,
     ) -> None:
+        for name, value in (
+            ("write_io_concurrency", write_io_concurrency),
+            ("write_cpu_workers", write_cpu_workers),
+        ):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValidationError(f"Runtime({name}={value!r}): must be an int of at least 1")
+        self.write_io_concurrency = write_io_concurrency
+        self.write_cpu_workers = write_cpu_workers
         self.clients = ClientRegistry()
         self.memory = MemoryObjects()  # what memory:// locations hold (the default runtime's)
         self.probes = ProbeCache()

@@ -37,9 +37,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Table", "Transaction"]
 
-IO_CONCURRENCY = "write.io-concurrency"
-CPU_WORKERS = "write.cpu-workers"
-
 
 class _Evolution:
     """The evolution builders of a table (each commits on exit) and a transaction (each joins its commit)."""
@@ -420,8 +417,6 @@ class Transaction(_Evolution):
             data,
             LocationProvider(md.location, props),
             props,
-            io_concurrency=int(props.get(IO_CONCURRENCY, 16)),
-            cpu_workers=int(props.get(CPU_WORKERS, 2)),
         )
         self.append_data_files(data_files, snapshot_properties, owns_files=True, branch=branch)
 

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -393,3 +394,39 @@ async def test_add_files_needs_field_ids_or_a_name_mapping(tmp_path: Path) -> No
     )
     assert f.record_count == 2 and f.lower_bounds is not None
     assert values.from_bytes(f.lower_bounds[1], LongType()) == 1
+
+
+class _SlowUploads(LocalFileIO):
+    """A local store whose uploads take a while, counting how many run at once."""
+
+    def __init__(self) -> None:
+        super().__init__(fsync=False)
+        self.running = 0
+        self.most = 0
+
+    async def write(self, location: str, data: bytes) -> Any:
+        self.running += 1
+        self.most = max(self.most, self.running)
+        try:
+            await anyio.sleep(0.02)
+            return await super().write(location, data)
+        finally:
+            self.running -= 1
+
+
+@pytest.mark.parametrize(("knob", "at_most"), [(1, 1), (3, 3)])
+async def test_uploads_at_once_are_the_runtimes_knob(tmp_path: Path, knob: int, at_most: int) -> None:
+    from aioiceberg.runtime import Runtime
+
+    io = _SlowUploads().bind_runtime(Runtime(write_io_concurrency=knob, write_cpu_workers=2))
+    files = await write_data_files(io, SCHEMA, DAY_SPEC, _data(500), LocationProvider(str(tmp_path)), {})
+    assert len(files) == 5
+    assert io.most == at_most  # five uploads of 20 ms: the knob, and nothing else, bounds them
+
+
+def test_runtime_knobs_refuse_bad_values() -> None:
+    from aioiceberg.runtime import Runtime
+
+    for bad in (0, -1, True, "4"):
+        with pytest.raises(ValidationError, match="write_io_concurrency"):
+            Runtime(write_io_concurrency=bad)  # type: ignore[arg-type]

@@ -264,8 +264,6 @@ async def rewrite_data_files(
                     rows,
                     LocationProvider(md.location, props),
                     write_props,
-                    io_concurrency=int(props.get("write.io-concurrency", 16)),
-                    cpu_workers=int(props.get("write.cpu-workers", 2)),
                 )
     except BaseException:
         await delete_quietly(table.io, [f.file_path for f in added])

@@ -82,8 +82,6 @@ async def _write_rows(io: FileIO, md: TableMetadata, data: pa.Table) -> list[Dat
         data,
         LocationProvider(md.location, props),
         props,
-        io_concurrency=int(props.get("write.io-concurrency", 16)),
-        cpu_workers=int(props.get("write.cpu-workers", 2)),
     )
 
 

@@ -461,8 +461,7 @@ class AioIcebergWriter(DataSourceArrowWriter):
                 batches,
                 LocationProvider(job.location, job.properties, write_id=job.write_id),
                 job.properties,
-                io_concurrency=int(job.properties.get("write.io-concurrency", 16)),
-                cpu_workers=1,
+                cpu_workers=1,  # an executor's parallelism is Spark's tasks
                 task_id=task_id,
             )
         )

@@ -15,7 +15,6 @@ per row seen so far, so a small target still splits the data.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import AsyncIterable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -384,7 +383,7 @@ async def write_data_files(
     location_provider: LocationProvider,
     properties: Mapping[str, str] | None = None,
     *,
-    io_concurrency: int = 8,
+    io_concurrency: int | None = None,
     cpu_workers: int | None = None,
     task_id: int = 0,
     sort_order_id: int | None = None,
@@ -393,11 +392,15 @@ async def write_data_files(
 
     The data is validated and cast to ``table_schema`` (see ``conform``), split by
     ``spec``, and written under ``location_provider``; nothing is committed. On error the
-    files already uploaded are deleted (best effort) and the error is raised.
+    files already uploaded are deleted (best effort) and the error is raised. Uploads at
+    once and encoding threads default to ``io``'s runtime (``write_io_concurrency``,
+    ``write_cpu_workers``): they are this process's knobs, not the table's.
     """
+    if io_concurrency is None:
+        io_concurrency = io.runtime.write_io_concurrency
     if io_concurrency < 1:
         raise ValidationError("io_concurrency must be at least 1")
-    workers = cpu_workers if cpu_workers is not None else max(1, os.cpu_count() or 1)
+    workers = cpu_workers if cpu_workers is not None else io.runtime.write_cpu_workers
     if workers < 1:
         raise ValidationError("cpu_workers must be at least 1")
     writer = _Writer(
