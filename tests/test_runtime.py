@@ -47,6 +47,17 @@ async def _s3_table(endpoint: str) -> str:
         return table.location
 
 
+async def _days_table(root: Path, days: int, rows_per_day: int) -> aioiceberg.Table:
+    """One file (and manifest) per day, on a runtime of its own with the manifest cache off."""
+    catalog = aioiceberg.connect(str(root / "wh"), runtime=Runtime(manifest_cache_bytes=0))
+    table = await catalog.create_table("db.t", schema=SCHEMA)
+    for k in range(days):
+        await table.append(
+            pa.table({"id": list(range(rows_per_day)), "day": [k] * rows_per_day}, schema=SCHEMA)
+        )
+    return table
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("backend", ["obstore", "aiobotocore"])
 async def test_a_script_that_loads_plans_and_reads_exits_silently_under_w_error(
@@ -136,10 +147,7 @@ async def test_memory_locations_are_the_processs_whatever_the_runtime() -> None:
 @pytest.mark.anyio
 async def test_planning_leaves_the_collector_alone_unless_the_runtime_opts_in(tmp_path: Path) -> None:
     """Pausing the cyclic GC is process-wide, so only ``Runtime(pause_gc=True)`` may do it."""
-    catalog = aioiceberg.connect(str(tmp_path / "wh"), runtime=Runtime(manifest_cache_bytes=0))
-    table = await catalog.create_table("db.t", schema=SCHEMA)
-    for k in range(12):
-        await table.append(pa.table({"id": list(range(400)), "day": [k] * 400}, schema=SCHEMA))
+    table = await _days_table(tmp_path, 12, 400)
     seen_disabled = threading.Event()
     stop = threading.Event()
 
@@ -170,10 +178,7 @@ async def test_a_forked_child_plans_after_its_parent_used_the_columnar_decoder(t
     at the fork waits for them forever), so the child decodes with fastavro."""
     import time
 
-    catalog = aioiceberg.connect(str(tmp_path / "wh"), runtime=Runtime(manifest_cache_bytes=0))
-    table = await catalog.create_table("db.t", schema=SCHEMA)
-    for k in range(6):
-        await table.append(pa.table({"id": list(range(10)), "day": [k] * 10}, schema=SCHEMA))
+    table = await _days_table(tmp_path, 6, 10)
     scan = table.scan(row_filter="day >= 2", columnar_min_entries=0)
     assert len([t async for t in scan.plan_files()]) == 4
     assert scan.metrics.decoded_columnar > 0
@@ -209,10 +214,7 @@ async def _plan_in_child(location: str) -> tuple[int, int]:
 async def test_two_plans_at_once_on_one_scan_count_their_own_metrics(tmp_path: Path) -> None:
     from aioiceberg.scan.metrics import ScanMetrics
 
-    catalog = aioiceberg.connect(str(tmp_path / "wh"), runtime=Runtime(manifest_cache_bytes=0))
-    table = await catalog.create_table("db.t", schema=SCHEMA)
-    for k in range(6):
-        await table.append(pa.table({"id": list(range(5)), "day": [k] * 5}, schema=SCHEMA))
+    table = await _days_table(tmp_path, 6, 5)
     scan = table.scan(row_filter="day >= 1", io_concurrency=1)
     first, second = ScanMetrics(), ScanMetrics()
     one, two = scan.plan_files(first), scan.plan_files(second)

@@ -34,22 +34,30 @@ def rows(start: int, count: int) -> pa.Table:
     )
 
 
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
+def local_session(app: str, **conf: str) -> Any:
+    """A local[2] SparkSession on 127.0.0.1 with the aioiceberg source registered."""
     from pyspark.sql import SparkSession
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    session = (
+    builder = (
         SparkSession.builder.master("local[2]")
-        .appName("aioiceberg-tests")
+        .appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
     )
-    session.sparkContext.setLogLevel("ERROR")
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     aioiceberg.spark.register(session)
+    return session
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    session = local_session("aioiceberg-tests")
+    session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
 

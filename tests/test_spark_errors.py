@@ -4,7 +4,6 @@ broken object and the IcebergError class (Spark wraps the Python error in its ow
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,28 +14,15 @@ import pytest
 pytest.importorskip("pyspark")
 
 from test_public_errors import _break_data_file, _break_manifest, _table, _truncate
+from test_spark import local_session
 
-import aioiceberg.spark
 from aioiceberg.table import Table
 
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    from pyspark.sql import SparkSession
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("aioiceberg-error-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.task.maxFailures", "1")
-        .getOrCreate()
-    )
+    session = local_session("aioiceberg-error-tests", **{"spark.task.maxFailures": "1"})
     session.sparkContext.setLogLevel("OFF")
-    aioiceberg.spark.register(session)
     yield session
     session.stop()
 
