@@ -165,6 +165,9 @@ class Runtime:
 
     def store(self, key: tuple[object, ...], make: Any) -> Any:
         """The obstore store under ``key`` (settings and bucket), made by ``make()`` once."""
+        found = self._stores.get(key)
+        if found is not None:
+            return found
         with self._lock:
             found = self._stores.get(key)
             if found is None:

@@ -195,7 +195,7 @@ class ObstoreS3FileIO(FileIO):
 
     def __init__(self, storage_options: Mapping[str, Any] | None = None, *, options: S3Options | None = None):
         self.options = options or S3Options.from_storage_options(storage_options)
-        self._stores: dict[str, Any] = {}
+        self._store_key = ("obstore", *self.options.client_key())
         self._settings: tuple[dict[str, Any], dict[str, str], _BotocoreCredentials | None] | None = None
         self._fallback: S3FileIO | None = None
 
@@ -203,14 +203,11 @@ class ObstoreS3FileIO(FileIO):
         return s3_store_key(self.options, location)
 
     def _store(self, bucket: str) -> Any:
-        store = self._stores.get(bucket)
-        if store is None:
-            # one store (one connection pool) per bucket and settings in the runtime, shared
-            # by every FileIO: a service loading a table per request reuses warm connections
-            store = self._stores[bucket] = self.runtime.store(
-                ("obstore", *self.options.client_key(), bucket), lambda: self._new_store(bucket)
-            )
-        return store
+        # One store (one connection pool) per bucket and settings, held by the runtime alone:
+        # every FileIO shares it (a service loading a table per request reuses warm
+        # connections), and the runtime can drop them all at exit (obstore's threads tending a
+        # pool while the interpreter finalises abort the process), which a copy here would stop.
+        return self.runtime.store((*self._store_key, bucket), lambda: self._new_store(bucket))
 
     def _new_store(self, bucket: str) -> Any:
         from obstore.store import S3Store
@@ -420,7 +417,6 @@ class ObstoreS3FileIO(FileIO):
             raise StoreError("; ".join(failures), retryable=True)
 
     async def aclose(self) -> None:
-        self._stores.clear()
         if self._fallback is not None:
             await self._fallback.aclose()
 
