@@ -281,6 +281,7 @@ async def _ours(args: argparse.Namespace, rec: Recorder) -> None:
         tasks = [asyncio.create_task(client(c)) for c in range(args.clients)]
         await asyncio.wait(tasks, timeout=max(0.0, rec.deadline - time.perf_counter()))
         rec.result = rec.summary(args.seconds)
+        rec.result["children_rss_mb"] = _children_hwm_mb()  # before the runtime stops them
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -353,7 +354,7 @@ def worker_main(args: argparse.Namespace) -> None:
     out = rec.result
     usage = resource.getrusage(resource.RUSAGE_SELF)
     out["peak_rss_mb"] = usage.ru_maxrss / 1024
-    out["children_rss_mb"] = _children_hwm_mb()
+    out.setdefault("children_rss_mb", _children_hwm_mb())
     out["cpu_s"] = usage.ru_utime + usage.ru_stime
     out["load"] = [load0, os.getloadavg()[0]]
     print(json.dumps(out), flush=True)
