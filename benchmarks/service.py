@@ -258,7 +258,8 @@ async def _ours(args: argparse.Namespace, rec: Recorder) -> None:
     scan_options: dict[str, Any] = {}
     if args.files_in_flight:
         scan_options["files_in_flight"] = args.files_in_flight
-    async with Runtime() as rt:
+    runtime = Runtime(manifest_cache_bytes=args.cache_mb << 20) if args.cache_mb else Runtime()
+    async with runtime as rt:
         table = await aioiceberg.load_table(args.meta, options, runtime=rt)
         warm = await table.scan(row_filter=_days(0, 1), **scan_options).to_arrow()
         assert warm.num_rows == args.entries * args.rows_per_day_file
@@ -369,6 +370,8 @@ def measure(
     cmd += ["--size", f"{args.manifests}x{args.entries}", "--rows", str(args.rows)]
     if args.files_in_flight:
         cmd += ["--files-in-flight", str(args.files_in_flight)]
+    if args.cache_mb:
+        cmd += ["--cache-mb", str(args.cache_mb)]
     done = subprocess.run(
         cmd, capture_output=True, text=True, check=False, timeout=args.seconds + 900, cwd=ROOT
     )
@@ -399,6 +402,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--delay-ms", type=float, default=None, help="nginx, per request (default 20; tiny 0)")
     p.add_argument("--engines", default="aioiceberg,pyiceberg")
     p.add_argument("--files-in-flight", type=int, default=0, help="our read option (0: the default)")
+    p.add_argument(
+        "--cache-mb", type=int, default=0, help="our runtime's manifest cache (0: the default, 256 MB)"
+    )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--scratch", help="tables are kept here and reused (default: a temporary folder)")
     p.add_argument("--build-workers", type=int, default=2)
