@@ -28,8 +28,9 @@ from aioiceberg.errors import (
     WriteOutcomeUnknownError,
 )
 from aioiceberg.io.base import DEFAULT_CHUNK_SIZE, Capabilities, FileIO, ObjectInfo, RangeResult
+from aioiceberg.io.etag import quote_etag, unquote_etag
 from aioiceberg.io.retry import retrying
-from aioiceberg.io.s3 import S3FileIO, _quote, _unquote, s3_store_key, split_s3
+from aioiceberg.io.s3 import S3FileIO, s3_store_key, split_s3
 from aioiceberg.io.s3_client import S3Options
 
 __all__ = ["ObstoreS3FileIO", "obstore_available"]
@@ -277,7 +278,7 @@ class ObstoreS3FileIO(FileIO):
             first = int(result.range[0])
             if start < 0:
                 data = data[: min(len(data), length)]
-            return RangeResult(data, first, int(meta["size"]), _unquote(meta.get("e_tag")))
+            return RangeResult(data, first, int(meta["size"]), unquote_etag(meta.get("e_tag")))
 
         return await self._call(location, op)
 
@@ -300,10 +301,10 @@ class ObstoreS3FileIO(FileIO):
         while True:
             options: dict[str, Any] = {"range": {"offset": offset}} if offset else {}
             if etag:
-                options["if_match"] = _quote(etag)
+                options["if_match"] = quote_etag(etag)
             try:
                 result = await obstore.get_async(store, key, options=options)  # type: ignore[arg-type]
-                etag = _unquote(result.meta.get("e_tag"))
+                etag = unquote_etag(result.meta.get("e_tag"))
                 async for chunk in result.stream(min_chunk_size=chunk_size):
                     data = bytes(chunk)
                     offset += len(data)
@@ -344,7 +345,7 @@ class ObstoreS3FileIO(FileIO):
 
         async def op(store: Any, key: str) -> ObjectInfo:
             result = await obstore.put_async(store, key, data)
-            return ObjectInfo(location, len(data), _unquote(result.get("e_tag")))
+            return ObjectInfo(location, len(data), unquote_etag(result.get("e_tag")))
 
         return await self._call(location, op)
 
@@ -352,7 +353,7 @@ class ObstoreS3FileIO(FileIO):
         return await self._put_conditional(location, data, "create")
 
     async def write_if_match(self, location: str, data: bytes, etag: str) -> ObjectInfo:
-        return await self._put_conditional(location, data, {"e_tag": _quote(etag)})
+        return await self._put_conditional(location, data, {"e_tag": quote_etag(etag)})
 
     async def _put_conditional(self, location: str, data: bytes, mode: Any) -> ObjectInfo:
         if not _nameable(split_s3(location)[1]):
@@ -364,7 +365,7 @@ class ObstoreS3FileIO(FileIO):
         async def op(store: Any, key: str) -> ObjectInfo:
             # one request, never multipart: a conditional write must land whole or not at all
             result = await obstore.put_async(store, key, data, mode=mode, use_multipart=False)
-            return ObjectInfo(location, len(data), _unquote(result.get("e_tag")))
+            return ObjectInfo(location, len(data), unquote_etag(result.get("e_tag")))
 
         return await self._call(location, op, conditional=True)
 
@@ -426,6 +427,6 @@ def _info(location: str, meta: Mapping[str, Any]) -> ObjectInfo:
     return ObjectInfo(
         location,
         int(meta["size"]),
-        _unquote(meta.get("e_tag")),
+        unquote_etag(meta.get("e_tag")),
         modified.timestamp() if modified is not None else None,
     )

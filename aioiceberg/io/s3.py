@@ -15,6 +15,7 @@ from aioiceberg.errors import (
     WriteOutcomeUnknownError,
 )
 from aioiceberg.io.base import DEFAULT_CHUNK_SIZE, FileIO, ObjectInfo, RangeResult
+from aioiceberg.io.etag import quote_etag, unquote_etag
 from aioiceberg.io.retry import retrying
 from aioiceberg.io.s3_client import S3Options
 
@@ -34,14 +35,6 @@ def s3_store_key(options: S3Options, location: str) -> str:
     """The identity of the bucket ``location`` is in, whichever client reaches it."""
     bucket, _ = split_s3(location)
     return f"s3:{options.endpoint_url or 'aws'}:{options.region}:{bucket}"
-
-
-def _quote(etag: str) -> str:
-    return etag if etag.startswith('"') or etag == "*" else f'"{etag}"'
-
-
-def _unquote(etag: str | None) -> str:
-    return (etag or "").strip('"')
 
 
 def _translate(exc: Exception, location: str, *, conditional: bool = False) -> StoreError:
@@ -155,7 +148,7 @@ class S3FileIO(FileIO):
             first, total = _content_range(response, len(data))
             if start < 0:
                 data = data[: min(len(data), length)]
-            return RangeResult(data, first, total, _unquote(response.get("ETag")))
+            return RangeResult(data, first, total, unquote_etag(response.get("ETag")))
 
         return await self._call(location, op)
 
@@ -170,11 +163,11 @@ class S3FileIO(FileIO):
         while True:
             extra: dict[str, str] = {"Range": f"bytes={offset}-"} if offset else {}
             if etag:
-                extra["IfMatch"] = _quote(etag)
+                extra["IfMatch"] = quote_etag(etag)
             try:
                 client = await self.runtime.clients.get(self.options, holder=self)
                 response = await client.get_object(Bucket=bucket, Key=key, **extra)
-                etag = _unquote(response.get("ETag"))
+                etag = unquote_etag(response.get("ETag"))
                 async with response["Body"] as body:
                     async for chunk in body.iter_chunks(chunk_size):
                         offset += len(chunk)
@@ -198,7 +191,7 @@ class S3FileIO(FileIO):
             return ObjectInfo(
                 location,
                 int(response["ContentLength"]),
-                _unquote(response.get("ETag")),
+                unquote_etag(response.get("ETag")),
                 modified.timestamp() if modified is not None else None,
             )
 
@@ -221,7 +214,7 @@ class S3FileIO(FileIO):
                 yield ObjectInfo(
                     f"s3://{bucket}/{item['Key']}",
                     int(item["Size"]),
-                    _unquote(item.get("ETag")),
+                    unquote_etag(item.get("ETag")),
                     item["LastModified"].timestamp() if item.get("LastModified") else None,
                 )
             token = page.get("NextContinuationToken")
@@ -234,7 +227,7 @@ class S3FileIO(FileIO):
 
         async def op(client: Any) -> ObjectInfo:
             response = await client.put_object(Bucket=bucket, Key=key, Body=data)
-            return ObjectInfo(location, len(data), _unquote(response.get("ETag")))
+            return ObjectInfo(location, len(data), unquote_etag(response.get("ETag")))
 
         return await self._call(location, op)
 
@@ -242,14 +235,14 @@ class S3FileIO(FileIO):
         return await self._put_conditional(location, data, IfNoneMatch="*")
 
     async def write_if_match(self, location: str, data: bytes, etag: str) -> ObjectInfo:
-        return await self._put_conditional(location, data, IfMatch=_quote(etag))
+        return await self._put_conditional(location, data, IfMatch=quote_etag(etag))
 
     async def _put_conditional(self, location: str, data: bytes, **condition: str) -> ObjectInfo:
         bucket, key = split_s3(location)
 
         async def op(client: Any) -> ObjectInfo:
             response = await client.put_object(Bucket=bucket, Key=key, Body=data, **condition)
-            return ObjectInfo(location, len(data), _unquote(response.get("ETag")))
+            return ObjectInfo(location, len(data), unquote_etag(response.get("ETag")))
 
         return await self._conditional(location, op)
 
@@ -264,7 +257,7 @@ class S3FileIO(FileIO):
             return
 
         async def op_conditional(client: Any) -> None:
-            await client.delete_object(Bucket=bucket, Key=key, IfMatch=_quote(if_match))
+            await client.delete_object(Bucket=bucket, Key=key, IfMatch=quote_etag(if_match))
 
         await self._conditional(location, op_conditional)
 
