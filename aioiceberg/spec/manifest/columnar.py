@@ -33,12 +33,8 @@ from aioiceberg.spec.manifest.data_file import DataFile, DataFileContent, FileFo
 from aioiceberg.spec.manifest.entry import ManifestEntry, ManifestEntryStatus
 from aioiceberg.spec.manifest.manifest_file import ManifestContent, ManifestFile
 from aioiceberg.spec.manifest.metadata import ManifestMetadata
-from aioiceberg.spec.manifest.reader import (
-    _fields,
-    _named_types,
-    _non_null,
-    _open_manifest,
-)
+from aioiceberg.spec.manifest.reader import open_manifest
+from aioiceberg.spec.manifest.writer_schema import partition_field_types
 
 __all__ = [
     "AvroLayout",
@@ -157,19 +153,9 @@ def columnar_available() -> bool:
 
 
 def _casts_of(reader: Any) -> list[pa.DataType | None] | None:
-    """The partition casts for a manifest's writer schema (see ``_partition_casts``)."""
-    schema = reader.writer_schema
-    named = _named_types(schema, {})
-    data_file_schema = _non_null(_fields(schema)["data_file"].get("type"), named)
-    partition_schema = _non_null(_fields(data_file_schema).get("partition", {}).get("type"), named)
-    return _partition_casts(partition_schema, named)
-
-
-def _partition_casts(partition_schema: Any, named: dict[str, Any]) -> list[pa.DataType | None] | None:
     """Per partition field, the Arrow type to cast polars' column to; None: unsupported."""
     casts: list[pa.DataType | None] = []
-    for f in _fields(partition_schema).values():
-        t = _non_null(f.get("type"), named)
+    for t in partition_field_types(reader.writer_schema):
         if isinstance(t, str):
             if t not in _PLAIN_TYPES:
                 return None
@@ -564,7 +550,7 @@ def open_columnar(
     Header problems raise exactly as :func:`read_manifest` does (it is the same check).
     """
     location = location or (manifest.manifest_path if manifest is not None else None)
-    reader, meta = _open_manifest(data, manifest, location)
+    reader, meta = open_manifest(data, manifest, location)
     if meta.format_version == 1 or _polars() is None:
         return None
     if manifest is not None and manifest.manifest_length != len(data):
@@ -689,7 +675,7 @@ def open_columnar_batch(
         ):
             return None
     try:
-        reader, meta = _open_manifest(first_data, first_mf, None)
+        reader, meta = open_manifest(first_data, first_mf, None)
     except Exception:
         return None
     if meta.format_version == 1:

@@ -28,10 +28,12 @@ from aioiceberg.spec.manifest.data_file import DataFile, DataFileContent, FileFo
 from aioiceberg.spec.manifest.entry import ManifestEntry, ManifestEntryStatus
 from aioiceberg.spec.manifest.manifest_file import ManifestContent, ManifestFile, PartitionFieldSummary
 from aioiceberg.spec.manifest.metadata import Manifest, ManifestMetadata
+from aioiceberg.spec.manifest.writer_schema import partition_field_types, record_fields
 
 __all__ = [
     "inline_manifest_file",
     "iter_manifest_entries",
+    "open_manifest",
     "read_manifest",
     "read_manifest_list",
     "read_manifest_metadata",
@@ -91,44 +93,6 @@ def _records(reader: Any, location: str | None, what: str) -> Iterator[dict[str,
         except Exception as e:
             raise CorruptFileError(f"{what} is damaged: {_describe(e)}", location=location) from e
         yield rec
-
-
-def _fields(schema: Any) -> dict[str, Any]:
-    if (
-        not isinstance(schema, dict)
-        or schema.get("type") != "record"
-        or not isinstance(schema.get("fields"), list)
-    ):
-        return {}
-    return {f["name"]: f for f in schema["fields"] if isinstance(f, dict) and "name" in f}
-
-
-def _named_types(schema: Any, out: dict[str, Any]) -> dict[str, Any]:
-    """Every named type defined in ``schema``, so a later reference by name can be resolved."""
-    if isinstance(schema, list):
-        for s in schema:
-            _named_types(s, out)
-    elif isinstance(schema, dict):
-        name = schema.get("name")
-        if schema.get("type") in ("record", "fixed", "enum") and isinstance(name, str):
-            out[name] = schema
-            out[name.rsplit(".", 1)[-1]] = schema
-        for f in schema.get("fields", ()) or ():
-            if isinstance(f, dict):
-                _named_types(f.get("type"), out)
-        for key in ("items", "values"):
-            if key in schema:
-                _named_types(schema[key], out)
-    return out
-
-
-def _non_null(avro_type: Any, named: dict[str, Any]) -> Any:
-    if isinstance(avro_type, list):
-        rest = [t for t in avro_type if t != "null"]
-        avro_type = rest[0] if len(rest) == 1 else None
-    if isinstance(avro_type, str) and avro_type in named:
-        avro_type = named[avro_type]
-    return avro_type
 
 
 def _format_version(meta: dict[str, str], guess: int, location: str | None, what: str) -> int:
@@ -194,13 +158,10 @@ def _millis_to_micros(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return f
 
 
-def _partition_converters(
-    partition_schema: Any, named: dict[str, Any]
-) -> list[Callable[[Any], Any] | None] | None:
+def _partition_converters(field_types: list[Any]) -> list[Callable[[Any], Any] | None] | None:
     """Per partition field, the conversion to apply to fastavro's value (None: keep as is)."""
     converters: list[Callable[[Any], Any] | None] = []
-    for f in _fields(partition_schema).values():
-        t = _non_null(f.get("type"), named)
+    for t in field_types:
         logical = t.get("logicalType") if isinstance(t, dict) else None
         conv: Callable[[Any], Any] | None = None
         if logical == "date":
@@ -225,12 +186,12 @@ def _partition_converters(
 
 def _metadata_from(reader: Any, manifest: ManifestFile | None, location: str | None) -> ManifestMetadata:
     meta: dict[str, str] = {k: v for k, v in reader.metadata.items() if not k.startswith("avro.")}
-    entry_fields = _fields(reader.writer_schema)
+    entry_fields = record_fields(reader.writer_schema)
     if "status" not in entry_fields or "data_file" not in entry_fields:
         raise InvalidMetadataError(
             "not a manifest: rows lack 'status' / 'data_file' fields", location=location
         )
-    data_fields = _fields(entry_fields["data_file"].get("type"))
+    data_fields = record_fields(entry_fields["data_file"].get("type"))
     if "first_row_id" in data_fields:
         guess = 3
     elif "sequence_number" in entry_fields:
@@ -272,7 +233,7 @@ def iter_manifest_entries(
     discard_deleted: bool = False,
 ) -> Iterator[ManifestEntry]:
     """Stream a manifest's entries (see ``read_manifest``); the header is checked before the first."""
-    reader, meta = _open_manifest(data, manifest, location)
+    reader, meta = open_manifest(data, manifest, location)
     expected = disputed_entry_count(data, manifest)
     return _entries(reader, meta, manifest, location, columns_needed, discard_deleted, expected)
 
@@ -296,7 +257,7 @@ def read_manifest(
     filters on a few columns. ``discard_deleted`` drops DELETED entries before building them.
     """
     location = location or (manifest.manifest_path if manifest is not None else None)
-    reader, meta = _open_manifest(data, manifest, location)
+    reader, meta = open_manifest(data, manifest, location)
     expected = disputed_entry_count(data, manifest)
     entries = list(_entries(reader, meta, manifest, location, columns_needed, discard_deleted, expected))
     return Manifest(meta, entries)
@@ -314,9 +275,11 @@ def disputed_entry_count(data: bytes, manifest: ManifestFile | None) -> int | No
     return sum(c or 0 for c in counts)
 
 
-def _open_manifest(
+def open_manifest(
     data: bytes, manifest: ManifestFile | None, location: str | None
 ) -> tuple[Any, ManifestMetadata]:
+    """A fastavro reader over a manifest and its checked header: the one header check both
+    decoders make, so both reject a damaged file with the same error."""
     location = location or (manifest.manifest_path if manifest is not None else None)
     reader = _open(data, location, "manifest")
     return reader, _metadata_from(reader, manifest, location)
@@ -361,11 +324,7 @@ def _entry_converter(
     discard_deleted: bool,
 ) -> Callable[[dict[str, Any]], ManifestEntry | None]:
     """Build the per-row conversion once per manifest, with every decision taken up front."""
-    schema = reader.writer_schema
-    named = _named_types(schema, {})
-    data_file_schema = _non_null(_fields(schema)["data_file"].get("type"), named)
-    partition_schema = _non_null(_fields(data_file_schema).get("partition", {}).get("type"), named)
-    converters = _partition_converters(partition_schema, named)
+    converters = _partition_converters(partition_field_types(reader.writer_schema))
     needed = frozenset(columns_needed) if columns_needed is not None else None
 
     v1 = meta.format_version == 1
@@ -469,7 +428,7 @@ def inline_manifest_file(data: bytes, location: str, snapshot_id: int) -> Manife
     it. The entries are counted too, so a later manifest list written from this row holds
     true counts rather than unknowns.
     """
-    reader, meta = _open_manifest(data, None, location)
+    reader, meta = open_manifest(data, None, location)
     files = [0, 0, 0]  # indexed by status: existing, added, deleted
     rows = [0, 0, 0]
     for entry in _entries(reader, meta, None, location, (), False):
@@ -500,7 +459,7 @@ def inline_manifest_file(data: bytes, location: str, snapshot_id: int) -> Manife
 def read_manifest_list(data: bytes, location: str | None = None) -> list[ManifestFile]:
     """Decode a manifest list; v1 lists get content DATA and sequence numbers 0, as the spec says."""
     reader = _open(data, location, "manifest list")
-    fields = _fields(reader.writer_schema)
+    fields = record_fields(reader.writer_schema)
     if "manifest_path" not in fields or "added_snapshot_id" not in fields:
         raise InvalidMetadataError("not a manifest list: rows lack 'manifest_path'", location=location)
     guess = 3 if "first_row_id" in fields else 2 if "sequence_number" in fields else 1
