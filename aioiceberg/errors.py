@@ -64,6 +64,19 @@ class NamespaceAlreadyExistsError(AlreadyExistsError):
     pass
 
 
+class InvalidPropertyError(ValidationError):
+    """A setting holds a value this library cannot use: a table property, or an option of a
+    ``lock=`` URI. Names the key, the value and what is allowed. A table property is checked
+    when it is set through this library and when a write or commit needs it, so a table
+    another engine left with an odd value still reads."""
+
+    def __init__(self, key: str, value: str, allowed: str, *, subject: str = "table property") -> None:
+        self.key = key
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"{subject} {key}={value!r} is not allowed: expected {allowed}")
+
+
 class NamespaceNotEmptyError(ValidationError):
     """A namespace still holds tables or child namespaces, so dropping it would orphan them."""
 

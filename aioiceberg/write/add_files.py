@@ -22,8 +22,9 @@ from aioiceberg.io.base import FileIO
 from aioiceberg.spec import values
 from aioiceberg.spec.arrow import arrow_to_schema
 from aioiceberg.spec.manifest.data_file import DataFile
-from aioiceberg.spec.name_mapping import NameMapping, name_mapping_from_json
+from aioiceberg.spec.name_mapping import NameMapping
 from aioiceberg.spec.partitioning import PartitionSpec
+from aioiceberg.spec.properties import TableProperties
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.types import PrimitiveType
 from aioiceberg.write.conform import can_promote
@@ -32,7 +33,7 @@ from aioiceberg.write.parquet import data_file_from_metrics
 
 __all__ = ["NAME_MAPPING_PROPERTY", "data_files_from_parquet", "read_parquet_footer"]
 
-NAME_MAPPING_PROPERTY = "schema.name-mapping.default"
+NAME_MAPPING_PROPERTY = TableProperties.name_mapping.key
 _FIRST_READ = 64 * 1024
 _MAGIC = b"PAR1"
 
@@ -81,9 +82,8 @@ def _infer_partition(
 ) -> tuple[Any, ...]:
     if not spec.fields:
         return ()
-    full = metrics_from_parquet(
-        metadata, schema, {"write.metadata.metrics.default": "full"}, name_mapping=mapping
-    )
+    full_metrics = TableProperties({TableProperties.metrics_default.key: "full"})
+    full = metrics_from_parquet(metadata, schema, full_metrics, name_mapping=mapping)
     out: list[Any] = []
     for f in spec.fields:
         if f.transform.is_void:
@@ -126,7 +126,7 @@ async def data_files_from_parquet(
     paths: Iterable[str],
     table_schema: Schema,
     spec: PartitionSpec,
-    properties: Mapping[str, str] | None = None,
+    properties: TableProperties | Mapping[str, str] | None = None,
     *,
     name_mapping: NameMapping | None = None,
     concurrency: int = 16,
@@ -137,10 +137,8 @@ async def data_files_from_parquet(
     file with neither field ids nor a mapping is refused. NaN counts are unknown (not in
     footers) and left out, as Java's importer does.
     """
-    props = dict(properties or {})
-    mapping = name_mapping
-    if mapping is None and props.get(NAME_MAPPING_PROPERTY):
-        mapping = name_mapping_from_json(props[NAME_MAPPING_PROPERTY])
+    props = TableProperties.of(properties)
+    mapping = name_mapping if name_mapping is not None else props.name_mapping
     locations = list(paths)
     results: list[DataFile | None] = [None] * len(locations)
     limiter = anyio.Semaphore(concurrency)

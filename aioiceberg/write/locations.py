@@ -15,11 +15,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aioiceberg.spec.partitioning import PartitionSpec
+from aioiceberg.spec.properties import TableProperties
 from aioiceberg.spec.schema import Schema
 
 __all__ = ["WRITE_DATA_PATH", "LocationProvider", "partition_path"]
 
-WRITE_DATA_PATH = "write.data.path"
+WRITE_DATA_PATH = TableProperties.data_path.key
 
 
 def partition_path(spec: PartitionSpec, values: Sequence[Any], schema: Schema) -> str:
@@ -31,13 +32,15 @@ class LocationProvider:
     """Hands out unique data-file locations for one write (one provider per write job)."""
 
     def __init__(
-        self, table_location: str, properties: Mapping[str, str] | None = None, write_id: str | None = None
+        self,
+        table_location: str,
+        properties: TableProperties | Mapping[str, str] | None = None,
+        write_id: str | None = None,
     ) -> None:
         """``write_id`` names every file of one write job (e.g. all tasks of a Spark job), so a
         failed job's files can be found and removed even when their task never reported them."""
-        props = properties or {}
-        base = props.get(WRITE_DATA_PATH) or f"{table_location.rstrip('/')}/data"
-        self.data_path = base.rstrip("/")
+        data_path = TableProperties.of(properties).data_path
+        self.data_path = data_path if data_path is not None else f"{table_location.rstrip('/')}/data"
         self.write_id = write_id or uuid.uuid4().hex
         self._counter = itertools.count(1)
         self._lock = threading.Lock()

@@ -35,10 +35,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from aioiceberg.errors import ValidationError
 from aioiceberg.spec import values
 from aioiceberg.spec.arrow import field_id_of
+from aioiceberg.spec.metrics_mode import DEFAULT, NONE, MetricsMode, parse_metrics_mode
 from aioiceberg.spec.name_mapping import NameMapping
+from aioiceberg.spec.properties import COLUMN_METRICS_PREFIX, TableProperties
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.types import (
     BinaryType,
@@ -70,48 +71,9 @@ __all__ = [
     "split_offsets",
 ]
 
-DEFAULT_MODE_PROPERTY = "write.metadata.metrics.default"
-COLUMN_MODE_PREFIX = "write.metadata.metrics.column."
-MAX_INFERRED_COLUMNS_PROPERTY = "write.metadata.metrics.max-inferred-column-defaults"
-_MAX_INFERRED_COLUMNS_DEFAULT = 100
-
-
-@dataclass(frozen=True, slots=True)
-class MetricsMode:
-    counts: bool
-    bounds: bool
-    truncate: int | None = None  # None: full bounds
-
-    def __str__(self) -> str:
-        if not self.counts:
-            return "none"
-        if not self.bounds:
-            return "counts"
-        return "full" if self.truncate is None else f"truncate({self.truncate})"
-
-
-NONE = MetricsMode(False, False)
-COUNTS = MetricsMode(True, False)
-FULL = MetricsMode(True, True)
-DEFAULT = MetricsMode(True, True, 16)
-_TRUNCATE = re.compile(r"truncate\((\d+)\)")
-
-
-def parse_metrics_mode(text: str) -> MetricsMode:
-    """Parse ``none`` / ``counts`` / ``truncate(N)`` / ``full`` (case and space tolerant)."""
-    mode = text.strip().lower()
-    if mode == "none":
-        return NONE
-    if mode == "counts":
-        return COUNTS
-    if mode == "full":
-        return FULL
-    if m := _TRUNCATE.fullmatch(mode):
-        width = int(m.group(1))
-        if width <= 0:
-            raise ValidationError(f"metrics mode {text!r}: truncate length must be positive")
-        return MetricsMode(True, True, width)
-    raise ValidationError(f"unknown metrics mode {text!r}: expected none, counts, truncate(N) or full")
+DEFAULT_MODE_PROPERTY = TableProperties.metrics_default.key
+COLUMN_MODE_PREFIX = COLUMN_METRICS_PREFIX
+MAX_INFERRED_COLUMNS_PROPERTY = TableProperties.metrics_max_inferred_columns.key
 
 
 @dataclass(slots=True)
@@ -188,23 +150,21 @@ def _inferred_default_ids(schema: Schema, limit: int) -> set[int]:
     return ids
 
 
-def metrics_modes(schema: Schema, properties: Mapping[str, str] | None = None) -> dict[int, MetricsMode]:
+def metrics_modes(
+    schema: Schema, properties: TableProperties | Mapping[str, str] | None = None
+) -> dict[int, MetricsMode]:
     """The effective metrics mode of every primitive column (by field id)."""
-    props = properties or {}
+    props = TableProperties.of(properties)
     leaves = _leaves(schema)
-    explicit = props.get(DEFAULT_MODE_PROPERTY)
-    default = parse_metrics_mode(explicit) if explicit is not None else DEFAULT
-    modes = dict.fromkeys(leaves, default)
-    if explicit is None:
-        limit = int(props.get(MAX_INFERRED_COLUMNS_PROPERTY, _MAX_INFERRED_COLUMNS_DEFAULT))
-        if len(schema.fields) > limit:
-            keep = _inferred_default_ids(schema, limit)
-            modes = {fid: (DEFAULT if fid in keep else NONE) for fid in leaves}
-    for key, value in props.items():
-        if key.startswith(COLUMN_MODE_PREFIX):
-            fid = schema.find_field_id(key[len(COLUMN_MODE_PREFIX) :])
-            if fid is not None and fid in modes:
-                modes[fid] = parse_metrics_mode(value)
+    explicit = props.metrics_default
+    modes = dict.fromkeys(leaves, explicit or DEFAULT)
+    if explicit is None and len(schema.fields) > props.metrics_max_inferred_columns:
+        keep = _inferred_default_ids(schema, props.metrics_max_inferred_columns)
+        modes = {fid: (DEFAULT if fid in keep else NONE) for fid in leaves}
+    for name, mode in props.column_metrics.items():
+        fid = schema.find_field_id(name)
+        if fid is not None and fid in modes:
+            modes[fid] = mode
     return modes
 
 
@@ -267,7 +227,7 @@ def split_offsets(parquet_metadata: pq.FileMetaData) -> list[int]:
 def metrics_from_parquet(
     parquet_metadata: pq.FileMetaData,
     schema: Schema,
-    properties: Mapping[str, str] | None = None,
+    properties: TableProperties | Mapping[str, str] | None = None,
     nan_counts: Mapping[int, int] | None = None,
     *,
     name_mapping: NameMapping | None = None,

@@ -30,6 +30,7 @@ from aioiceberg.io.base import FileIO
 from aioiceberg.spec.arrow import schema_to_arrow
 from aioiceberg.spec.manifest.data_file import DataFile, DataFileContent, FileFormat
 from aioiceberg.spec.partitioning import PartitionSpec
+from aioiceberg.spec.properties import COLUMN_METRICS_PREFIX, TableProperties
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.types import (
     DoubleType,
@@ -65,53 +66,32 @@ DELETE_FILE_PATH = NestedField(2147483546, "file_path", StringType(), required=T
 DELETE_POS = NestedField(2147483545, "pos", LongType(), required=True)
 POSITION_DELETE_SCHEMA = Schema(DELETE_FILE_PATH, DELETE_POS)
 
-MiB = 1024 * 1024
-
-
-def _int(props: Mapping[str, str], key: str, default: int) -> int:
-    raw = props.get(key)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValidationError(f"table property {key}={raw!r} is not an integer") from None
-    if value <= 0:
-        raise ValidationError(f"table property {key}={raw!r} must be positive")
-    return value
-
 
 @dataclass(frozen=True, slots=True)
 class ParquetOptions:
     """Writer settings from table properties; defaults are Java's and PyIceberg's."""
 
-    target_file_size: int = 512 * MiB
-    row_group_bytes: int = 128 * MiB
-    row_group_rows: int = 1_048_576
-    page_size: int = 1 * MiB
-    page_rows: int = 20_000
-    dictionary_page_size: int = 2 * MiB
-    compression: str = "zstd"
-    compression_level: int | None = None
+    target_file_size: int = TableProperties.target_file_size.default
+    row_group_bytes: int = TableProperties.parquet_row_group_bytes.default
+    row_group_rows: int = TableProperties.parquet_row_group_rows.default
+    page_size: int = TableProperties.parquet_page_bytes.default
+    page_rows: int = TableProperties.parquet_page_rows.default
+    dictionary_page_size: int = TableProperties.parquet_dict_bytes.default
+    compression: str = TableProperties.parquet_compression.default
+    compression_level: int | None = TableProperties.parquet_compression_level.default
 
     @classmethod
-    def from_properties(cls, properties: Mapping[str, str] | None) -> ParquetOptions:
-        props = properties or {}
-        codec = props.get("write.parquet.compression-codec", "zstd").strip().lower()
-        if codec == "uncompressed":
-            codec = "none"
-        if codec not in {"none", "snappy", "gzip", "brotli", "lz4", "zstd"}:
-            raise ValidationError(f"unsupported Parquet compression codec {codec!r}")
-        level = props.get("write.parquet.compression-level")
+    def from_properties(cls, properties: TableProperties | Mapping[str, str] | None) -> ParquetOptions:
+        props = TableProperties.of(properties)
         return cls(
-            target_file_size=_int(props, "write.target-file-size-bytes", 512 * MiB),
-            row_group_bytes=_int(props, "write.parquet.row-group-size-bytes", 128 * MiB),
-            row_group_rows=_int(props, "write.parquet.row-group-limit", 1_048_576),
-            page_size=_int(props, "write.parquet.page-size-bytes", 1 * MiB),
-            page_rows=_int(props, "write.parquet.page-row-limit", 20_000),
-            dictionary_page_size=_int(props, "write.parquet.dict-size-bytes", 2 * MiB),
-            compression=codec,
-            compression_level=int(level) if level not in (None, "") else None,
+            target_file_size=props.target_file_size,
+            row_group_bytes=props.parquet_row_group_bytes,
+            row_group_rows=props.parquet_row_group_rows,
+            page_size=props.parquet_page_bytes,
+            page_rows=props.parquet_page_rows,
+            dictionary_page_size=props.parquet_dict_bytes,
+            compression=props.parquet_compression,
+            compression_level=props.parquet_compression_level,
         )
 
     def writer_kwargs(self) -> dict[str, Any]:
@@ -214,7 +194,7 @@ class _Writer:
         schema: Schema,
         spec: PartitionSpec,
         locations: LocationProvider,
-        properties: Mapping[str, str],
+        properties: TableProperties,
         io_concurrency: int,
         cpu_workers: int,
         task_id: int,
@@ -224,7 +204,7 @@ class _Writer:
         self.schema = schema
         self.spec = spec
         self.locations = locations
-        self.properties = dict(properties)
+        self.properties = properties
         self.options = ParquetOptions.from_properties(properties)
         self.arrow_schema = schema_to_arrow(schema)
         self.cpu = anyio.CapacityLimiter(cpu_workers)
@@ -381,7 +361,7 @@ async def write_data_files(
     spec: PartitionSpec,
     arrow_data: ArrowData,
     location_provider: LocationProvider,
-    properties: Mapping[str, str] | None = None,
+    properties: TableProperties | Mapping[str, str] | None = None,
     *,
     io_concurrency: int | None = None,
     cpu_workers: int | None = None,
@@ -408,7 +388,7 @@ async def write_data_files(
         table_schema,
         spec,
         location_provider,
-        properties or {},
+        TableProperties.of(properties),
         io_concurrency,
         workers,
         task_id,
@@ -417,7 +397,7 @@ async def write_data_files(
     return await writer.run(arrow_data)
 
 
-def _encode(table: pa.Table, schema: Schema, properties: Mapping[str, str]) -> tuple[bytes, DataFileMetrics]:
+def _encode(table: pa.Table, schema: Schema, properties: TableProperties) -> tuple[bytes, DataFileMetrics]:
     options = ParquetOptions.from_properties(properties)
     f = _OpenFile("", schema_to_arrow(schema), schema, options)
     rows = max(1, min(options.row_group_rows, table.num_rows))
@@ -435,7 +415,7 @@ async def write_position_delete_file(
     table_schema: Schema,
     spec: PartitionSpec,
     partition: tuple[Any, ...] = (),
-    properties: Mapping[str, str] | None = None,
+    properties: TableProperties | Mapping[str, str] | None = None,
 ) -> DataFile:
     """Write a position delete file from a ``file_path`` / ``pos`` table (any order).
 
@@ -448,10 +428,10 @@ async def write_position_delete_file(
         raise ValidationError(f"position deletes need columns file_path and pos; missing {sorted(missing)}")
     table = conform_to_schema(deletes.select(["file_path", "pos"]), POSITION_DELETE_SCHEMA)
     table = table.sort_by([("file_path", "ascending"), ("pos", "ascending")])
-    props = {**(properties or {}), "write.metadata.metrics.default": "full"}
-    for key in list(props):
-        if key.startswith("write.metadata.metrics.column."):
-            del props[key]
+    # Full bounds on both columns, whatever the table's metrics modes say.
+    raw = TableProperties.of(properties).raw
+    full = {k: v for k, v in raw.items() if not k.startswith(COLUMN_METRICS_PREFIX)}
+    props = TableProperties({**full, TableProperties.metrics_default.key: "full"})
     data, metrics = await anyio.to_thread.run_sync(_encode, table, POSITION_DELETE_SCHEMA, props)
     paths = table.column("file_path")
     referenced = paths[0].as_py() if table.num_rows and paths.unique().__len__() == 1 else None
@@ -477,7 +457,7 @@ async def write_equality_delete_file(
     table_schema: Schema,
     spec: PartitionSpec,
     partition: tuple[Any, ...] = (),
-    properties: Mapping[str, str] | None = None,
+    properties: TableProperties | Mapping[str, str] | None = None,
 ) -> DataFile:
     """Write an equality delete file holding the ``equality_ids`` columns of ``rows``.
 
@@ -507,7 +487,7 @@ async def write_equality_delete_file(
     if missing:
         raise ValidationError(f"equality delete rows lack columns {missing}")
     table = conform_to_schema(rows.select(top), delete_schema)
-    props = dict(properties or {})
+    props = TableProperties.of(properties)
     data, metrics = await anyio.to_thread.run_sync(_encode, table, delete_schema, props)
     return await _upload_delete(
         io,
