@@ -39,12 +39,13 @@ from aioiceberg.spec.metadata import (
     SnapshotRef,
     TableMetadata,
 )
+from aioiceberg.spec.properties import TableProperties
 from aioiceberg.spec.schema import Schema
 
 __all__ = ["PREVIOUS_VERSIONS_MAX", "PREVIOUS_VERSIONS_MAX_DEFAULT", "apply_updates"]
 
-PREVIOUS_VERSIONS_MAX = "write.metadata.previous-versions-max"
-PREVIOUS_VERSIONS_MAX_DEFAULT = 100
+PREVIOUS_VERSIONS_MAX = TableProperties.previous_versions_max.key
+PREVIOUS_VERSIONS_MAX_DEFAULT = TableProperties.previous_versions_max.default
 
 
 def apply_updates(
@@ -242,10 +243,6 @@ def _remove_snapshots(md: TableMetadata, ids: set[int]) -> TableMetadata:
 
 
 def _trimmed_log(md: TableMetadata, base: TableMetadata, base_location: str) -> tuple[MetadataLogEntry, ...]:
-    try:
-        keep = int(md.properties.get(PREVIOUS_VERSIONS_MAX, PREVIOUS_VERSIONS_MAX_DEFAULT))
-    except ValueError:
-        keep = PREVIOUS_VERSIONS_MAX_DEFAULT
+    keep = max(1, TableProperties(md.properties).previous_versions_max)
     log = (*md.metadata_log, MetadataLogEntry(base_location, base.last_updated_ms))
-    keep = max(1, keep)
     return log[-keep:]

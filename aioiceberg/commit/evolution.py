@@ -10,7 +10,7 @@ fails the commit as a conflict instead of silently mixing two evolutions.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Self
 
@@ -20,6 +20,7 @@ from aioiceberg.commit.snapshot_producer import Change, MetadataChange
 from aioiceberg.commit.updates import TableUpdate, UpgradeFormatVersion
 from aioiceberg.errors import ValidationError
 from aioiceberg.spec.metadata import SUPPORTED_FORMAT_VERSIONS, TableMetadata
+from aioiceberg.spec.properties import check_property_values
 
 __all__ = [
     "RESERVED_PROPERTIES",
@@ -49,15 +50,17 @@ RESERVED_PROPERTIES = frozenset(
 """Keys Java refuses as table properties: they describe metadata fields, not settings."""
 
 
-def check_settable_properties(keys: Iterable[str]) -> None:
-    """Refuse reserved keys; the format version has its own operation."""
-    for key in keys:
+def check_settable_properties(properties: Mapping[str, str]) -> None:
+    """Refuse reserved keys (the format version has its own operation) and values this
+    library could not use, so that a bad value never lands in metadata from here."""
+    for key in properties:
         if key == "format-version":
             raise ValidationError(
                 "'format-version' is not a table property: use table.upgrade_table_version(n) to upgrade"
             )
         if key in RESERVED_PROPERTIES:
             raise ValidationError(f"{key!r} is a reserved table property and cannot be set")
+    check_property_values(properties)
 
 
 def staged_metadata(base: TableMetadata, changes: Iterable[Change]) -> TableMetadata:

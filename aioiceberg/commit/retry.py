@@ -22,6 +22,7 @@ from aioiceberg.commit.requirements import AssertRefSnapshotId, TableRequirement
 from aioiceberg.commit.snapshot_producer import Change
 from aioiceberg.commit.updates import TableUpdate
 from aioiceberg.errors import CommitConflictError, CommitFailedError, CommitStateUnknownError, IcebergError
+from aioiceberg.spec.properties import TableProperties
 
 __all__ = ["IN_PROCESS_LOCK", "CommitStats", "RetryConfig", "commit_changes"]
 
@@ -66,21 +67,18 @@ class RetryConfig:
     lost_race_retries: int | None = None
 
     @classmethod
-    def from_properties(cls, properties: Mapping[str, str]) -> RetryConfig:
-        def get(key: str, default: int) -> int:
-            try:
-                return int(properties.get(key, default))
-            except ValueError:
-                return default
-
-        num_retries = get("commit.retry.num-retries", 4)
+    def from_properties(cls, properties: TableProperties | Mapping[str, str]) -> RetryConfig:
+        """The table's ``commit.retry.*`` and ``commit.in-process-lock``; a bad value raises
+        InvalidPropertyError (the commit needs them)."""
+        props = TableProperties.of(properties)
+        lost_race = props.commit_num_retries if props.is_set(TableProperties.commit_num_retries) else None
         return cls(
-            num_retries,
-            get("commit.retry.min-wait-ms", 100),
-            get("commit.retry.max-wait-ms", 60_000),
-            get("commit.retry.total-timeout-ms", 1_800_000),
-            str(properties.get(IN_PROCESS_LOCK, "true")).lower() != "false",
-            num_retries if "commit.retry.num-retries" in properties else None,
+            props.commit_num_retries,
+            props.commit_min_wait_ms,
+            props.commit_max_wait_ms,
+            props.commit_total_timeout_ms,
+            props.commit_in_process_lock,
+            lost_race,
         )
 
     def gives_up(self, retry: int, lost_race: bool) -> bool:

@@ -35,7 +35,7 @@ from aioiceberg.rowlevel.files import (
 )
 from aioiceberg.spec.manifest import DataFile, ManifestContent, snapshot_manifests
 from aioiceberg.spec.metadata import MAIN_BRANCH, Operation, TableMetadata
-from aioiceberg.spec.name_mapping import DEFAULT_NAME_MAPPING_PROPERTY, NameMapping, name_mapping_from_json
+from aioiceberg.spec.properties import COPY_ON_WRITE, MERGE_ON_READ, TableProperties
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.tasks import FileScanTask
 from aioiceberg.write import (
@@ -56,23 +56,15 @@ __all__ = [
     "plan_upsert",
 ]
 
-DELETE_MODE = "write.delete.mode"
+DELETE_MODE = TableProperties.delete_mode.key
 """Table property: ``copy-on-write`` (default) or ``merge-on-read`` (position deletes, v2)."""
-DELETE_ISOLATION_LEVEL = "write.delete.isolation-level"
+DELETE_ISOLATION_LEVEL = TableProperties.delete_isolation.key
 """Table property: ``serializable`` (default: a concurrent append of matching rows fails the
 delete) or ``snapshot`` (it does not; the appended rows survive the delete)."""
 
-COPY_ON_WRITE = "copy-on-write"
-MERGE_ON_READ = "merge-on-read"
-
-
-def _name_mapping(md: TableMetadata) -> NameMapping | None:
-    text = md.properties.get(DEFAULT_NAME_MAPPING_PROPERTY)
-    return name_mapping_from_json(text) if text else None
-
 
 async def _write_rows(io: FileIO, md: TableMetadata, data: pa.Table) -> list[DataFile]:
-    props = md.properties
+    props = TableProperties(md.properties)
     if data.num_rows == 0:
         return []
     return await write_data_files(
@@ -102,7 +94,7 @@ async def _kept_rows(
         [_task(md, p, AlwaysTrue()) for p in partial],
         schema,
         table_schema=schema,
-        name_mapping=_name_mapping(md),
+        name_mapping=TableProperties(md.properties).name_mapping,
     )
     matches = to_arrow_expression(expr, field_paths(schema))
     return filter_table(rows, ~matches | matches.is_null())
@@ -118,7 +110,7 @@ async def _position_deletes(
         [_task(md, p, expr) for p in partial],
         Schema(),
         table_schema=schema,
-        name_mapping=_name_mapping(md),
+        name_mapping=TableProperties(md.properties).name_mapping,
         include_file_column=True,
         include_pos_column=True,
     )
@@ -127,7 +119,8 @@ async def _position_deletes(
     groups: dict[tuple[int, tuple[Any, ...]], list[str]] = {}
     for p in partial:
         groups.setdefault((p.file.spec_id, p.file.partition), []).append(p.file.file_path)
-    provider = LocationProvider(md.location, md.properties)
+    props = TableProperties(md.properties)
+    provider = LocationProvider(md.location, props)
     out: list[DataFile] = []
     for (spec_id, partition), paths in groups.items():
         rows = hits.filter(pc.is_in(hits.column("_file"), pa.array(paths, pa.string())))
@@ -144,7 +137,7 @@ async def _position_deletes(
                 table_schema=schema,
                 spec=spec,
                 partition=partition,
-                properties=md.properties,
+                properties=props,
             )
         )
     return out
@@ -184,7 +177,8 @@ async def plan_delete(
     expr = sql_filter(schema, delete_filter, case_sensitive)
     snapshot = md.snapshot_by_ref(branch)
     selection = await select_by_filter(io, md, snapshot, expr, case_sensitive)
-    merge_on_read = md.properties.get(DELETE_MODE, COPY_ON_WRITE) == MERGE_ON_READ and md.format_version == 2
+    props = TableProperties(md.properties)
+    merge_on_read = props.delete_mode == MERGE_ON_READ and md.format_version == 2
     removed: list[RemovedFile] = list(selection.drop)
     added_data: list[DataFile] = []
     added_deletes: list[DataFile] = []
@@ -206,7 +200,7 @@ async def plan_delete(
         raise
     if not (removed or added_data or added_deletes):
         return None
-    level = isolation or md.properties.get(DELETE_ISOLATION_LEVEL, "serializable")
+    level = isolation or props.delete_isolation
     if level not in ("serializable", "snapshot"):
         raise ValidationError(f"unknown isolation level {level!r}: use 'serializable' or 'snapshot'")
     detection = ConflictDetection(
@@ -321,7 +315,9 @@ async def plan_upsert(
     ``merge-on-read`` (default from v2): equality deletes on the key plus the new rows, in
     one snapshot; nothing is read. Their sequence number makes the deletes hit every older
     row with that key, so concurrent commits need no check and the change always rebases.
-    ``copy-on-write`` (default for v1): an overwrite filtered on the keys.
+    ``copy-on-write`` (default for v1): an overwrite filtered on the keys, checked at the
+    table's ``write.merge.isolation-level``. A table's ``write.merge.mode`` replaces the
+    default (v1 tables always copy on write).
     """
     schema = md.schema()
     names = _key_names(schema, join_cols, case_sensitive)
@@ -333,6 +329,9 @@ async def plan_upsert(
     keys = data.select(names)
     if keys.group_by(names).aggregate([]).num_rows != keys.num_rows:
         raise ValidationError(f"upsert rows hold duplicate keys on {names}")
+    props = TableProperties(md.properties)
+    if mode is None and props.merge_mode is not None:  # v1 has no equality deletes
+        mode = props.merge_mode if md.format_version >= 2 else COPY_ON_WRITE
     mode = mode or (MERGE_ON_READ if md.format_version >= 2 else COPY_ON_WRITE)
     if mode == COPY_ON_WRITE:
         return await plan_delete(
@@ -344,6 +343,7 @@ async def plan_upsert(
             snapshot_properties=snapshot_properties,
             branch=branch,
             operation=Operation.OVERWRITE,
+            isolation=props.merge_isolation,
         )
     if mode != MERGE_ON_READ:
         raise ValidationError(f"unknown upsert mode {mode!r}: use {COPY_ON_WRITE!r} or {MERGE_ON_READ!r}")
@@ -372,7 +372,7 @@ async def plan_upsert(
     added = await _write_rows(io, md, data)
     deletes: list[DataFile] = []
     try:
-        provider = LocationProvider(md.location, md.properties)
+        provider = LocationProvider(md.location, props)
         conformed = conform_to_schema(data, schema)
         for partition, rows in split_by_partition(conformed, schema, spec):
             deletes.append(
@@ -384,7 +384,7 @@ async def plan_upsert(
                     table_schema=schema,
                     spec=spec,
                     partition=partition,
-                    properties=md.properties,
+                    properties=props,
                 )
             )
     except BaseException:

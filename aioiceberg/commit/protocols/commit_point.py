@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
-from aioiceberg.errors import ValidationError
+from aioiceberg.errors import InvalidPropertyError, ValidationError
 from aioiceberg.spec.metadata import TableMetadata
 
 __all__ = [
     "COMMIT_POINT_PROPERTY",
     "CONDITIONAL",
+    "DYNAMODB_URI_OPTIONS",
     "CommitPoint",
+    "DynamoDbUri",
     "commit_point_of",
 ]
 
@@ -33,6 +35,72 @@ CONDITIONAL = "conditional-writes"
 # The DynamoDB protocol names its metadata files {N:05d}-{uuid hex}.metadata.json; tables it
 # committed before the property existed are recognised by them in the metadata log.
 _DYNAMODB_FILE = re.compile(r"/\d{5,}-[0-9a-f]{32}\.metadata\.json$")
+
+
+DYNAMODB_URI_OPTIONS = {
+    "mode": "'commit' or 'lease'",
+    "lease_ms": "a positive integer (milliseconds)",
+    "create_table": "true or false",
+    "endpoint": "the DynamoDB endpoint URL",
+    "region": "an AWS region name",
+}
+"""The options a ``dynamodb://TABLE?...`` URI may carry, with what each allows."""
+_BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+@dataclass(frozen=True, slots=True)
+class DynamoDbUri:
+    """``dynamodb://TABLE?mode=lease&lease_ms=5000&create_table=false&endpoint=...&region=...``,
+    parsed. An unknown option or a bad value is an error naming it: a typo such as
+    ``mode=lese`` must not quietly mean the default commit mode. None: not in the URI."""
+
+    table: str
+    mode: str = "commit"
+    lease_ms: int | None = None
+    create_table: bool | None = None
+    endpoint: str | None = None
+    region: str | None = None
+
+    @classmethod
+    def parse(cls, uri: str) -> DynamoDbUri:
+        parts = urlsplit(uri)
+        table = parts.netloc or parts.path.strip("/")
+        if parts.scheme != "dynamodb" or not table:
+            raise ValidationError(
+                f"no DynamoDB table name in {uri!r}: expected 'dynamodb://TABLE[?mode=lease]'"
+            )
+        options: dict[str, str] = {}
+        for key, value in parse_qsl(parts.query, keep_blank_values=True):
+            if key not in DYNAMODB_URI_OPTIONS:
+                allowed = "one of the options " + ", ".join(DYNAMODB_URI_OPTIONS)
+                raise InvalidPropertyError(key, value, allowed, subject=f"{uri!r}: unknown option")
+            if key in options:
+                raise InvalidPropertyError(key, value, "the option once", subject=f"{uri!r}: repeated option")
+            options[key] = value
+
+        def bad(key: str) -> InvalidPropertyError:
+            return InvalidPropertyError(
+                key, options[key], DYNAMODB_URI_OPTIONS[key], subject=f"{uri!r}: option"
+            )
+
+        mode = options.get("mode", "commit")
+        if mode not in ("commit", "lease"):
+            raise bad("mode")
+        lease_ms = None
+        if "lease_ms" in options:
+            text = options["lease_ms"]
+            if not text.isdigit() or int(text) <= 0:
+                raise bad("lease_ms")
+            lease_ms = int(text)
+        create_table = None
+        if "create_table" in options:
+            create_table = _BOOLEANS.get(options["create_table"].lower())
+            if create_table is None:
+                raise bad("create_table")
+        for key in ("endpoint", "region"):
+            if key in options and not options[key]:
+                raise bad(key)
+        return cls(table, mode, lease_ms, create_table, options.get("endpoint"), options.get("region"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,12 +117,8 @@ class CommitPoint:
         if text == CONDITIONAL:
             return cls(CONDITIONAL)
         if text.startswith("dynamodb://"):
-            parts = urlsplit(text)
-            table = parts.netloc or parts.path.strip("/")
-            mode = parse_qs(parts.query).get("mode", ["commit"])[-1]
-            if not table or mode not in ("commit", "lease"):
-                raise ValidationError(f"commit point {text!r}: expected dynamodb://TABLE[?mode=lease]")
-            return cls("dynamodb", table, mode)
+            uri = DynamoDbUri.parse(text)
+            return cls("dynamodb", uri.table, uri.mode)
         raise ValidationError(
             f"unknown commit point {text!r}: expected {CONDITIONAL!r} or 'dynamodb://TABLE[?mode=lease]'"
         )

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from aioiceberg.commit.protocols.base import CommitProtocol, TableState, metadata_dir, version_path
-from aioiceberg.commit.protocols.commit_point import CommitPoint, commit_point_of
+from aioiceberg.commit.protocols.commit_point import CommitPoint, DynamoDbUri, commit_point_of
 from aioiceberg.commit.protocols.conditional import (
     find_latest_version,
     resolve_unknown_create,
@@ -45,7 +45,6 @@ from aioiceberg.errors import (
     StoreError,
     TableAlreadyExistsError,
     TableNotFoundError,
-    ValidationError,
     WriteOutcomeUnknownError,
 )
 from aioiceberg.io.base import FileIO
@@ -85,28 +84,24 @@ class DynamoDbOptions:
     @classmethod
     def from_uri(cls, uri: str, storage_options: Mapping[str, Any] | None = None) -> DynamoDbOptions:
         """``dynamodb://TABLE?mode=lease&lease_ms=5000&create_table=false&endpoint=...``."""
-        from urllib.parse import parse_qs, urlsplit
-
-        parts = urlsplit(uri)
-        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        table = parts.netloc or parts.path.strip("/")
-        if not table:
-            raise ValidationError(f"no DynamoDB table name in {uri!r}")
+        parsed = DynamoDbUri.parse(uri)
         options = dict(storage_options or {})
         s3 = S3Options.from_storage_options(options)
-        endpoint = query.get("endpoint") or options.get("dynamodb.endpoint")
+        endpoint = parsed.endpoint or options.get("dynamodb.endpoint")
+        create_table = parsed.create_table
+        if create_table is None:
+            create_table = str(options.get("dynamodb.create-table", "true")).lower() not in _NO
         return cls(
-            table_name=table,
+            table_name=parsed.table,
             endpoint_url=endpoint,
-            region=query.get("region") or options.get("dynamodb.region") or s3.region,
+            region=parsed.region or options.get("dynamodb.region") or s3.region,
             access_key_id=options.get("dynamodb.access-key-id") or s3.access_key_id,
             secret_access_key=options.get("dynamodb.secret-access-key") or s3.secret_access_key,
             session_token=options.get("dynamodb.session-token") or s3.session_token,
             profile=options.get("dynamodb.profile-name") or s3.profile,
-            create_table=str(query.get("create_table", options.get("dynamodb.create-table", "true"))).lower()
-            not in {"false", "0", "no"},
-            mode=_mode(uri, query.get("mode", "commit")),
-            lease_ms=int(query.get("lease_ms", 10_000)),
+            create_table=create_table,
+            mode=parsed.mode,
+            lease_ms=parsed.lease_ms if parsed.lease_ms is not None else 10_000,
         )
 
     def client_options(self) -> S3Options:
@@ -121,13 +116,8 @@ class DynamoDbOptions:
         )
 
 
+_NO = frozenset({"false", "0", "no"})
 _VERSIONED_FILE = re.compile(r"^(\d{5,})-[0-9a-f]{32}\.metadata\.json$")
-
-
-def _mode(uri: str, mode: str) -> str:
-    if mode not in ("commit", "lease"):
-        raise ValidationError(f"{uri}: mode must be 'commit' or 'lease', not {mode!r}")
-    return mode
 
 
 def _code(exc: BaseException) -> str:
