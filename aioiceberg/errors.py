@@ -153,3 +153,10 @@ class ReadOnlyTableError(UnsupportedError):
 class CommitPointMismatchError(IcebergError):
     """The table commits through another commit point than this writer's: committing here
     would fork its history."""
+
+
+class PlanInterruptedError(IcebergError):
+    """Planning was cancelled from outside (the loop shutting down, say) before its last task:
+    the tasks seen so far are not the whole plan."""
+
+    retryable = True

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import Any, cast
+from typing import Unpack
 
 import pyarrow as pa
 
+from aioiceberg.expressions.tree import Expression
 from aioiceberg.io import FileIO
-from aioiceberg.scan import TableScan
-from aioiceberg.scan.metrics import ScanMetrics, ScanStats
+from aioiceberg.scan.metrics import PlanMetrics, ReadMetrics
+from aioiceberg.scan.options import ScanArgs, split_scan_options
+from aioiceberg.scan.pipeline import PlanStream
+from aioiceberg.scan.planner import Planner
 from aioiceberg.spec.metadata import TableMetadata
 from aioiceberg.spec.name_mapping import (
     DEFAULT_NAME_MAPPING_PROPERTY,
@@ -18,30 +21,47 @@ from aioiceberg.spec.name_mapping import (
     name_mapping_from_json,
 )
 from aioiceberg.spec.schema import Schema
-from aioiceberg.spec.tasks import FileScanTask
 
-__all__ = ["Scan"]
+__all__ = ["Scan", "TableScan"]
 
-_READ_OPTIONS = ("files_in_flight", "batch_rows", "include_file_column", "include_pos_column")
+# what a scan reads, as opposed to how (the options)
+_WHAT = frozenset({"selected_fields", "case_sensitive", "snapshot_id", "ref", "as_of", "limit"})
 
 
-class Scan:
+class TableScan:
     """A configured scan: ``plan_files()`` streams tasks, ``to_batches()`` / ``to_arrow()`` rows.
 
-    Planning options (``io_concurrency``, ``decode_workers``, ``split_size``, ...) go to the
-    planner; ``files_in_flight``, ``batch_rows``, ``include_file_column`` and
-    ``include_pos_column`` go to the reader.
+    Options (typed by :class:`~aioiceberg.scan.options.ScanOptions`, checked here) go to the
+    planner (``io_concurrency``, ``decode_workers``, ``split_size``, ...) or to the reader
+    (``files_in_flight``, ``batch_rows``, ``include_file_column``, ``include_pos_column``).
     """
 
-    def __init__(self, io: FileIO, metadata: TableMetadata, **kwargs: Any) -> None:
-        self._read_options = {k: kwargs.pop(k) for k in _READ_OPTIONS if k in kwargs}
-        self.planner = TableScan(io, metadata, **kwargs)
+    def __init__(
+        self,
+        io: FileIO,
+        metadata: TableMetadata,
+        row_filter: str | Expression = "",
+        **kwargs: Unpack[ScanArgs],
+    ) -> None:
+        plan, self.read_options = split_scan_options({k: v for k, v in kwargs.items() if k not in _WHAT})
+        self.planner = Planner(
+            io,
+            metadata,
+            row_filter,
+            selected_fields=kwargs.get("selected_fields", ("*",)),
+            case_sensitive=kwargs.get("case_sensitive", True),
+            snapshot_id=kwargs.get("snapshot_id"),
+            ref=kwargs.get("ref"),
+            as_of=kwargs.get("as_of"),
+            limit=kwargs.get("limit"),
+            options=plan,
+        )
         self.io = io
         self.metadata = metadata
-        self.read_stats = ScanStats()
+        self.read_stats = ReadMetrics()
 
     @property
-    def metrics(self) -> Any:
+    def metrics(self) -> PlanMetrics:
         """Planning metrics of the last ``plan_files()`` (manifests and entries read and skipped)."""
         return self.planner.metrics
 
@@ -60,19 +80,17 @@ class Scan:
         text = self.metadata.properties.get(DEFAULT_NAME_MAPPING_PROPERTY)
         return name_mapping_from_json(text) if text else None
 
-    def plan_files(self, metrics: ScanMetrics | None = None) -> AsyncIterator[FileScanTask]:
-        """Stream the tasks; ``metrics`` (optional) counts this call alone."""
+    def plan_files(self, metrics: PlanMetrics | None = None) -> PlanStream:
+        """Stream the tasks; ``metrics`` (optional) counts this call alone. ``async for``
+        it, or ``async with scan.plan_files() as tasks:`` to own the plan's task group."""
         return self.planner.plan_files(metrics)
-
-    def _tasks(self) -> AsyncGenerator[FileScanTask, None]:
-        return cast(AsyncGenerator[FileScanTask, None], self.planner.plan_files())
 
     async def to_batches(self) -> AsyncIterator[pa.RecordBatch]:
         """Stream the matching rows as Arrow batches; memory stays bounded by the files in flight."""
         from aioiceberg.read import read_tasks  # the read path: not imported by plans
 
         async with (
-            aclosing(self._tasks()) as tasks,
+            self.plan_files() as tasks,
             aclosing(
                 read_tasks(
                     self.io,
@@ -83,7 +101,7 @@ class Scan:
                     case_sensitive=self.planner.case_sensitive,
                     limit=self.planner.limit,
                     stats=self.read_stats,
-                    **self._read_options,
+                    **self.read_options.as_kwargs(),
                 )
             ) as batches,
         ):
@@ -93,7 +111,7 @@ class Scan:
     async def to_arrow(self) -> pa.Table:
         from aioiceberg.read import read_to_table
 
-        async with aclosing(self._tasks()) as tasks:
+        async with self.plan_files() as tasks:
             return await read_to_table(
                 self.io,
                 tasks,
@@ -103,8 +121,11 @@ class Scan:
                 case_sensitive=self.planner.case_sensitive,
                 limit=self.planner.limit,
                 stats=self.read_stats,
-                **self._read_options,
+                **self.read_options.as_kwargs(),
             )
 
     def __repr__(self) -> str:
-        return f"Scan({self.planner!r})"
+        return f"TableScan({self.planner!r})"
+
+
+Scan = TableScan  # the name this class had before

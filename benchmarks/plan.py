@@ -685,18 +685,18 @@ async def _service_floor(meta: str, row_filter: str, store: Store) -> float:
 
     table = await aioiceberg.load_table(meta, store.options)
     planner = table.scan(row_filter=row_filter).planner
-    from aioiceberg.scan.metrics import ScanMetrics
+    from aioiceberg.scan.metrics import PlanMetrics
 
-    metrics = ScanMetrics()
-    data, deletes = planner._select(await planner.manifests(metrics), metrics)
+    metrics = PlanMetrics()
+    data, deletes = planner.select(await planner.manifests(metrics), metrics)
     chosen = [*deletes, *data]
     blobs = await asyncio.gather(*(table.io.read(mf.manifest_path) for mf in chosen))
     await table.io.aclose()
     items = list(zip(blobs, chosen, strict=True))
-    decode_and_prune_batch(items[:1], planner._ctx)  # untimed: builds the evaluators
+    decode_and_prune_batch(items[:1], planner.prune_context)  # untimed: builds the evaluators
     start = time.perf_counter()
     for i in range(0, len(items), 64):
-        decode_and_prune_batch(items[i : i + 64], planner._ctx)
+        decode_and_prune_batch(items[i : i + 64], planner.prune_context)
     return store.delay_ms / 1000 + (time.perf_counter() - start)
 
 

@@ -82,8 +82,8 @@ def write_table(warehouse: str, tmp: Path, rows: int, options: dict[str, str]) -
 
 async def ours(io: Any, location: str, row_filter: str) -> pa.Table:
     from aioiceberg.read import read_to_table
-    from aioiceberg.scan import TableScan
     from aioiceberg.spec.metadata_json import parse_table_metadata
+    from aioiceberg.table_scan import TableScan
 
     md = parse_table_metadata(await io.read(location), location)
     scan = TableScan(io, md, row_filter=row_filter, decode_workers=0)
@@ -168,8 +168,8 @@ def rss_child(location: str, options_json: str) -> None:
     """Stream the table batch by batch, keep nothing; print peak RSS and bytes streamed."""
     from aioiceberg.io import resolve_io
     from aioiceberg.read import read_tasks
-    from aioiceberg.scan import TableScan
     from aioiceberg.spec.metadata_json import parse_table_metadata
+    from aioiceberg.table_scan import TableScan
 
     async def run() -> int:
         options = json.loads(options_json)

@@ -13,9 +13,9 @@ import pyarrow as pa
 
 from aioiceberg.io import FileIO
 from aioiceberg.read import read_to_table
-from aioiceberg.scan import TableScan
 from aioiceberg.spec.metadata_json import parse_table_metadata
 from aioiceberg.spec.name_mapping import DEFAULT_NAME_MAPPING_PROPERTY, name_mapping_from_json
+from aioiceberg.table_scan import TableScan
 
 
 def duckdb_connection(endpoint: str | None = None) -> Any:

@@ -19,9 +19,10 @@ from maint_helpers import duckdb_ids
 
 import aioiceberg
 from aioiceberg.errors import CorruptFileError
-from aioiceberg.scan import ManifestCache, ManifestListCache, TableScan
+from aioiceberg.scan import ManifestCache, ManifestListCache
 from aioiceberg.spec.manifest import ManifestContent, snapshot_manifests
 from aioiceberg.spec.metadata_json import parse_table_metadata, serialize_table_metadata
+from aioiceberg.table_scan import TableScan
 
 pytestmark = pytest.mark.anyio
 

@@ -21,8 +21,7 @@ from pyroaring import BitMap
 from read_helpers import duckdb_connection, duckdb_rows, our_rows, rows_of
 
 from aioiceberg.io import LocalFileIO
-from aioiceberg.read import ScanStats, decode_deletion_vector, read_to_table
-from aioiceberg.scan import TableScan
+from aioiceberg.read import ReadMetrics, decode_deletion_vector, read_to_table
 from aioiceberg.spec.manifest import (
     DataFile,
     DataFileContent,
@@ -36,6 +35,7 @@ from aioiceberg.spec.manifest import (
 )
 from aioiceberg.spec.metadata_json import parse_table_metadata
 from aioiceberg.spec.tasks import FileScanTask
+from aioiceberg.table_scan import TableScan
 
 FIELD_ID = b"PARQUET:field_id"
 
@@ -168,13 +168,13 @@ async def test_position_deletes_shared_by_two_data_files_are_read_once(tmp_path:
     deletes = _position_deletes(f"{base}/pos-deletes.parquet", [(a, 0), (a, 5), (a, 99), (b, 1), (b, 50)])
     location = _commit_deletes(table, [deletes])
     io = LocalFileIO()
-    stats = ScanStats()
+    stats = ReadMetrics()
     for row_filter in ("", "id < 10", "region = 'eu'", "id >= 100"):
         ours = await our_rows(io, location, row_filter, stats=stats)
         duck = duckdb_rows(duckdb_connection(), location.removeprefix("file://"), row_filter, COLUMNS)
         theirs = StaticTable.from_metadata(location).scan(row_filter=row_filter or "True").to_arrow()
         assert rows_of(ours) == duck == rows_of(theirs, COLUMNS)
-    full = await our_rows(io, location, stats=(one := ScanStats()))
+    full = await our_rows(io, location, stats=(one := ReadMetrics()))
     assert full.num_rows == 195
     assert one.delete_files_read == 1
 

@@ -14,7 +14,7 @@ import pytest
 
 from aioiceberg.expressions.tree import AlwaysTrue
 from aioiceberg.io import MemoryFileIO
-from aioiceberg.read import ScanStats, read_to_table
+from aioiceberg.read import ReadMetrics, read_to_table
 from aioiceberg.spec.manifest import DataFile, DataFileContent, FileFormat
 from aioiceberg.spec.name_mapping import create_mapping_from_schema
 from aioiceberg.spec.partitioning import PartitionField, PartitionSpec
@@ -124,7 +124,7 @@ async def test_row_groups_outside_the_residual_are_not_read() -> None:
     store = MemoryFileIO()
     await store.write("memory://t/g.parquet", buf.getvalue())
     task = _task("memory://t/g.parquet", FileFormat.PARQUET, len(buf.getvalue()), 1000)
-    stats = ScanStats()
+    stats = ReadMetrics()
     table = await read_to_table(store, [task], SCHEMA, row_filter="id >= 250 AND id < 320", stats=stats)
     assert table.column("id").to_pylist() == list(range(250, 320))
     assert (stats.row_groups_total, stats.row_groups_read) == (10, 2)
@@ -178,7 +178,7 @@ PAIR = Schema(
 async def test_small_parquet_file_is_fetched_in_one_get() -> None:
     store = _CountingIO()
     task = await _random_parquet(store, "memory://t/small.parquet", 20_000, 2_000)
-    stats = ScanStats()
+    stats = ReadMetrics()
     table = await read_to_table(store, [task], PAIR, row_filter="id >= 4100 AND id < 4200", stats=stats)
     assert table.column("id").to_pylist() == list(range(4100, 4200))
     assert (stats.row_groups_total, stats.row_groups_read) == (10, 1)
@@ -199,7 +199,7 @@ async def test_large_parquet_file_tail_read_and_coalesced_row_groups(
     monkeypatch.setattr(parquet, "TAIL_READ", size // 4)
     if budget is not None:
         monkeypatch.setattr(parquet, "READ_BUDGET", budget)
-    stats = ScanStats()
+    stats = ReadMetrics()
     table = await read_to_table(store, [task], PAIR, stats=stats)
     assert table.column("id").to_pylist() == list(range(200_000))
     assert stats.row_groups_read == 10

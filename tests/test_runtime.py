@@ -212,11 +212,11 @@ async def _plan_in_child(location: str) -> tuple[int, int]:
 
 @pytest.mark.anyio
 async def test_two_plans_at_once_on_one_scan_count_their_own_metrics(tmp_path: Path) -> None:
-    from aioiceberg.scan.metrics import ScanMetrics
+    from aioiceberg.scan.metrics import PlanMetrics
 
     table = await _days_table(tmp_path, 6, 5)
     scan = table.scan(row_filter="day >= 1", io_concurrency=1)
-    first, second = ScanMetrics(), ScanMetrics()
+    first, second = PlanMetrics(), PlanMetrics()
     one, two = scan.plan_files(first), scan.plan_files(second)
     got_one = [await anext(one)]  # the first plan is under way when the second starts
     got_two = [t async for t in two]

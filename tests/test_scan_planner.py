@@ -23,7 +23,7 @@ import pytest
 
 from aioiceberg.errors import NotFoundError, ValidationError
 from aioiceberg.io import FileIO, LocalFileIO, MemoryFileIO
-from aioiceberg.scan import ManifestCache, ManifestListCache, TableScan
+from aioiceberg.scan import ManifestCache, ManifestListCache
 from aioiceberg.scan import decode as decode_module
 from aioiceberg.scan.delete_index import DeleteIndex
 from aioiceberg.spec.manifest import (
@@ -44,6 +44,7 @@ from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.sorting import UNSORTED
 from aioiceberg.spec.transforms import parse_transform
 from aioiceberg.spec.types import LongType, NestedField, StringType
+from aioiceberg.table_scan import TableScan
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -178,7 +179,7 @@ async def test_a_plan_bigger_than_half_the_cache_keeps_its_first_manifests(tmp_p
 
 
 async def _entries_of(scan: TableScan) -> AsyncIterator[ManifestEntry]:
-    for mf in (await scan.manifests())[:1]:
+    for mf in (await scan.planner.manifests())[:1]:
         from aioiceberg.spec.manifest import read_manifest
 
         for e in read_manifest(await scan.io.read(mf.manifest_path), mf, columns_needed=()).entries:
@@ -217,7 +218,7 @@ async def test_first_task_arrives_before_the_last_manifest_is_read(tmp_path: Pat
     snap = md.current_snapshot()
     assert snap is not None
     scan0 = TableScan(LocalFileIO(fsync=False), md, **_fresh())
-    last = (await scan0.manifests())[-1].manifest_path
+    last = (await scan0.planner.manifests())[-1].manifest_path
     io = _GatedIO({last})
     scan = TableScan(io, md, **_fresh(io_concurrency=2))
     async with contextlib.aclosing(scan.plan_files()) as tasks:
@@ -523,7 +524,7 @@ def _pipeline_tasks() -> list[asyncio.Task[Any]]:
     return [
         t
         for t in asyncio.all_tasks()
-        if not t.done() and "_run_workers" in getattr(t.get_coro(), "__qualname__", "")
+        if not t.done() and "_hosted" in getattr(t.get_coro(), "__qualname__", "")
     ]
 
 
@@ -634,3 +635,51 @@ async def test_cached_manifests_are_keyed_by_store_and_what_their_entries_inheri
     relisted = dataclasses.replace(mf_a, sequence_number=5, min_sequence_number=5)
     assert manifest_cache_key(io_a, relisted) != manifest_cache_key(io_a, mf_a)
     assert manifest_cache_key(io_a, mf_a) != manifest_cache_key(io_b, mf_a)
+
+
+def _live_tasks() -> set[asyncio.Task[Any]]:
+    return {t for t in asyncio.all_tasks() if not t.done()}
+
+
+@pytest.mark.anyio
+async def test_a_plan_entered_with_async_with_runs_its_stages_in_the_callers_task_group(
+    tmp_path: Path,
+) -> None:
+    io, md = await _table(tmp_path, 8, 20)
+    before = _live_tasks()
+    scan = TableScan(io, md, **_fresh(io_concurrency=2, channel_size=1))
+    async with scan.plan_files() as tasks:
+        first = await tasks.__anext__()
+        assert first.file.file_path
+        assert not _pipeline_tasks()  # no pipeline task of its own: the stages are ours
+        assert _live_tasks() - before  # the stages, blocked on the full streams
+    assert _live_tasks() == before  # leaving the block cancelled and awaited every stage
+    assert scan.metrics.manifests_read < 8
+    assert scan.metrics.tasks == 1
+    async with scan.plan_files() as tasks:
+        assert len([t async for t in tasks]) == 160
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("owned", [False, True], ids=["async-for", "async-with"])
+async def test_a_manifest_that_fails_to_load_reaches_the_caller_as_itself(
+    tmp_path: Path, owned: bool
+) -> None:
+    """Errors travel down the streams as items: the caller gets the store's typed error,
+    not an ExceptionGroup, and nothing is left running."""
+    io, md = await _table(tmp_path, 8, 20)
+    scan = TableScan(io, md, **_fresh(io_concurrency=2))
+    victim = (await scan.planner.manifests())[3].manifest_path
+    await io.delete(victim)
+    before = _live_tasks()
+    with pytest.raises(NotFoundError) as caught:
+        if owned:
+            async with scan.plan_files() as tasks:
+                async for _ in tasks:
+                    pass
+        else:
+            async for _ in scan.plan_files():
+                pass
+    assert victim.removeprefix("file://") in str(caught.value)
+    await _settle()
+    assert _live_tasks() == before

@@ -40,7 +40,7 @@ from servers.plugin import s3_storage_options, unique_bucket_name
 from aioiceberg import expressions as ae
 from aioiceberg.expressions.tree import Expression
 from aioiceberg.io import FileIO, LocalFileIO, resolve_io
-from aioiceberg.scan import ManifestCache, ManifestListCache, TableScan
+from aioiceberg.scan import ManifestCache, ManifestListCache
 from aioiceberg.spec.manifest import (
     DataFile,
     DataFileContent,
@@ -54,6 +54,7 @@ from aioiceberg.spec.manifest import (
 )
 from aioiceberg.spec.metadata import Operation, Snapshot, SnapshotLogEntry, Summary
 from aioiceberg.spec.metadata_json import parse_table_metadata, serialize_table_metadata
+from aioiceberg.table_scan import TableScan
 
 PY_SCHEMA = PySchema(
     NestedField(1, "id", LongType(), required=False),

@@ -24,7 +24,7 @@ from aioiceberg.io.base import FileIO
 from aioiceberg.maintenance.files import MaintainedTable, ManifestWalker
 from aioiceberg.maintenance.manifests import _ManifestSink, _publish, _replace_snapshot
 from aioiceberg.read import read_to_table
-from aioiceberg.scan import TableScan
+from aioiceberg.scan import Planner
 from aioiceberg.spec.manifest import (
     DataFile,
     DataFileContent,
@@ -219,7 +219,7 @@ def _new_id() -> int:
 
 
 async def _tasks(io: FileIO, md: TableMetadata, row_filter: str | Expression | None) -> list[FileScanTask]:
-    planner = TableScan(io, md, row_filter=row_filter or "", snapshot_id=md.current_snapshot_id)
+    planner = Planner(io, md, row_filter=row_filter or "", snapshot_id=md.current_snapshot_id)
     return [t async for t in planner.plan_files()]
 
 

@@ -20,7 +20,7 @@ from aioiceberg.errors import NotFoundError, ValidationError
 from aioiceberg.io.base import FileIO
 from aioiceberg.maintenance.files import MaintainedTable
 from aioiceberg.read import read_to_table
-from aioiceberg.scan import TableScan
+from aioiceberg.scan import Planner
 from aioiceberg.spec.metadata import BlobMetadata, StatisticsFile, TableMetadata
 from aioiceberg.spec.puffin import PuffinWriter
 from aioiceberg.spec.types import (
@@ -115,7 +115,7 @@ async def compute_statistics(
     if not fields:
         raise ValidationError("no columns to compute statistics for")
     projection = schema.select(*(f.name for f in fields))
-    tasks = [t async for t in TableScan(table.io, md, snapshot_id=snap.snapshot_id).plan_files()]
+    tasks = [t async for t in Planner(table.io, md, snapshot_id=snap.snapshot_id).plan_files()]
     rows = await read_to_table(table.io, tasks, projection, table_schema=schema)
 
     writer = PuffinWriter()

@@ -4,7 +4,7 @@ from aioiceberg.read.deletes import DeleteCache, decode_deletion_vector
 from aioiceberg.read.reader import (
     FILE_COLUMN_ID,
     POS_COLUMN_ID,
-    ScanStats,
+    ReadMetrics,
     output_arrow_schema,
     read_tasks,
     read_to_table,
@@ -14,7 +14,7 @@ __all__ = [
     "FILE_COLUMN_ID",
     "POS_COLUMN_ID",
     "DeleteCache",
-    "ScanStats",
+    "ReadMetrics",
     "decode_deletion_vector",
     "output_arrow_schema",
     "read_tasks",

@@ -43,7 +43,8 @@ from aioiceberg.read.deletes import DeleteCache, TaskDeletes, deleted_mask
 from aioiceberg.read.formats import decode_file, decoding
 from aioiceberg.read.parquet import ParquetSource, open_parquet
 from aioiceberg.read.projection import project_columns
-from aioiceberg.scan.metrics import ScanStats
+from aioiceberg.scan.metrics import ReadMetrics
+from aioiceberg.scan.options import DEFAULT_BATCH_ROWS, DEFAULT_FILES_IN_FLIGHT
 from aioiceberg.spec.arrow import field_id_of, schema_to_arrow
 from aioiceberg.spec.manifest.data_file import FileFormat
 from aioiceberg.spec.name_mapping import NameMapping, apply_name_mapping
@@ -54,7 +55,7 @@ from aioiceberg.spec.transforms import IdentityTransform
 __all__ = [
     "FILE_COLUMN_ID",
     "POS_COLUMN_ID",
-    "ScanStats",
+    "ReadMetrics",
     "output_arrow_schema",
     "read_tasks",
     "read_to_table",
@@ -62,8 +63,6 @@ __all__ = [
 
 FILE_COLUMN_ID = 2147483646
 POS_COLUMN_ID = 2147483645
-DEFAULT_FILES_IN_FLIGHT = 4
-DEFAULT_BATCH_ROWS = 64 * 1024
 _POS = "\x00pos"
 
 
@@ -180,7 +179,7 @@ class _Reader:
         include_file: bool,
         include_pos: bool,
         batch_rows: int,
-        stats: ScanStats,
+        stats: ReadMetrics,
     ) -> None:
         self.io = fio
         self.projected = projected
@@ -344,7 +343,7 @@ async def read_tasks(
     include_file_column: bool = False,
     include_pos_column: bool = False,
     batch_rows: int = DEFAULT_BATCH_ROWS,
-    stats: ScanStats | None = None,
+    stats: ReadMetrics | None = None,
 ) -> AsyncGenerator[pa.RecordBatch, None]:
     """Stream the rows of ``tasks`` as batches of ``projected_schema`` (plus ``_file``/``_pos``).
 
@@ -368,7 +367,7 @@ async def read_tasks(
         include_file=include_file_column,
         include_pos=include_pos_column,
         batch_rows=batch_rows,
-        stats=stats if stats is not None else ScanStats(),
+        stats=stats if stats is not None else ReadMetrics(),
     )
     order_send, order_recv = anyio.create_memory_object_stream[MemoryObjectReceiveStream[pa.RecordBatch]](
         max(0, files_in_flight - 1)

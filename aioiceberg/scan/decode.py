@@ -145,7 +145,7 @@ class DecodeResult:
     entries_read: int
     skipped_by_partition: int
     skipped_by_metrics: int
-    in_process: bool = False
+    in_worker_process: bool = False  # decoded by the process pool, not in this process
     columnar: bool = False
     refused: bool = False  # the columnar decoder was asked and could not read it (v1, say)
 
@@ -357,7 +357,7 @@ class BatchLane:
                     continue
                 for (_, _, fut), result in zip(batch, results, strict=True):
                     if not fut.done():
-                        fut.set_result(dataclasses.replace(result, in_process=True))
+                        fut.set_result(result)
         return await done
 
 
@@ -460,11 +460,10 @@ class Decoder:
                 result: DecodeResult = await asyncio.wrap_future(fut)
             finally:
                 fut.cancel()
-            return result
-        out = await anyio.to_thread.run_sync(
+            return dataclasses.replace(result, in_worker_process=True)
+        return await anyio.to_thread.run_sync(
             decode_and_prune, data, manifest, ctx, columnar, limiter=thread_lane
         )
-        return dataclasses.replace(out, in_process=True)
 
     def shutdown(self) -> None:
         with self._lock:

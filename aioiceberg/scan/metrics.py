@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["ScanMetrics"]
+__all__ = ["PlanMetrics", "ReadMetrics", "ScanMetrics"]
 
 
 @dataclass
-class ScanMetrics:
+class PlanMetrics:
     """Counters filled while ``plan_files`` runs; final once the iterator is exhausted.
 
     ``manifests_read`` counts manifests decoded by this plan; ``manifests_from_cache`` those
@@ -39,7 +39,7 @@ class ScanMetrics:
 
 
 @dataclass
-class ScanStats:
+class ReadMetrics:
     """Counters of one read, for tests and metrics (here, not beside the reader, so that a
     plan imports nothing of the read path)."""
 
@@ -48,3 +48,6 @@ class ScanStats:
     row_groups_read: int = 0
     bytes_fetched: int = 0
     delete_files_read: int = 0
+
+
+ScanMetrics = PlanMetrics  # the name users of plan_files(metrics=...) had

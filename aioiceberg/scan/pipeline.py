@@ -1,0 +1,333 @@
+"""One plan as stages joined by bounded anyio memory streams (iceberg-rust's ``plan_files``).
+
+    manifest list -> [manifests] -> fetch+decode workers -> [decoded] -> build tasks
+                  -> [task batches] -> the caller
+
+Every ``plan_files()`` call gets its own :class:`PlanContext` (metrics, cache budget,
+decode lanes, delete index), so plans running at once on one scan never share state.
+Stages never raise into their task group: an error travels down the streams as a
+:class:`Failed` item and the caller raises it as itself, in order, never as an
+ExceptionGroup. A stage whose downstream is gone (``BrokenResourceError``) just ends.
+
+Who owns the task group:
+- ``async with scan.plan_files() as tasks:`` - the caller's ``async with`` (structured:
+  leaving the block cancels and awaits every stage);
+- ``async for task in scan.plan_files():`` - one pipeline task started on first use; a
+  ``break``, ``aclose()`` (from any task) or dropping the iterator closes the caller's end
+  of the last stream, which ends every stage in turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, Awaitable, Sequence
+from contextlib import AsyncExitStack, suppress
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, TypeAlias
+
+import anyio
+import anyio.abc
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from aioiceberg._concurrency import task_group
+from aioiceberg.errors import PlanInterruptedError
+from aioiceberg.expressions.tree import AlwaysTrue
+from aioiceberg.scan.cache import CachedManifest
+from aioiceberg.scan.delete_index import DeleteIndex
+from aioiceberg.scan.metrics import PlanMetrics
+from aioiceberg.spec.manifest import DataFile, ManifestContent, ManifestFile
+from aioiceberg.spec.tasks import FileScanTask
+
+if TYPE_CHECKING:
+    from aioiceberg.scan.planner import Lanes, Planner
+
+__all__ = ["Failed", "PlanContext", "PlanStream"]
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """An error sent down the streams as an item."""
+
+    error: BaseException
+
+
+Decoded: TypeAlias = CachedManifest | Failed
+Batch: TypeAlias = Sequence[FileScanTask] | Failed
+
+
+class PlanContext:
+    """What one ``plan_files()`` call owns."""
+
+    def __init__(self, planner: Planner, metrics: PlanMetrics) -> None:
+        self.planner = planner
+        self.metrics = metrics
+        self.started = time.perf_counter()
+        self.cached_bytes = 0  # bytes of the shared cache this plan holds (found there or put)
+        self.index = DeleteIndex()
+        self.index_ready = anyio.Event()
+        self.index_error: BaseException | None = None
+        self.max_delete_seq: int | None = None
+        self.lanes: Lanes | None = None
+        self.complete = False  # every stage ran to its end
+        self.error: BaseException | None = None  # what ended the stages, if not an item
+
+    def finish(self) -> None:
+        if self.metrics.planning_time_s is None:
+            self.metrics.planning_time_s = time.perf_counter() - self.started
+
+
+async def run_stages(ctx: PlanContext, tg: anyio.abc.TaskGroup, out: MemoryObjectSendStream[Batch]) -> None:
+    """Select the manifests, then start the workers and the task builder in ``tg``."""
+    planner = ctx.planner
+    try:
+        with out:
+            try:
+                data, deletes = planner.select(await planner.manifests(ctx.metrics), ctx.metrics)
+            except Exception as e:
+                await out.send(Failed(e))
+                return
+            if not data:
+                ctx.complete = True
+                return
+            if deletes:
+                ctx.max_delete_seq = max(mf.sequence_number or 0 for mf in deletes)
+            else:
+                ctx.index_ready.set()
+            ctx.lanes = planner.lanes(sum(mf.manifest_length for mf in [*data, *deletes]))
+            todo = [*deletes, *data]  # the delete index first: data files may wait for it
+            manifests_in, manifests_out = anyio.create_memory_object_stream[ManifestFile](len(todo))
+            decoded_in, decoded_out = anyio.create_memory_object_stream[Decoded](
+                planner.options.buffered_manifests
+            )
+            for mf in todo:
+                manifests_in.send_nowait(mf)
+            manifests_in.close()
+            tg.start_soon(build_tasks, ctx, decoded_out, out.clone())
+            await start_workers(ctx, tg, manifests_out, decoded_in, len(todo), len(deletes))
+    except anyio.BrokenResourceError:
+        pass
+
+
+async def start_workers(
+    ctx: PlanContext,
+    tg: anyio.abc.TaskGroup,
+    manifests: MemoryObjectReceiveStream[ManifestFile],
+    decoded: MemoryObjectSendStream[Decoded],
+    count: int,
+    deletes: int,
+) -> None:
+    """``io_concurrency`` fetch+decode workers. The first fetches alone, then the rest at once:
+    its GET does not queue behind a burst of others, nor its decode behind theirs, so the
+    first task is about one fetch and one decode away (costing the rest one round trip). A
+    plan reading few manifests (a selective filter) starts them all at once: that round
+    trip would be most of its time."""
+    io_concurrency = ctx.planner.options.io_concurrency
+    n = min(io_concurrency, count)
+    deletes_left = [deletes]
+    with manifests, decoded:
+        first_fetched = anyio.Event()
+        tg.start_soon(fetch_and_decode, ctx, manifests.clone(), decoded.clone(), first_fetched, deletes_left)
+        if n > 1:
+            if count > io_concurrency // 2:
+                await first_fetched.wait()
+            for _ in range(n - 1):
+                tg.start_soon(fetch_and_decode, ctx, manifests.clone(), decoded.clone(), None, deletes_left)
+
+
+async def fetch_and_decode(
+    ctx: PlanContext,
+    manifests: MemoryObjectReceiveStream[ManifestFile],
+    decoded: MemoryObjectSendStream[Decoded],
+    first_fetched: anyio.Event | None,
+    deletes_left: list[int],
+) -> None:
+    """One worker: manifests in, decoded views out (delete manifests go to the index)."""
+    planner = ctx.planner
+    unpartitioned = planner.unpartitioned_spec_ids
+    with manifests, decoded:
+        try:
+            async for mf in manifests:
+                try:
+                    loaded = await planner.load(mf, ctx, first_fetched)
+                except Exception as e:
+                    if mf.content == ManifestContent.DELETES:
+                        ctx.index_error = e
+                        ctx.index_ready.set()
+                    await decoded.send(Failed(e))
+                    return
+                finally:
+                    if first_fetched is not None:
+                        first_fetched.set()
+                        first_fetched = None
+                if mf.content == ManifestContent.DELETES:
+                    for entry in loaded.entries:
+                        ctx.index.add(entry, unpartitioned)
+                    deletes_left[0] -= 1
+                    if deletes_left[0] == 0:
+                        ctx.index_ready.set()
+                elif loaded.entries:
+                    await decoded.send(loaded)
+        except anyio.BrokenResourceError:
+            pass
+
+
+async def build_tasks(
+    ctx: PlanContext, decoded: MemoryObjectReceiveStream[Decoded], out: MemoryObjectSendStream[Batch]
+) -> None:
+    """Decoded manifests in, one batch of tasks per manifest out; stops at the scan's limit."""
+    with decoded, out:
+        try:
+            await _build(ctx, decoded, out)
+            ctx.complete = True
+        except anyio.BrokenResourceError:
+            pass  # the caller is gone
+        except Exception as e:
+            with suppress(anyio.BrokenResourceError):
+                await out.send(Failed(e))
+
+
+async def _build(
+    ctx: PlanContext, decoded: MemoryObjectReceiveStream[Decoded], out: MemoryObjectSendStream[Batch]
+) -> None:
+    planner = ctx.planner
+    limit = planner.limit
+    # without delete manifests or splitting, a manifest's tasks are fixed by its cached view:
+    # built once, kept with the view, and sent as they are by every repeat
+    plain = ctx.max_delete_seq is None and planner.options.split_size is None
+    rows = 0
+    delete_files: set[str] = set()
+    async for item in decoded:
+        if isinstance(item, Failed):
+            raise item.error
+        if plain:
+            if item.tasks is None:
+                item.tasks = planner.plain_tasks(item.entries)
+            tasks: Sequence[FileScanTask] = item.tasks
+            if limit is not None:
+                tasks, rows = _up_to_limit(tasks, rows, limit)
+            await out.send(tasks)
+            if limit is not None and rows >= limit:
+                return
+            continue
+        if ctx.max_delete_seq is not None:
+            await ctx.index_ready.wait()
+            if ctx.index_error is not None:
+                raise ctx.index_error
+        batch: list[FileScanTask] = []
+        for entry in item.entries:
+            found: tuple[DataFile, ...] = ()
+            if ctx.max_delete_seq is not None and (entry.sequence_number or 0) <= ctx.max_delete_seq:
+                found = ctx.index.for_data_file(entry.sequence_number, entry.data_file)
+                delete_files.update(d.file_path for d in found)
+            batch.extend(planner.tasks_for(entry, found))
+            if limit is not None and not found and isinstance(planner.residual(entry.data_file), AlwaysTrue):
+                rows += entry.data_file.record_count
+                if rows >= limit:
+                    break
+        ctx.metrics.delete_files = len(delete_files)
+        await out.send(batch)
+        if limit is not None and rows >= limit:
+            return
+
+
+def _up_to_limit(tasks: Sequence[FileScanTask], rows: int, limit: int) -> tuple[Sequence[FileScanTask], int]:
+    """The tasks up to the one whose unfiltered rows reach ``limit``, and the rows so far."""
+    for i, task in enumerate(tasks):
+        if isinstance(task.residual, AlwaysTrue):
+            rows += task.file.record_count
+            if rows >= limit:
+                return tasks[: i + 1], rows
+    return tasks, rows
+
+
+async def _hosted(ctx: PlanContext, out: MemoryObjectSendStream[Batch]) -> None:
+    """The pipeline task of a plan iterated without ``async with``: it owns the task group."""
+    try:
+        async with task_group() as tg:
+            tg.start_soon(run_stages, ctx, tg, out)
+    except Exception as e:  # a stage's bug (their errors are items): the caller raises it
+        ctx.error = e
+
+
+class PlanStream:
+    """The tasks of one plan, as they are decided: an async iterator, and an async context
+    manager that owns the plan's task group (see the module docstring)."""
+
+    def __init__(self, ctx: PlanContext) -> None:
+        self._ctx = ctx
+        self._stack: AsyncExitStack | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._tasks: AsyncGenerator[FileScanTask, None] | None = None
+
+    @property
+    def metrics(self) -> PlanMetrics:
+        return self._ctx.metrics
+
+    async def __aenter__(self) -> PlanStream:
+        if self._tasks is not None:
+            raise RuntimeError("plan_files(): enter the plan before iterating it")
+        stack = AsyncExitStack()
+        tg = await stack.enter_async_context(task_group())
+        out, receive = anyio.create_memory_object_stream[Batch](1)
+        stack.callback(receive.close)
+        tg.start_soon(run_stages, self._ctx, tg, out)
+        self._stack, self._tg = stack, tg
+        self._tasks = _consume(self._ctx, receive, None)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        assert self._stack is not None and self._tg is not None and self._tasks is not None
+        self._tg.cancel_scope.cancel()
+        try:
+            await self._tasks.aclose()
+        finally:
+            await self._stack.__aexit__(None, None, None)
+            self._ctx.finish()
+
+    def __aiter__(self) -> PlanStream:
+        return self
+
+    def _iterator(self) -> AsyncGenerator[FileScanTask, None]:
+        if self._tasks is None:  # no ``async with``: a pipeline task owns the stages
+            out, receive = anyio.create_memory_object_stream[Batch](1)
+            host = asyncio.get_running_loop().create_task(_hosted(self._ctx, out))
+            self._tasks = _consume(self._ctx, receive, host)
+        return self._tasks
+
+    def __anext__(self) -> Awaitable[FileScanTask]:
+        return self._iterator().__anext__()
+
+    async def aclose(self) -> None:
+        if self._tasks is not None:
+            await self._tasks.aclose()
+
+
+async def _consume(
+    ctx: PlanContext, receive: MemoryObjectReceiveStream[Batch], host: asyncio.Task[None] | None
+) -> AsyncGenerator[FileScanTask, None]:
+    """The caller's end. Holds no reference to the :class:`PlanStream`, so dropping that
+    drops this generator, whose ``finally`` (run by the loop's finaliser) ends the plan."""
+    m = ctx.metrics
+    try:
+        with receive:
+            async for batch in receive:
+                if isinstance(batch, Failed):
+                    raise batch.error
+                if batch and m.time_to_first_task_s is None:
+                    m.time_to_first_task_s = time.perf_counter() - ctx.started
+                for task in batch:
+                    m.tasks += 1
+                    yield task
+        if not ctx.complete:
+            if ctx.error is not None:
+                raise ctx.error
+            raise PlanInterruptedError("planning was cancelled before its last task")
+    finally:
+        if host is not None and not host.done():
+            host.cancel()
+            await asyncio.wait({host})
+        ctx.finish()
