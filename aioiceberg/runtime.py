@@ -150,7 +150,7 @@ class Runtime:
         """The background event loop that runs this runtime's work for blocking callers."""
         with self._lock:
             if self._blocking is None:
-                self._blocking = BlockingLoop()
+                self._blocking = BlockingLoop(closers=(self.clients.close_loop,))
             return self._blocking
 
     def decoder(self, workers: int) -> Decoder:

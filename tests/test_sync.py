@@ -22,7 +22,7 @@ from aioiceberg._sync import runner
 from aioiceberg.catalog import Catalog as AsyncCatalog
 from aioiceberg.table import Table as AsyncTable
 from aioiceberg.table import Transaction as AsyncTransaction
-from aioiceberg.table_scan import Scan as AsyncScan
+from aioiceberg.table_scan import TableScan as AsyncTableScan
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("region", pa.string())])
 
@@ -44,21 +44,51 @@ def _parameters(fn: object) -> list[tuple[str, object, object]]:
     return [(p.name, p.kind, p.default) for p in sig.parameters.values()]
 
 
-@pytest.mark.parametrize(
-    ("async_cls", "twin"),
-    [
-        (AsyncCatalog, sync.Catalog),
-        (AsyncTable, sync.Table),
-        (AsyncTransaction, sync.Transaction),
-        (AsyncScan, sync.Scan),
-    ],
-)
+def _async_methods(cls: type) -> dict[str, object]:
+    """The public coroutine and async-iterator methods of ``cls`` (what must have a blocking twin)."""
+    found: dict[str, object] = {}
+    for name in dir(cls):
+        fn = inspect.getattr_static(cls, name)
+        if name.startswith("_") or not inspect.isfunction(fn):
+            continue
+        returns = str(fn.__annotations__.get("return", ""))
+        if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn) or "Async" in returns:
+            found[name] = fn
+    return found
+
+
+TWINS = [
+    (AsyncCatalog, sync.Catalog),
+    (AsyncTable, sync.Table),
+    (AsyncTransaction, sync.Transaction),
+    (AsyncTableScan, sync.TableScan),
+]
+
+
+@pytest.mark.parametrize(("async_cls", "twin"), TWINS)
 def test_every_async_method_has_a_blocking_twin_with_the_same_parameters(async_cls: type, twin: type) -> None:
-    methods = sync.async_methods(async_cls)
+    methods = _async_methods(async_cls)
     assert methods, f"no async methods found on {async_cls.__name__}"
     for name, fn in methods.items():
         assert hasattr(twin, name), f"sync.{twin.__name__} has no twin of {name}"
         assert _parameters(getattr(twin, name)) == _parameters(fn), f"{twin.__name__}.{name}"
+
+
+def test_every_public_member_of_the_async_objects_has_a_twin(tmp_path: Path) -> None:
+    table = make_table(tmp_path, appends=1)
+    objects = [sync.connect(str(tmp_path)).aio, table.aio, table.aio.transaction(), table.aio.scan()]
+    for aio, (async_cls, twin) in zip(objects, TWINS, strict=True):
+        assert isinstance(aio, async_cls)
+        names = {n for n in [*dir(async_cls), *vars(aio)] if not n.startswith("_")}
+        missing = sorted(n for n in names if not hasattr(twin, n))
+        assert not missing, f"sync.{twin.__name__} lacks {missing}"
+
+
+def test_a_bound_twin_shows_the_async_methods_parameters_without_self(tmp_path: Path) -> None:
+    table = make_table(tmp_path, appends=0)
+    assert _parameters(table.append) == _parameters(AsyncTable.append)[1:]
+    assert table.append.__doc__ == AsyncTable.append.__doc__
+    assert _parameters(sync.Table.scan) == _parameters(AsyncTable.scan)
 
 
 def test_module_functions_have_twins_with_the_same_parameters() -> None:
@@ -105,13 +135,38 @@ def test_transaction_commits_once_on_clean_exit_and_not_on_error(tmp_path: Path)
     assert table.scan().to_arrow().num_rows == 10
 
 
-def test_generic_fallback_wraps_methods_added_after_the_facade_was_written(tmp_path: Path) -> None:
+def test_twins_return_twins_where_the_async_method_returns_an_async_object(tmp_path: Path) -> None:
     table = make_table(tmp_path)
-    if not hasattr(AsyncTable, "delete"):
-        pytest.skip("Table.delete not available yet")
-    table.delete("id < 5")  # a generated twin
+    table.delete("id < 5")
     assert table.scan().to_arrow().num_rows == 25
-    assert isinstance(table.refresh(), sync.Table)
+    assert isinstance(table.refresh(), sync.Table) and table.refresh() == table
+    with table.transaction() as tx:
+        tx.append(rows(100, 1))
+    assert isinstance(tx.table, sync.Table)
+    with sync.connect(str(tmp_path)) as catalog:
+        assert isinstance(catalog.load_table("db.t"), sync.Table)
+        assert catalog.load_table("db.t").scan().to_arrow().num_rows == 26
+
+
+def test_evolution_builders_commit_on_a_clean_block_or_on_commit(tmp_path: Path) -> None:
+    table = make_table(tmp_path, appends=1)
+    with table.update_schema() as update:
+        update.add_column("note", "string")
+    assert table.schema().find_field_id("note") is not None
+    pending = table.update_schema()
+    pending.aio.rename_column("note", "remark")
+    assert table.refresh().schema().find_field_id("remark") is None  # not yet
+    pending.commit()
+    assert table.refresh().schema().find_field_id("remark") is not None
+    current = table.current_snapshot()
+    assert current is not None
+    with table.manage_snapshots() as ms:
+        ms.create_tag("v1", current.snapshot_id)
+    assert "v1" in table.refresh().refs()
+    with pytest.raises(RuntimeError), table.update_schema() as update:
+        update.add_column("dropped", "string")
+        raise RuntimeError("abandon")
+    assert table.refresh().schema().find_field_id("dropped") is None
 
 
 def test_32_threads_plan_and_read_at_once_on_one_background_loop(tmp_path: Path) -> None:
@@ -145,7 +200,8 @@ def test_blocking_api_works_inside_a_thread_that_runs_an_event_loop(tmp_path: Pa
     async def notebook_cell() -> int:
         # a notebook runs cells inside a loop: the blocking API must not touch that loop
         again = sync.load_table(table.location)
-        return again.scan().to_arrow().num_rows + sum(1 for _ in again.scan().plan_files())
+        read: int = again.scan().to_arrow().num_rows
+        return read + sum(1 for _ in again.scan().plan_files())
 
     assert asyncio.run(notebook_cell()) == 30 + 6
 

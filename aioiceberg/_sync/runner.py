@@ -15,13 +15,13 @@ import os
 import queue
 import threading
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["BlockingLoop", "add_closer", "iterate", "run", "shutdown"]
+__all__ = ["BlockingLoop", "iterate", "loop_thread", "run", "shutdown"]
 
 # Items an iterator may run ahead of its consumer: enough to hide the thread hop, few
 # enough that a stream of large record batches stays bounded in memory.
@@ -30,13 +30,14 @@ DEFAULT_PREFETCH = 8
 
 class BlockingLoop:
     """The background loop and its thread; the default runtime owns the one the blocking
-    API uses."""
+    API uses, and gives it ``closers``: what to close on the loop before it stops (the
+    clients opened there)."""
 
-    def __init__(self) -> None:
+    def __init__(self, closers: Iterable[Callable[[], Awaitable[None]]] = ()) -> None:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._closers: list[Callable[[], Awaitable[None]]] = []
+        self._closers: list[Callable[[], Awaitable[None]]] = list(closers)
         # Loops (and through them clients) inherited from the parent across fork: kept
         # referenced so their sockets are never closed or garbage collected in the child.
         self._inherited: list[object] = []
@@ -235,13 +236,11 @@ def iterate(make: Callable[[], AsyncIterator[T]], prefetch: int = DEFAULT_PREFET
     return _default().iterate(make, prefetch)
 
 
-def add_closer(closer: Callable[[], Awaitable[None]]) -> None:
-    _default().add_closer(closer)
-
-
 def loop_thread() -> threading.Thread | None:
+    """The default runtime's background loop thread, if it runs."""
     return _default().thread
 
 
 def shutdown(timeout: float = 10.0) -> None:
+    """Close what the default runtime's background loop opened and stop it."""
     _default().shutdown(timeout)
