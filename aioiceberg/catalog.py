@@ -49,6 +49,7 @@ from aioiceberg.spec.partitioning import (
     PartitionSpec,
     default_partition_name,
 )
+from aioiceberg.spec.properties import check_property_values
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.sorting import UNSORTED, SortOrder
 from aioiceberg.spec.transforms import UnknownTransform, parse_transform
@@ -217,6 +218,7 @@ class Catalog:
         location = self.table_location(identifier)
         iceberg_schema = _to_schema(schema)
         spec = parse_partition_by(partition_by, iceberg_schema)
+        check_property_values(properties or {})
         metadata = new_table_metadata(
             iceberg_schema, spec, sort_order, location, dict(properties or {}), format_version
         )

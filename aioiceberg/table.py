@@ -6,16 +6,15 @@ loop from ``aioiceberg.commit``, planning from ``aioiceberg.scan``.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any
 
 from aioiceberg.commit.protocols.base import CommitProtocol, TableState
 from aioiceberg.commit.retry import CommitStats, RetryConfig, commit_changes
 from aioiceberg.commit.snapshot_producer import Change, MetadataChange
 from aioiceberg.commit.updates import RemoveProperties, SetProperties
-from aioiceberg.errors import ReadOnlyTableError, UnsupportedError
+from aioiceberg.errors import InvalidPropertyError, ReadOnlyTableError, UnsupportedError
 from aioiceberg.io.base import FileIO
 from aioiceberg.spec.manifest import DataFile
 from aioiceberg.spec.metadata import MAIN_BRANCH, Snapshot, SnapshotRef, StatisticsFile, TableMetadata
@@ -29,14 +28,12 @@ if TYPE_CHECKING:
     from aioiceberg.commit.schema_update import UpdateSchema
     from aioiceberg.commit.sort_update import UpdateSortOrder
     from aioiceberg.commit.spec_update import UpdateSpec
-    from aioiceberg.expressions.tree import Expression
     from aioiceberg.maintenance import (
         ExpireResult,
         RewriteDataFilesResult,
         RewriteManifestsResult,
     )
-    from aioiceberg.scan.options import ScanOptions
-    from aioiceberg.table_scan import TableScan
+    from aioiceberg.table_scan import Scan
 
 __all__ = ["Table", "Transaction"]
 
@@ -154,31 +151,30 @@ class Table(_Evolution):
     # -- reads -------------------------------------------------------------
     def scan(
         self,
-        row_filter: str | Expression | None = None,
+        row_filter: Any = None,
         selected_fields: Sequence[str] = ("*",),
         case_sensitive: bool = True,
         snapshot_id: int | None = None,
         ref: str | None = None,
-        as_of: int | dt.datetime | None = None,
+        as_of: Any = None,
         limit: int | None = None,
-        **options: Unpack[ScanOptions],
-    ) -> TableScan:
-        """A scan of this table: ``plan_files()``, ``to_batches()``, ``to_arrow()``; ``options``
-        are the planner's and reader's knobs (:class:`~aioiceberg.scan.options.ScanOptions`)."""
-        from aioiceberg.table_scan import TableScan
+        **options: Any,
+    ) -> Scan:
+        """A scan of this table: ``plan_files()``, ``to_batches()``, ``to_arrow()``."""
+        from aioiceberg.table_scan import Scan
 
-        return TableScan(
-            self.io,
-            self.metadata,
-            "" if row_filter is None else row_filter,
-            selected_fields=tuple(selected_fields),
-            case_sensitive=case_sensitive,
-            snapshot_id=snapshot_id,
-            ref=ref,
-            as_of=as_of,
-            limit=limit,
+        kwargs: dict[str, Any] = {
+            "selected_fields": tuple(selected_fields),
+            "case_sensitive": case_sensitive,
+            "snapshot_id": snapshot_id,
+            "ref": ref,
+            "as_of": as_of,
+            "limit": limit,
             **options,
-        )
+        }
+        if row_filter is not None:
+            kwargs["row_filter"] = row_filter
+        return Scan(self.io, self.metadata, **kwargs)
 
     # -- writes ------------------------------------------------------------
     def _writer(self) -> CommitProtocol:
@@ -355,6 +351,12 @@ class Table(_Evolution):
 
     async def _commit(self, changes: Sequence[Change]) -> None:
         protocol = self._writer()
+        try:
+            config = RetryConfig.from_properties(self.metadata.properties)
+        except InvalidPropertyError:  # nothing was committed: drop the files the changes wrote
+            for change in changes:
+                await change.aborted(self.io)
+            raise
         stats = CommitStats()
         self.last_commit = stats
         self._state = await commit_changes(
@@ -362,7 +364,7 @@ class Table(_Evolution):
             self.location,
             self._state,
             changes,
-            RetryConfig.from_properties(self.metadata.properties),
+            config,
             stats,
         )
 
@@ -409,11 +411,12 @@ class Transaction(_Evolution):
         *,
         branch: str = MAIN_BRANCH,
     ) -> None:
+        from aioiceberg.spec.properties import TableProperties
         from aioiceberg.write.locations import LocationProvider
         from aioiceberg.write.parquet import write_data_files
 
         md = self._metadata()
-        props = md.properties
+        props = TableProperties(md.properties)
         data_files = await write_data_files(
             self.table.io,
             md.schema(),

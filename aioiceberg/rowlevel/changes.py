@@ -178,14 +178,13 @@ async def plan_delete(
     snapshot = md.snapshot_by_ref(branch)
     selection = await select_by_filter(io, md, snapshot, expr, case_sensitive)
     props = TableProperties(md.properties)
-    merge_on_read = props.delete_mode == MERGE_ON_READ and md.format_version == 2
     removed: list[RemovedFile] = list(selection.drop)
     added_data: list[DataFile] = []
     added_deletes: list[DataFile] = []
     referenced: set[str] = set()
     try:
-        if selection.partial:
-            if merge_on_read:
+        if selection.partial:  # only a partly matching file needs the delete mode
+            if props.delete_mode == MERGE_ON_READ and md.format_version == 2:
                 added_deletes = await _position_deletes(io, md, selection.partial, expr)
                 referenced = {p.file.file_path for p in selection.partial}
             else:

@@ -184,7 +184,9 @@ class TableProperties:
     manifest_target_size = Prop("commit.manifest.target-size-bytes", 8 * MiB, _int(1), _POSITIVE)
     manifest_min_count_to_merge = Prop("commit.manifest.min-count-to-merge", 100, _int(1), _POSITIVE)
     manifest_merge_enabled = Prop("commit.manifest-merge.enabled", False, _bool, _BOOL)
-    previous_versions_max = Prop("write.metadata.previous-versions-max", 100, _int(1), _POSITIVE)
+    previous_versions_max = Prop(
+        "write.metadata.previous-versions-max", 100, _int(0), f"{_NON_NEGATIVE} (at least 1 is kept)"
+    )
     # -- snapshot expiry ----------------------------------------------------------------
     max_snapshot_age_ms = Prop(
         "history.expire.max-snapshot-age-ms", 5 * 24 * 3600 * 1000, _int(0), _NON_NEGATIVE
@@ -271,10 +273,11 @@ def _column_metrics(key: str, text: str) -> MetricsMode:
 
 
 def check_property_values(properties: Mapping[str, str]) -> None:
-    """Refuse a bad value for any key this library reads (before it is set); others pass."""
-    for key, text in properties.items():
+    """Refuse a bad value for any key this library reads (before it is set); others pass.
+    Values are checked as the strings they are stored as."""
+    for key, value in properties.items():
         prop = PROPERTIES.get(key)
         if prop is not None:
-            prop.check(text)
+            prop.check(str(value))
         elif key.startswith(COLUMN_METRICS_PREFIX):
-            _column_metrics(key, text)
+            _column_metrics(key, str(value))
