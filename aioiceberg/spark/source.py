@@ -29,6 +29,8 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
     InputPartition,
     WriterCommitMessage,
 )
@@ -44,6 +46,7 @@ from aioiceberg.io.resolve import S3_SCHEMES, resolve_io, scheme_of
 from aioiceberg.io.s3_client import S3_OPTION_ALIASES
 from aioiceberg.rowlevel.files import sql_filter
 from aioiceberg.spark.filters import translate_filter
+from aioiceberg.spark.stream_options import STREAM_READ_OPTIONS
 from aioiceberg.spark.tasks import DEFAULT_OPEN_FILE_COST, DEFAULT_SPLIT_SIZE, group_tasks, read_tasks_json
 from aioiceberg.spec.arrow import schema_to_arrow
 from aioiceberg.spec.name_mapping import DEFAULT_NAME_MAPPING_PROPERTY
@@ -89,8 +92,8 @@ _STORAGE_PREFIXES = ("s3.", "dynamodb.", "local.", "client.", "gcs.", "adls.")
 _S3_ALIASES = frozenset(a for names in S3_OPTION_ALIASES.values() for a in names)
 
 
-def _check_option(key: str, location: str, writing: bool) -> None:
-    if key in ("path", "lock") or (key.startswith(SNAPSHOT_PROPERTY_PREFIX) and writing):
+def _check_option(key: str, location: str, writing: bool, extra: frozenset[str] = frozenset()) -> None:
+    if key in ("path", "lock") or key in extra or (key.startswith(SNAPSHOT_PROPERTY_PREFIX) and writing):
         return
     if key in _READ_OPTIONS:
         if writing and key not in ("branch",):
@@ -106,7 +109,7 @@ def _check_option(key: str, location: str, writing: bool) -> None:
         return  # an argument of the fsspec filesystem for this scheme
     raise ValidationError(
         f"unknown option {key!r}: the aioiceberg source knows "
-        f"{', '.join(sorted(_READ_OPTIONS | _WRITE_OPTIONS | {'lock'}))}, "
+        f"{', '.join(sorted(_READ_OPTIONS | _WRITE_OPTIONS | extra | {'lock'}))}, "
         f"'{SNAPSHOT_PROPERTY_PREFIX}<name>', and storage options (s3.*, dynamodb.*, ...)"
     )
 
@@ -128,13 +131,16 @@ class _Options:
     snapshot_properties: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def parse(cls, options: Mapping[str, str], *, writing: bool = False) -> _Options:
+    def parse(
+        cls, options: Mapping[str, str], *, writing: bool = False, extra: frozenset[str] = frozenset()
+    ) -> _Options:
+        """``extra``: more keys to accept and keep out of the storage options (a stream's own)."""
         opts = {str(k).lower(): v for k, v in options.items()}
         location = opts.get("path")
         if not location:
             raise ValidationError("the aioiceberg source needs a table location: .load(location)")
         for key in opts:
-            _check_option(key, location, writing)
+            _check_option(key, location, writing, extra)
         mode = (opts.get("overwrite-mode") or "static").lower()
         if mode not in ("static", "dynamic"):
             raise ValidationError(f"option 'overwrite-mode' must be 'static' or 'dynamic', not {mode!r}")
@@ -156,7 +162,7 @@ class _Options:
             storage_options={
                 k: v
                 for k, v in opts.items()
-                if k not in _READ_OPTIONS | _WRITE_OPTIONS | {"path", "lock"}
+                if k not in _READ_OPTIONS | _WRITE_OPTIONS | extra | {"path", "lock"}
                 and not k.startswith(SNAPSHOT_PROPERTY_PREFIX)
             },
             lock=opts.get("lock") or None,
@@ -228,7 +234,7 @@ class AioIcebergDataSource(DataSource):
         return _Options.parse(self.options)
 
     def schema(self) -> StructType:
-        opts = self._options()
+        opts = _Options.parse(self.options, extra=STREAM_READ_OPTIONS)  # a stream's too
         scan = opts.scan(opts.load())
         return from_arrow_schema(spark_arrow_schema(scan.snapshot_schema), prefer_timestamp_ntz=True)
 
@@ -262,6 +268,16 @@ class AioIcebergDataSource(DataSource):
                 done_before=_written_before(table, opts.idempotency_key),
             )
         )
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from aioiceberg.spark.streaming import AioIcebergStreamReader
+
+        return AioIcebergStreamReader(self.options, schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from aioiceberg.spark.streaming import AioIcebergStreamWriter
+
+        return AioIcebergStreamWriter.for_source(self, schema, overwrite)
 
 
 class AioIcebergReader(DataSourceReader):
