@@ -6,9 +6,10 @@ loop from ``aioiceberg.commit``, planning from ``aioiceberg.scan``.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from aioiceberg.commit.protocols.base import CommitProtocol, TableState
 from aioiceberg.commit.retry import CommitStats, RetryConfig, commit_changes
@@ -28,12 +29,14 @@ if TYPE_CHECKING:
     from aioiceberg.commit.schema_update import UpdateSchema
     from aioiceberg.commit.sort_update import UpdateSortOrder
     from aioiceberg.commit.spec_update import UpdateSpec
+    from aioiceberg.expressions.tree import Expression
     from aioiceberg.maintenance import (
         ExpireResult,
         RewriteDataFilesResult,
         RewriteManifestsResult,
     )
-    from aioiceberg.table_scan import Scan
+    from aioiceberg.scan.options import ScanOptions
+    from aioiceberg.table_scan import TableScan
 
 __all__ = ["Table", "Transaction"]
 
@@ -151,30 +154,31 @@ class Table(_Evolution):
     # -- reads -------------------------------------------------------------
     def scan(
         self,
-        row_filter: Any = None,
+        row_filter: str | Expression | None = None,
         selected_fields: Sequence[str] = ("*",),
         case_sensitive: bool = True,
         snapshot_id: int | None = None,
         ref: str | None = None,
-        as_of: Any = None,
+        as_of: int | dt.datetime | None = None,
         limit: int | None = None,
-        **options: Any,
-    ) -> Scan:
-        """A scan of this table: ``plan_files()``, ``to_batches()``, ``to_arrow()``."""
-        from aioiceberg.table_scan import Scan
+        **options: Unpack[ScanOptions],
+    ) -> TableScan:
+        """A scan of this table: ``plan_files()``, ``to_batches()``, ``to_arrow()``; ``options``
+        are the planner's and reader's knobs (:class:`~aioiceberg.scan.options.ScanOptions`)."""
+        from aioiceberg.table_scan import TableScan
 
-        kwargs: dict[str, Any] = {
-            "selected_fields": tuple(selected_fields),
-            "case_sensitive": case_sensitive,
-            "snapshot_id": snapshot_id,
-            "ref": ref,
-            "as_of": as_of,
-            "limit": limit,
+        return TableScan(
+            self.io,
+            self.metadata,
+            "" if row_filter is None else row_filter,
+            selected_fields=tuple(selected_fields),
+            case_sensitive=case_sensitive,
+            snapshot_id=snapshot_id,
+            ref=ref,
+            as_of=as_of,
+            limit=limit,
             **options,
-        }
-        if row_filter is not None:
-            kwargs["row_filter"] = row_filter
-        return Scan(self.io, self.metadata, **kwargs)
+        )
 
     # -- writes ------------------------------------------------------------
     def _writer(self) -> CommitProtocol:
