@@ -37,6 +37,7 @@ from aioiceberg.expressions.tree import (
     NotNaN,
     NotNull,
     NotStartsWith,
+    Op,
     Or,
     Predicate,
     Reference,
@@ -48,13 +49,14 @@ from aioiceberg.expressions.tree import (
     not_,
     not_in,
     or_,
-    rewrite_not,
 )
+from aioiceberg.expressions.visitor import BooleanExpressionVisitor, rewrite_not, visit
 
 __all__ = [
     "AlwaysFalse",
     "AlwaysTrue",
     "And",
+    "BooleanExpressionVisitor",
     "BoundReference",
     "EqualTo",
     "Expression",
@@ -74,6 +76,7 @@ __all__ = [
     "NotNaN",
     "NotNull",
     "NotStartsWith",
+    "Op",
     "Or",
     "PartitionEvaluator",
     "Predicate",
@@ -97,4 +100,5 @@ __all__ = [
     "rewrite_not",
     "strict_project",
     "strict_projection",
+    "visit",
 ]

@@ -17,17 +17,14 @@ import pyarrow.compute as pc
 
 from aioiceberg.errors import ExpressionError
 from aioiceberg.expressions.tree import (
-    AlwaysFalse,
-    AlwaysTrue,
-    And,
     BoundReference,
     Expression,
     LiteralPredicate,
-    Or,
+    Op,
     Predicate,
     SetPredicate,
-    rewrite_not,
 )
+from aioiceberg.expressions.visitor import BooleanExpressionVisitor, rewrite_not, visit
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.types import (
     BinaryType,
@@ -128,13 +125,13 @@ def _predicate(pred: Predicate, names: FieldNames | None) -> pc.Expression:
     ref = pred.ref
     f = _field(ref, names)
     op = pred.op
-    if op == "is_null":
+    if op is Op.IS_NULL:
         return f.is_null()
-    if op == "not_null":
+    if op is Op.NOT_NULL:
         return f.is_valid()
-    if op == "is_nan":
+    if op is Op.IS_NAN:
         return pc.is_nan(f)
-    if op == "not_nan":
+    if op is Op.NOT_NAN:
         return ~pc.is_nan(f) | f.is_null()
     if isinstance(pred, SetPredicate):
         values = list(pred.values)
@@ -143,40 +140,52 @@ def _predicate(pred: Predicate, names: FieldNames | None) -> pc.Expression:
             values = [v for v in values if v != 0.0] + [0.0, -0.0]
         value_set = pa.array([_arrow_value(v, ref.type) for v in values], type=arrow_type_for(ref.type))
         found = pc.is_in(f, value_set=value_set)
-        return found if op == "in" else ~found
+        return found if op is Op.IN else ~found
     assert isinstance(pred, LiteralPredicate)
-    if op == "starts_with":
+    if op is Op.STARTS_WITH:
         return pc.starts_with(f, pattern=pred.value)
-    if op == "not_starts_with":
+    if op is Op.NOT_STARTS_WITH:
         return ~pc.starts_with(f, pattern=pred.value) | f.is_null()
     s = _scalar(pred.value, ref.type)
-    if op == "eq":
+    if op is Op.EQ:
         return f == s
-    if op == "not_eq":
+    if op is Op.NOT_EQ:
         return (f != s) | f.is_null()
-    if op == "lt":
+    if op is Op.LT:
         return f < s
-    if op == "lt_eq":
+    if op is Op.LT_EQ:
         return f <= s
-    if op == "gt":
+    if op is Op.GT:
         return f > s
-    if op == "gt_eq":
+    if op is Op.GT_EQ:
         return f >= s
     raise ExpressionError(f"cannot translate {pred} to Arrow")
 
 
-def _translate(expr: Expression, names: FieldNames | None) -> pc.Expression:
-    if isinstance(expr, AlwaysTrue):
+class _Translate(BooleanExpressionVisitor[pc.Expression]):
+    __slots__ = ("_names",)
+
+    def __init__(self, names: FieldNames | None) -> None:
+        self._names = names
+
+    def visit_true(self) -> pc.Expression:
         return pc.scalar(True)
-    if isinstance(expr, AlwaysFalse):
+
+    def visit_false(self) -> pc.Expression:
         return pc.scalar(False)
-    if isinstance(expr, And):
-        return _translate(expr.left, names) & _translate(expr.right, names)
-    if isinstance(expr, Or):
-        return _translate(expr.left, names) | _translate(expr.right, names)
-    if isinstance(expr, Predicate):
-        return _predicate(expr, names)
-    raise ExpressionError(f"cannot translate {expr!r} to Arrow")
+
+    def visit_not(self, child: pc.Expression) -> pc.Expression:
+        # Arrow's NOT keeps a null unknown where Iceberg's negated predicates say true
+        raise ExpressionError("NOT must be pushed into the predicates before translating to Arrow")
+
+    def visit_and(self, left: pc.Expression, right: pc.Expression) -> pc.Expression:
+        return left & right
+
+    def visit_or(self, left: pc.Expression, right: pc.Expression) -> pc.Expression:
+        return left | right
+
+    def visit_predicate(self, pred: Predicate) -> pc.Expression:
+        return _predicate(pred, self._names)
 
 
 def to_arrow_expression(expr: Expression, names: FieldNames | None = None) -> pc.Expression:
@@ -186,7 +195,7 @@ def to_arrow_expression(expr: Expression, names: FieldNames | None = None) -> pc
     by default the bound reference's dotted name is used. Null filter results (from
     Kleene logic on null inputs) drop the row, which is the intended answer here.
     """
-    return _translate(rewrite_not(expr), names)
+    return visit(rewrite_not(expr), _Translate(names))
 
 
 def _storage_type(t: pa.DataType) -> pa.DataType:

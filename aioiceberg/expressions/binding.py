@@ -35,11 +35,10 @@ from aioiceberg.expressions.tree import (
     LessThan,
     LessThanOrEqual,
     LiteralPredicate,
-    Not,
     NotEqualTo,
     NotNull,
     NotStartsWith,
-    Or,
+    Op,
     Predicate,
     Reference,
     SetPredicate,
@@ -47,11 +46,9 @@ from aioiceberg.expressions.tree import (
     UnaryPredicate,
     and_,
     in_,
-    not_,
     not_in,
-    or_,
-    rewrite_not,
 )
+from aioiceberg.expressions.visitor import ExpressionRewriter, is_bound, rewrite_not, visit
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.types import (
     BinaryType,
@@ -90,6 +87,7 @@ __all__ = [
     "bind_reference",
     "bind_row_filter",
     "convert_literal",
+    "prepare_filter",
     "reject_null_rows",
     "struct_accessors",
 ]
@@ -430,29 +428,33 @@ def bind(schema: Schema, expr: Expression | str, case_sensitive: bool = True) ->
     return _bind(schema, expr, case_sensitive)
 
 
+class _Bind(ExpressionRewriter):
+    __slots__ = ("_case_sensitive", "_schema", "_sql")
+
+    def __init__(self, schema: Schema, case_sensitive: bool, sql: bool) -> None:
+        self._schema, self._case_sensitive, self._sql = schema, case_sensitive, sql
+
+    def visit_predicate(self, pred: Predicate) -> Expression:
+        return _bind_predicate(self._schema, pred, self._case_sensitive, self._sql)
+
+
 def _bind(schema: Schema, expr: Expression, case_sensitive: bool, sql: bool = False) -> Expression:
-    if isinstance(expr, And):
-        return and_(
-            _bind(schema, expr.left, case_sensitive, sql), _bind(schema, expr.right, case_sensitive, sql)
-        )
-    if isinstance(expr, Or):
-        return or_(
-            _bind(schema, expr.left, case_sensitive, sql), _bind(schema, expr.right, case_sensitive, sql)
-        )
-    if isinstance(expr, Not):
-        return not_(_bind(schema, expr.child, case_sensitive, sql))
-    if isinstance(expr, Predicate):
-        return _bind_predicate(schema, expr, case_sensitive, sql)
-    if isinstance(expr, AlwaysTrue | AlwaysFalse):
-        return expr
-    raise ExpressionError(f"cannot bind {expr!r}")
+    return visit(expr, _Bind(schema, case_sensitive, sql))
+
+
+def prepare_filter(schema: Schema, expr: Expression | str, case_sensitive: bool = True) -> Expression:
+    """``expr`` bound (unless it is already) with NOT pushed to the predicates: the form
+    projections and evaluators start from."""
+    if isinstance(expr, str) or not is_bound(expr):
+        expr = bind(schema, expr, case_sensitive)
+    return rewrite_not(expr)
 
 
 # ---------------------------------------------------------------------------------------------
 # SQL's rule for NULLs in row filters
 
 # Iceberg's evaluators call these true for a null value; SQL calls them unknown.
-_TRUE_ON_NULL = frozenset({"not_eq", "not_in", "not_starts_with", "not_nan"})
+_TRUE_ON_NULL = frozenset({Op.NOT_EQ, Op.NOT_IN, Op.NOT_STARTS_WITH, Op.NOT_NAN})
 
 
 def bind_row_filter(schema: Schema, expr: Expression | str, case_sensitive: bool = True) -> Expression:
@@ -481,26 +483,31 @@ def reject_null_rows(expr: Expression) -> Expression:
     then each predicate true on null gets ``IS NOT NULL`` beside it. Pruning stays
     inclusive: the result matches a subset of the rows the Iceberg reading matches.
     """
-    return _null_safe(rewrite_not(expr))
+    return visit(rewrite_not(expr), _NULL_SAFE)
 
 
 def _nullable(ref: BoundReference) -> bool:
     return not ref.required  # bind_reference: False inside an optional struct
 
 
-def _null_safe(expr: Expression) -> Expression:
-    if isinstance(expr, And):
-        left, right = expr.left, expr.right
+class _NullSafe(ExpressionRewriter):
+    """Guards each predicate that is true on null with ``IS NOT NULL`` (on a NOT-free tree)."""
+
+    def visit_and(self, left: Expression, right: Expression) -> Expression:
         if (
             isinstance(left, NotNull)
-            and isinstance(right, Predicate)
-            and right.op in _TRUE_ON_NULL
-            and left.ref == right.ref
+            and isinstance(right, And)
+            and right.left == left
+            and isinstance(right.right, Predicate)
+            and right.right.op in _TRUE_ON_NULL
         ):
-            return expr  # already guarded
-        return and_(_null_safe(left), _null_safe(right))
-    if isinstance(expr, Or):
-        return or_(_null_safe(expr.left), _null_safe(expr.right))
-    if isinstance(expr, Predicate) and expr.op in _TRUE_ON_NULL and _nullable(expr.ref):
-        return And(NotNull(expr.ref), expr)
-    return expr
+            return right  # the input held this guard already (x AND (x AND p) is x AND p)
+        return and_(left, right)
+
+    def visit_predicate(self, pred: Predicate) -> Expression:
+        if pred.op in _TRUE_ON_NULL and _nullable(pred.ref):
+            return And(NotNull(pred.ref), pred)
+        return pred
+
+
+_NULL_SAFE = _NullSafe()

@@ -23,23 +23,21 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from aioiceberg.errors import IcebergError
-from aioiceberg.expressions.binding import bind
+from aioiceberg.expressions.binding import prepare_filter
 from aioiceberg.expressions.projection import inclusive_projection
 from aioiceberg.expressions.rows import compile_row_filter
 from aioiceberg.expressions.tree import (
+    LOWER_LIMIT_OPS,
+    UPPER_LIMIT_OPS,
     AlwaysFalse,
     AlwaysTrue,
-    And,
     Expression,
     LiteralPredicate,
-    Or,
+    Op,
     Predicate,
     SetPredicate,
-    and_,
-    is_bound,
-    or_,
-    rewrite_not,
 )
+from aioiceberg.expressions.visitor import ExpressionRewriter, compile_filter, visit
 from aioiceberg.spec.partitioning import PartitionSpec
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.types import DoubleType, FloatType, PrimitiveType
@@ -118,44 +116,20 @@ def _decode(data: bytes | None, type_: PrimitiveType) -> Any:
     return value
 
 
-def _prepare(schema: Schema, expr: Expression | str, case_sensitive: bool) -> Expression:
-    if isinstance(expr, str) or not is_bound(expr):
-        expr = bind(schema, expr, case_sensitive)
-    return rewrite_not(expr)
+class _WithoutStatsOf(ExpressionRewriter):
+    __slots__ = ("_fields", "_verdict")
+
+    def __init__(self, fields: frozenset[int], verdict: Expression) -> None:
+        self._fields, self._verdict = fields, verdict
+
+    def visit_predicate(self, pred: Predicate) -> Expression:
+        return self._verdict if pred.ref.field_id in self._fields else pred
 
 
 def _without_stats_of(expr: Expression, fields: frozenset[int], verdict: Expression) -> Expression:
     """``expr`` (negations pushed to the leaves) with each predicate on ``fields`` replaced
     by ``verdict``: what an evaluator answers where the stats cannot be trusted."""
-    if not fields:
-        return expr
-    if isinstance(expr, And):
-        return and_(
-            _without_stats_of(expr.left, fields, verdict), _without_stats_of(expr.right, fields, verdict)
-        )
-    if isinstance(expr, Or):
-        return or_(
-            _without_stats_of(expr.left, fields, verdict), _without_stats_of(expr.right, fields, verdict)
-        )
-    if isinstance(expr, Predicate) and expr.ref.field_id in fields:
-        return verdict
-    return expr
-
-
-def _compile(expr: Expression, leaf: Callable[[Predicate], Callable[[Any], bool]]) -> Callable[[Any], bool]:
-    if isinstance(expr, AlwaysTrue):
-        return lambda _: True
-    if isinstance(expr, AlwaysFalse):
-        return lambda _: False
-    if isinstance(expr, And):
-        left, right = _compile(expr.left, leaf), _compile(expr.right, leaf)
-        return lambda x: left(x) and right(x)
-    if isinstance(expr, Or):
-        left, right = _compile(expr.left, leaf), _compile(expr.right, leaf)
-        return lambda x: left(x) or right(x)
-    if isinstance(expr, Predicate):
-        return leaf(expr)
-    raise AssertionError(f"unexpected node {expr!r}")
+    return visit(expr, _WithoutStatsOf(fields, verdict)) if fields else expr
 
 
 def _is_float(t: PrimitiveType) -> bool:
@@ -174,7 +148,7 @@ class ManifestEvaluator:
     ) -> None:
         self.partition_filter = inclusive_projection(schema, spec, expr, case_sensitive)
         self._field_count = len(spec.fields)
-        self._fn = _compile(self.partition_filter, _manifest_leaf)
+        self._fn = compile_filter(self.partition_filter, _manifest_leaf)
 
     def eval(self, summaries: Sequence[PartitionFieldSummaryLike] | None) -> bool:
         """``summaries``: the manifest's partition field summaries in spec order (or None)."""
@@ -189,9 +163,9 @@ def _manifest_leaf(pred: Predicate) -> Callable[[Any], bool]:
     ref = pred.ref
     pos, t, op = ref.position, ref.type, pred.op
 
-    if op == "is_null":
+    if op is Op.IS_NULL:
         return lambda s: s[pos].contains_null is not False
-    if op == "not_null":
+    if op is Op.NOT_NULL:
 
         def not_null(s: Any) -> bool:
             f = s[pos]
@@ -201,13 +175,13 @@ def _manifest_leaf(pred: Predicate) -> Callable[[Any], bool]:
             return not all_null
 
         return not_null
-    if op == "is_nan":
+    if op is Op.IS_NAN:
         return lambda s: s[pos].contains_nan is not False
-    if op == "not_nan":
+    if op is Op.NOT_NAN:
         return lambda s: (
             not (s[pos].contains_nan is True and s[pos].contains_null is False and s[pos].lower_bound is None)
         )
-    if op in ("not_eq", "not_in"):
+    if op in (Op.NOT_EQ, Op.NOT_IN):
         return lambda s: True
 
     if isinstance(pred, SetPredicate):
@@ -232,7 +206,7 @@ def _manifest_leaf(pred: Predicate) -> Callable[[Any], bool]:
     assert isinstance(pred, LiteralPredicate)
     lit = pred.value
 
-    if op == "starts_with":
+    if op is Op.STARTS_WITH:
         n = len(lit)
 
         def starts_with(s: Any) -> bool:
@@ -245,7 +219,7 @@ def _manifest_leaf(pred: Predicate) -> Callable[[Any], bool]:
             return upper is _UNKNOWN or not upper[:n] < lit
 
         return starts_with
-    if op == "not_starts_with":
+    if op is Op.NOT_STARTS_WITH:
         n = len(lit)
 
         def not_starts_with(s: Any) -> bool:
@@ -259,26 +233,23 @@ def _manifest_leaf(pred: Predicate) -> Callable[[Any], bool]:
 
         return not_starts_with
 
+    check_lower, check_upper = op in UPPER_LIMIT_OPS, op in LOWER_LIMIT_OPS
+    lt, gt = op is Op.LT, op is Op.GT
+
     def compare(s: Any) -> bool:
         f = s[pos]
-        if op in ("lt", "lt_eq", "eq"):
+        if check_lower:
             if f.lower_bound is None:
                 return False  # all values are null (or NaN)
             lower = _decode(f.lower_bound, t)
-            if lower is not _UNKNOWN:
-                if op == "lt" and lower >= lit:
-                    return False
-                if op in ("lt_eq", "eq") and lower > lit:
-                    return False
-        if op in ("gt", "gt_eq", "eq"):
+            if lower is not _UNKNOWN and (lower >= lit if lt else lower > lit):
+                return False
+        if check_upper:
             if f.upper_bound is None:
                 return False
             upper = _decode(f.upper_bound, t)
-            if upper is not _UNKNOWN:
-                if op == "gt" and upper <= lit:
-                    return False
-                if op in ("gt_eq", "eq") and upper < lit:
-                    return False
+            if upper is not _UNKNOWN and (upper <= lit if gt else upper < lit):
+                return False
         return True
 
     return compare
@@ -340,9 +311,9 @@ class InclusiveMetricsEvaluator:
         include_empty_files: bool = False,
         untrusted: frozenset[int] = frozenset(),
     ) -> None:
-        self.expr = _without_stats_of(_prepare(schema, expr, case_sensitive), untrusted, AlwaysTrue())
+        self.expr = _without_stats_of(prepare_filter(schema, expr, case_sensitive), untrusted, AlwaysTrue())
         self.include_empty_files = include_empty_files
-        self._fn = _compile(self.expr, _inclusive_leaf)
+        self._fn = compile_filter(self.expr, _inclusive_leaf)
 
     def eval(self, data_file: DataFileStats) -> bool:
         count = data_file.record_count
@@ -357,15 +328,15 @@ def _inclusive_leaf(pred: Predicate) -> Callable[[_Stats], bool]:
     ref = pred.ref
     fid, t, op = ref.field_id, ref.type, pred.op
 
-    if op == "is_null":
+    if op is Op.IS_NULL:
         return lambda st: st.nulls.get(fid) != 0
-    if op == "not_null":
+    if op is Op.NOT_NULL:
         return lambda st: not st.nulls_only(fid)
-    if op == "is_nan":
+    if op is Op.IS_NAN:
         return lambda st: st.nans.get(fid) != 0 and not st.nulls_only(fid)
-    if op == "not_nan":
+    if op is Op.NOT_NAN:
         return lambda st: not st.nans_only(fid)
-    if op in ("not_eq", "not_in"):
+    if op in (Op.NOT_EQ, Op.NOT_IN):
         return lambda st: True
 
     if isinstance(pred, SetPredicate):
@@ -394,7 +365,7 @@ def _inclusive_leaf(pred: Predicate) -> Callable[[_Stats], bool]:
     assert isinstance(pred, LiteralPredicate)
     lit = pred.value
 
-    if op == "starts_with":
+    if op is Op.STARTS_WITH:
         n = len(lit)
 
         def starts_with(st: _Stats) -> bool:
@@ -409,7 +380,7 @@ def _inclusive_leaf(pred: Predicate) -> Callable[[_Stats], bool]:
             return True
 
         return starts_with
-    if op == "not_starts_with":
+    if op is Op.NOT_STARTS_WITH:
         n = len(lit)
 
         def not_starts_with(st: _Stats) -> bool:
@@ -424,27 +395,24 @@ def _inclusive_leaf(pred: Predicate) -> Callable[[_Stats], bool]:
 
         return not_starts_with
 
+    check_lower, check_upper = op in UPPER_LIMIT_OPS, op in LOWER_LIMIT_OPS
+    lt, gt = op is Op.LT, op is Op.GT
+
     def compare(st: _Stats) -> bool:
         if st.nulls_only(fid) or st.nans_only(fid):
             return False
-        if op in ("lt", "lt_eq", "eq"):
+        if check_lower:
             lower = _decode(st.lower.get(fid), t)
             if lower is _UNKNOWN:
                 return True
-            if lower is not None:
-                if op == "lt" and lower >= lit:
-                    return False
-                if op != "lt" and lower > lit:
-                    return False
-        if op in ("gt", "gt_eq", "eq"):
+            if lower is not None and (lower >= lit if lt else lower > lit):
+                return False
+        if check_upper:
             upper = _decode(st.upper.get(fid), t)
             if upper is _UNKNOWN:
                 return True
-            if upper is not None:
-                if op == "gt" and upper <= lit:
-                    return False
-                if op != "gt" and upper < lit:
-                    return False
+            if upper is not None and (upper <= lit if gt else upper < lit):
+                return False
         return True
 
     return compare
@@ -464,8 +432,8 @@ class StrictMetricsEvaluator:
         case_sensitive: bool = True,
         untrusted: frozenset[int] = frozenset(),
     ) -> None:
-        self.expr = _without_stats_of(_prepare(schema, expr, case_sensitive), untrusted, AlwaysFalse())
-        self._fn = _compile(self.expr, _strict_leaf)
+        self.expr = _without_stats_of(prepare_filter(schema, expr, case_sensitive), untrusted, AlwaysFalse())
+        self._fn = compile_filter(self.expr, _strict_leaf)
 
     def eval(self, data_file: DataFileStats) -> bool:
         count = data_file.record_count
@@ -487,18 +455,18 @@ def _strict_leaf(pred: Predicate) -> Callable[[_Stats], bool]:
     def no_nans(st: _Stats) -> bool:
         return not is_float or st.nans.get(fid) == 0
 
-    if op == "is_null":
+    if op is Op.IS_NULL:
         return lambda st: st.nulls_only(fid)
-    if op == "not_null":
+    if op is Op.NOT_NULL:
         return no_nulls
-    if op == "is_nan":
+    if op is Op.IS_NAN:
         return lambda st: st.nans_only(fid)
-    if op == "not_nan":
+    if op is Op.NOT_NAN:
         return lambda st: no_nans(st) or st.nulls_only(fid)
 
     if isinstance(pred, SetPredicate):
         values = pred.values
-        if op == "in":
+        if op is Op.IN:
 
             def in_(st: _Stats) -> bool:
                 if not (no_nulls(st) and no_nans(st)):
@@ -525,7 +493,7 @@ def _strict_leaf(pred: Predicate) -> Callable[[_Stats], bool]:
     assert isinstance(pred, LiteralPredicate)
     lit = pred.value
 
-    if op == "starts_with":
+    if op is Op.STARTS_WITH:
         n = len(lit)
 
         def starts_with(st: _Stats) -> bool:
@@ -538,7 +506,7 @@ def _strict_leaf(pred: Predicate) -> Callable[[_Stats], bool]:
             return len(lower) >= n and lower[:n] == lit and len(upper) >= n and upper[:n] == lit
 
         return starts_with
-    if op == "not_starts_with":
+    if op is Op.NOT_STARTS_WITH:
         n = len(lit)
 
         def not_starts_with(st: _Stats) -> bool:
@@ -552,7 +520,7 @@ def _strict_leaf(pred: Predicate) -> Callable[[_Stats], bool]:
 
         return not_starts_with
 
-    if op == "not_eq":
+    if op is Op.NOT_EQ:
 
         def not_eq(st: _Stats) -> bool:
             if st.nulls_only(fid) or st.nans_only(fid):
@@ -565,21 +533,25 @@ def _strict_leaf(pred: Predicate) -> Callable[[_Stats], bool]:
 
         return not_eq
 
+    # which bound proves the comparison for every row: the upper one for "<", the lower for ">"
+    use_lower, use_upper = op in LOWER_LIMIT_OPS, op in UPPER_LIMIT_OPS
+
     def compare(st: _Stats) -> bool:
         if not (no_nulls(st) and no_nans(st)):
             return False
-        lower = _decode(st.lower.get(fid), t) if op in ("gt", "gt_eq", "eq") else None
-        upper = _decode(st.upper.get(fid), t) if op in ("lt", "lt_eq", "eq") else None
+        lower = _decode(st.lower.get(fid), t) if use_lower else None
+        upper = _decode(st.upper.get(fid), t) if use_upper else None
         if lower is _UNKNOWN or upper is _UNKNOWN:
             return False
-        if op == "lt":
-            return upper is not None and upper < lit
-        if op == "lt_eq":
-            return upper is not None and upper <= lit
-        if op == "gt":
-            return lower is not None and lower > lit
-        if op == "gt_eq":
-            return lower is not None and lower >= lit
+        match op:
+            case Op.LT:
+                return upper is not None and upper < lit
+            case Op.LT_EQ:
+                return upper is not None and upper <= lit
+            case Op.GT:
+                return lower is not None and lower > lit
+            case Op.GT_EQ:
+                return lower is not None and lower >= lit
         # eq: every value lies between two bounds equal to the literal
         return lower is not None and upper is not None and lower == lit and upper == lit
 

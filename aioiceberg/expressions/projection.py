@@ -19,12 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from aioiceberg.expressions.binding import bind
+from aioiceberg.expressions.binding import prepare_filter
 from aioiceberg.expressions.rows import compile_row_filter
 from aioiceberg.expressions.tree import (
     AlwaysFalse,
     AlwaysTrue,
-    And,
     BoundReference,
     EqualTo,
     Expression,
@@ -35,22 +34,20 @@ from aioiceberg.expressions.tree import (
     LessThan,
     LessThanOrEqual,
     LiteralPredicate,
-    Not,
     NotEqualTo,
     NotNaN,
     NotNull,
     NotStartsWith,
-    Or,
+    Op,
     Predicate,
     SetPredicate,
     StartsWith,
     and_,
     in_,
-    is_bound,
     not_in,
     or_,
-    rewrite_not,
 )
+from aioiceberg.expressions.visitor import BooleanExpressionVisitor, ExpressionRewriter, visit
 from aioiceberg.spec.partitioning import PartitionField, PartitionSpec
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.transforms import (
@@ -130,20 +127,20 @@ def _number_inclusive(transform: Transform, ref: BoundReference, pred: Predicate
     assert isinstance(pred, LiteralPredicate)
     src, v = pred.ref.type, pred.value
     op = pred.op
-    if op == "lt":
+    if op is Op.LT:
         p = _apply(transform, _step(v, src, -1), src)
         return None if p is None else LessThanOrEqual(ref, p)
-    if op == "gt":
+    if op is Op.GT:
         p = _apply(transform, _step(v, src, +1), src)
         return None if p is None else GreaterThanOrEqual(ref, p)
     p = _apply(transform, v, src)
     if p is None:
         return None
-    if op == "lt_eq":
+    if op is Op.LT_EQ:
         return LessThanOrEqual(ref, p)
-    if op == "gt_eq":
+    if op is Op.GT_EQ:
         return GreaterThanOrEqual(ref, p)
-    if op == "eq":
+    if op is Op.EQ:
         return EqualTo(ref, p)
     return None
 
@@ -152,20 +149,20 @@ def _number_strict(transform: Transform, ref: BoundReference, pred: Predicate) -
     assert isinstance(pred, LiteralPredicate)
     src, v = pred.ref.type, pred.value
     op = pred.op
-    if op == "lt_eq":
+    if op is Op.LT_EQ:
         p = _apply(transform, _step(v, src, +1), src)
         return None if p is None else LessThan(ref, p)
-    if op == "gt_eq":
+    if op is Op.GT_EQ:
         p = _apply(transform, _step(v, src, -1), src)
         return None if p is None else GreaterThan(ref, p)
     p = _apply(transform, v, src)
     if p is None:
         return None
-    if op == "lt":
+    if op is Op.LT:
         return LessThan(ref, p)
-    if op == "gt":
+    if op is Op.GT:
         return GreaterThan(ref, p)
-    if op == "not_eq":
+    if op is Op.NOT_EQ:
         return NotEqualTo(ref, p)
     # no strict projection of "=": neighbouring values share the partition
     return None
@@ -175,21 +172,21 @@ def _array_inclusive(transform: TruncateTransform, ref: BoundReference, pred: Pr
     assert isinstance(pred, LiteralPredicate)
     src, v, width = pred.ref.type, pred.value, transform.width
     op = pred.op
-    if op == "starts_with":
+    if op is Op.STARTS_WITH:
         # rows starting with v have partitions starting with v[:width]
         return StartsWith(ref, v) if len(v) < width else EqualTo(ref, v[:width])
-    if op == "not_starts_with":
+    if op is Op.NOT_STARTS_WITH:
         if len(v) < width:
             return NotStartsWith(ref, v)
         if len(v) == width:
             return NotEqualTo(ref, v)
         return None
     p = transform.apply(v, src)
-    if op in ("lt", "lt_eq"):
+    if op in (Op.LT, Op.LT_EQ):
         return LessThanOrEqual(ref, p)
-    if op in ("gt", "gt_eq"):
+    if op in (Op.GT, Op.GT_EQ):
         return GreaterThanOrEqual(ref, p)
-    if op == "eq":
+    if op is Op.EQ:
         return EqualTo(ref, p)
     return None
 
@@ -198,24 +195,24 @@ def _array_strict(transform: TruncateTransform, ref: BoundReference, pred: Predi
     assert isinstance(pred, LiteralPredicate)
     src, v, width = pred.ref.type, pred.value, transform.width
     op = pred.op
-    if op == "starts_with":
+    if op is Op.STARTS_WITH:
         if len(v) < width:
             return StartsWith(ref, v)
         if len(v) == width:
             return EqualTo(ref, v)
         return None
-    if op == "not_starts_with":
+    if op is Op.NOT_STARTS_WITH:
         if len(v) < width:
             return NotStartsWith(ref, v)
         if len(v) == width:
             return NotEqualTo(ref, v)
         return NotStartsWith(ref, transform.apply(v, src))
     p = transform.apply(v, src)
-    if op in ("lt", "lt_eq"):
+    if op in (Op.LT, Op.LT_EQ):
         return LessThan(ref, p)
-    if op in ("gt", "gt_eq"):
+    if op in (Op.GT, Op.GT_EQ):
         return GreaterThan(ref, p)
-    if op == "not_eq":
+    if op is Op.NOT_EQ:
         return NotEqualTo(ref, p)
     return None
 
@@ -228,7 +225,7 @@ def _transform_set(transform: Transform, ref: BoundReference, pred: SetPredicate
         if p is None:
             return None
         out.add(p)
-    return in_(ref, out) if pred.op == "in" else not_in(ref, out)
+    return in_(ref, out) if pred.op is Op.IN else not_in(ref, out)
 
 
 def _needs_time_fix(transform: Transform, source: PrimitiveType) -> bool:
@@ -243,7 +240,7 @@ def _fix_inclusive_time(projected: Expression | None) -> Expression | None:
         return projected.with_value(projected.ref, projected.value + 1)
     if isinstance(projected, EqualTo) and projected.value < 0:
         return in_(projected.ref, (projected.value, projected.value + 1))
-    if isinstance(projected, SetPredicate) and projected.op == "in":
+    if isinstance(projected, SetPredicate) and projected.op is Op.IN:
         values = set(projected.values) | {v + 1 for v in projected.values if v < 0}
         return in_(projected.ref, values)
     return projected
@@ -255,7 +252,7 @@ def _fix_strict_time(projected: Expression | None) -> Expression | None:
         return projected.with_value(projected.ref, projected.value + 1)
     if isinstance(projected, NotEqualTo) and projected.value < 0:
         return not_in(projected.ref, (projected.value, projected.value + 1))
-    if isinstance(projected, SetPredicate) and projected.op == "not_in":
+    if isinstance(projected, SetPredicate) and projected.op is Op.NOT_IN:
         values = set(projected.values) | {v + 1 for v in projected.values if v < 0}
         return not_in(projected.ref, values)
     return projected
@@ -274,12 +271,12 @@ def project(transform: Transform, ref: BoundReference, pred: Predicate) -> Expre
     if isinstance(transform, IdentityTransform):
         return pred.with_term(ref)
     if isinstance(pred, SetPredicate):
-        if pred.op != "in":
+        if pred.op is not Op.IN:
             return None
         projected = _transform_set(transform, ref, pred)
         return _fix_inclusive_time(projected) if _needs_time_fix(transform, src) else projected
     if isinstance(transform, BucketTransform):
-        if pred.op == "eq":
+        if pred.op is Op.EQ:
             assert isinstance(pred, LiteralPredicate)
             return EqualTo(ref, transform.apply(pred.value, src))
         return None
@@ -288,7 +285,7 @@ def project(transform: Transform, ref: BoundReference, pred: Predicate) -> Expre
             return _array_inclusive(transform, ref, pred)
         projected = _number_inclusive(transform, ref, pred)
         floor = _wrapped_floor(transform, src)
-        if projected is not None and floor is not None and pred.op in ("lt", "lt_eq"):
+        if projected is not None and floor is not None and pred.op in (Op.LT, Op.LT_EQ):
             # the lowest values' partitions wrapped to the top of the range: keep them
             return or_(projected, GreaterThanOrEqual(ref, floor))
         return projected
@@ -311,12 +308,12 @@ def strict_project(transform: Transform, ref: BoundReference, pred: Predicate) -
     if isinstance(transform, IdentityTransform):
         return pred.with_term(ref)
     if isinstance(pred, SetPredicate):
-        if pred.op != "not_in":
+        if pred.op is not Op.NOT_IN:
             return None
         projected = _transform_set(transform, ref, pred)
         return _fix_strict_time(projected) if _needs_time_fix(transform, src) else projected
     if isinstance(transform, BucketTransform):
-        if pred.op == "not_eq":
+        if pred.op is Op.NOT_EQ:
             assert isinstance(pred, LiteralPredicate)
             return NotEqualTo(ref, transform.apply(pred.value, src))
         return None
@@ -325,7 +322,7 @@ def strict_project(transform: Transform, ref: BoundReference, pred: Predicate) -
             return _array_strict(transform, ref, pred)
         projected = _number_strict(transform, ref, pred)
         floor = _wrapped_floor(transform, src)
-        if projected is not None and floor is not None and pred.op in ("gt", "gt_eq"):
+        if projected is not None and floor is not None and pred.op in (Op.GT, Op.GT_EQ):
             # a partition at the top of the range may hold the lowest values (wrapped)
             return and_(projected, LessThan(ref, floor))
         return projected
@@ -350,12 +347,6 @@ def partition_references(schema: Schema, spec: PartitionSpec) -> list[BoundRefer
     return refs
 
 
-def _prepare(schema: Schema, expr: Expression | str, case_sensitive: bool) -> Expression:
-    if isinstance(expr, str) or not is_bound(expr):
-        expr = bind(schema, expr, case_sensitive)
-    return rewrite_not(expr)
-
-
 def _parts_for(
     spec: PartitionSpec, refs: list[BoundReference], pred: Predicate
 ) -> list[tuple[PartitionField, BoundReference]]:
@@ -363,19 +354,19 @@ def _parts_for(
     return [(f, refs[i]) for i, f in enumerate(spec.fields) if f.source_ids == (fid,)]
 
 
-def _project_tree(
-    expr: Expression,
-    on_predicate: Callable[[Predicate], Expression],
-) -> Expression:
-    if isinstance(expr, And):
-        return and_(_project_tree(expr.left, on_predicate), _project_tree(expr.right, on_predicate))
-    if isinstance(expr, Or):
-        return or_(_project_tree(expr.left, on_predicate), _project_tree(expr.right, on_predicate))
-    if isinstance(expr, Predicate):
-        return on_predicate(expr)
-    if isinstance(expr, Not):  # pragma: no cover - rewrite_not removed these
+class _ProjectPredicates(ExpressionRewriter):
+    """Replaces each predicate of a NOT-free tree by its projection."""
+
+    __slots__ = ("_on_predicate",)
+
+    def __init__(self, on_predicate: Callable[[Predicate], Expression]) -> None:
+        self._on_predicate = on_predicate
+
+    def visit_not(self, child: Expression) -> Expression:
         raise AssertionError("NOT must be rewritten before projection")
-    return expr
+
+    def visit_predicate(self, pred: Predicate) -> Expression:
+        return self._on_predicate(pred)
 
 
 def inclusive_projection(
@@ -391,7 +382,7 @@ def inclusive_projection(
     def on_predicate(pred: Predicate) -> Expression:
         return and_(*(p for f, ref in _parts_for(spec, refs, pred) if (p := project(f.transform, ref, pred))))
 
-    return _project_tree(_prepare(schema, expr, case_sensitive), on_predicate)
+    return visit(prepare_filter(schema, expr, case_sensitive), _ProjectPredicates(on_predicate))
 
 
 def strict_projection(
@@ -408,13 +399,42 @@ def strict_projection(
             *(p for f, ref in _parts_for(spec, refs, pred) if (p := strict_project(f.transform, ref, pred)))
         )
 
-    return _project_tree(_prepare(schema, expr, case_sensitive), on_predicate)
+    return visit(prepare_filter(schema, expr, case_sensitive), _ProjectPredicates(on_predicate))
 
 
 # ---------------------------------------------------------------------------------------------
 # Residuals
 
 _Residual = Callable[[Sequence[Any]], Expression]
+
+
+class _CompileResidual(BooleanExpressionVisitor[_Residual]):
+    """Builds ``partition -> residual`` closures once; ``residual_for`` only calls them."""
+
+    __slots__ = ("_on_predicate",)
+
+    def __init__(self, on_predicate: Callable[[Predicate], _Residual]) -> None:
+        self._on_predicate = on_predicate
+
+    def visit_true(self) -> _Residual:
+        true = AlwaysTrue()
+        return lambda part: true
+
+    def visit_false(self) -> _Residual:
+        false = AlwaysFalse()
+        return lambda part: false
+
+    def visit_not(self, child: _Residual) -> _Residual:
+        raise AssertionError("NOT must be rewritten before computing residuals")
+
+    def visit_and(self, left: _Residual, right: _Residual) -> _Residual:
+        return lambda part: and_(left(part), right(part))
+
+    def visit_or(self, left: _Residual, right: _Residual) -> _Residual:
+        return lambda part: or_(left(part), right(part))
+
+    def visit_predicate(self, pred: Predicate) -> _Residual:
+        return self._on_predicate(pred)
 
 
 class ResidualEvaluator:
@@ -431,20 +451,9 @@ class ResidualEvaluator:
     ) -> None:
         self.schema = schema
         self.spec = spec
-        self.expr = _prepare(schema, expr, case_sensitive)
+        self.expr = prepare_filter(schema, expr, case_sensitive)
         self._refs = partition_references(schema, spec)
-        self._residual = self._compile(self.expr)
-
-    def _compile(self, expr: Expression) -> _Residual:
-        if isinstance(expr, And):
-            left, right = self._compile(expr.left), self._compile(expr.right)
-            return lambda part: and_(left(part), right(part))
-        if isinstance(expr, Or):
-            left, right = self._compile(expr.left), self._compile(expr.right)
-            return lambda part: or_(left(part), right(part))
-        if isinstance(expr, Predicate):
-            return self._compile_predicate(expr)
-        return lambda part: expr
+        self._residual = visit(self.expr, _CompileResidual(self._compile_predicate))
 
     def _compile_predicate(self, pred: Predicate) -> _Residual:
         checks: list[tuple[Callable[[Any], bool] | None, Callable[[Any], bool] | None]] = []

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
-from aioiceberg.errors import InvalidMetadataError, ValidationError
+from aioiceberg.errors import ExpressionError, InvalidMetadataError, ValidationError
 from aioiceberg.expressions.tree import (
     AlwaysFalse,
     AlwaysTrue,
@@ -45,29 +45,29 @@ from aioiceberg.expressions.tree import (
     StartsWith,
     UnaryPredicate,
 )
+from aioiceberg.expressions.visitor import BooleanExpressionVisitor, visit
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.types import PrimitiveType
 from aioiceberg.spec.values import from_json, to_json
 
 __all__ = ["expression_from_json", "expression_to_json", "literal_to_json"]
 
-_UNARY: dict[str, type[UnaryPredicate]] = {
-    "is-null": IsNull,
-    "not-null": NotNull,
-    "is-nan": IsNaN,
-    "not-nan": NotNaN,
-}
+# predicate classes by their JSON "type" (``Op`` values are Iceberg's JSON names)
+_UNARY: dict[str, type[UnaryPredicate]] = {c.op.value: c for c in (IsNull, NotNull, IsNaN, NotNaN)}
 _LITERAL: dict[str, type[LiteralPredicate]] = {
-    "lt": LessThan,
-    "lt-eq": LessThanOrEqual,
-    "gt": GreaterThan,
-    "gt-eq": GreaterThanOrEqual,
-    "eq": EqualTo,
-    "not-eq": NotEqualTo,
-    "starts-with": StartsWith,
-    "not-starts-with": NotStartsWith,
+    c.op.value: c
+    for c in (
+        LessThan,
+        LessThanOrEqual,
+        GreaterThan,
+        GreaterThanOrEqual,
+        EqualTo,
+        NotEqualTo,
+        StartsWith,
+        NotStartsWith,
+    )
 }
-_SET: dict[str, type[SetPredicate]] = {"in": In, "not-in": NotIn}
+_SET: dict[str, type[SetPredicate]] = {c.op.value: c for c in (In, NotIn)}
 
 # Jackson's spelling of non-finite doubles; values.from_json reads them back.
 _NON_FINITE_TEXT = {math.inf: "Infinity", -math.inf: "-Infinity"}
@@ -77,34 +77,48 @@ _NON_FINITE_TEXT = {math.inf: "Infinity", -math.inf: "-Infinity"}
 # Writing
 
 
+class _ToJson(BooleanExpressionVisitor[dict[str, Any]]):
+    __slots__ = ()
+
+    def visit_true(self) -> dict[str, Any]:
+        return {"type": "true"}
+
+    def visit_false(self) -> dict[str, Any]:
+        return {"type": "false"}
+
+    def visit_not(self, child: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "not", "child": child}
+
+    def visit_and(self, left: dict[str, Any], right: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "and", "left": left, "right": right}
+
+    def visit_or(self, left: dict[str, Any], right: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "or", "left": left, "right": right}
+
+    def visit_predicate(self, pred: Predicate) -> dict[str, Any]:
+        return _predicate_to_json(pred)
+
+
+_TO_JSON = _ToJson()
+
+
 def expression_to_json(expr: Expression) -> dict[str, Any]:
     """The JSON object for ``expr`` (bound or unbound; the tree is written as is, not simplified).
 
     Constants are written as ``{"type": "true"}`` / ``{"type": "false"}`` (the REST spec's
     objects); readers here also accept the bare booleans Java and PyIceberg write.
-    Raises ValidationError for a literal that has no JSON form.
+    Raises ValidationError for a literal that has no JSON form, or a node that is no expression.
     """
-    if isinstance(expr, AlwaysTrue):
-        return {"type": "true"}
-    if isinstance(expr, AlwaysFalse):
-        return {"type": "false"}
-    if isinstance(expr, And | Or):
-        return {
-            "type": "and" if isinstance(expr, And) else "or",
-            "left": expression_to_json(expr.left),
-            "right": expression_to_json(expr.right),
-        }
-    if isinstance(expr, Not):
-        return {"type": "not", "child": expression_to_json(expr.child)}
-    if isinstance(expr, Predicate):
-        return _predicate_to_json(expr)
-    raise ValidationError(f"cannot serialize expression {expr!r}")
+    try:
+        return visit(expr, _TO_JSON)
+    except ExpressionError as e:
+        raise ValidationError(f"cannot serialize expression {expr!r}") from e
 
 
 def _predicate_to_json(pred: Predicate) -> dict[str, Any]:
     term = pred.term
     bound_type = term.type if isinstance(term, BoundReference) else None
-    out: dict[str, Any] = {"type": pred.op.replace("_", "-"), "term": term.name}
+    out: dict[str, Any] = {"type": pred.op.value, "term": term.name}
     if isinstance(pred, LiteralPredicate):
         out["value"] = literal_to_json(pred.value, bound_type)
     elif isinstance(pred, SetPredicate):

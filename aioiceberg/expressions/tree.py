@@ -4,7 +4,8 @@ Nodes are immutable and hashable so that evaluators built from them can be cache
 and shared. A predicate holds either a ``Reference`` (a column name, unbound) or a
 ``BoundReference`` (field id, type and the position path into a row); binding is
 the only way from the first to the second. Negated predicates (``!=``, ``NOT IN``,
-``NOT LIKE``, ``IS NOT NAN``) are true for null values, as in Iceberg.
+``NOT LIKE``, ``IS NOT NAN``) are true for null values, as in Iceberg. Walks over
+the tree go through ``visitor.visit``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 import uuid
 from collections.abc import Iterable
 from decimal import Decimal
+from enum import Enum
 from typing import Any, ClassVar
 
 from aioiceberg.spec.types import (
@@ -27,6 +29,8 @@ from aioiceberg.spec.types import (
 )
 
 __all__ = [
+    "LOWER_LIMIT_OPS",
+    "UPPER_LIMIT_OPS",
     "AlwaysFalse",
     "AlwaysTrue",
     "And",
@@ -47,6 +51,7 @@ __all__ = [
     "NotNaN",
     "NotNull",
     "NotStartsWith",
+    "Op",
     "Or",
     "Predicate",
     "Reference",
@@ -57,11 +62,9 @@ __all__ = [
     "and_",
     "format_literal",
     "in_",
-    "is_bound",
     "not_",
     "not_in",
     "or_",
-    "rewrite_not",
 ]
 
 
@@ -281,26 +284,40 @@ def _to_term(term: str | Term) -> Term:
     raise TypeError(f"expected a column name or reference, got {term!r}")
 
 
-def is_bound(expr: Expression) -> bool:
-    """True when every predicate in ``expr`` refers to a ``BoundReference``."""
-    if isinstance(expr, And | Or):
-        return is_bound(expr.left) and is_bound(expr.right)
-    if isinstance(expr, Not):
-        return is_bound(expr.child)
-    if isinstance(expr, Predicate):
-        return isinstance(expr.term, BoundReference)
-    return True
-
-
 # ---------------------------------------------------------------------------------------------
 # Predicates
 
 
+class Op(Enum):
+    """A predicate's test; the value is its name in Iceberg's JSON form (REST, Java)."""
+
+    IS_NULL = "is-null"
+    NOT_NULL = "not-null"
+    IS_NAN = "is-nan"
+    NOT_NAN = "not-nan"
+    LT = "lt"
+    LT_EQ = "lt-eq"
+    GT = "gt"
+    GT_EQ = "gt-eq"
+    EQ = "eq"
+    NOT_EQ = "not-eq"
+    STARTS_WITH = "starts-with"
+    NOT_STARTS_WITH = "not-starts-with"
+    IN = "in"
+    NOT_IN = "not-in"
+
+
+# comparisons whose literal is an upper limit on the value (x < v, x <= v, x = v): a column's
+# lower bound can refute them and its upper bound prove them; and the other way round
+UPPER_LIMIT_OPS = frozenset({Op.LT, Op.LT_EQ, Op.EQ})
+LOWER_LIMIT_OPS = frozenset({Op.GT, Op.GT_EQ, Op.EQ})
+
+
 class Predicate(Expression):
-    """A test on one column. ``op`` names the operation for dispatch in visitors."""
+    """A test on one column; ``op`` names the test, so that visitors need not ask the class."""
 
     __slots__ = ("term",)
-    op: ClassVar[str] = ""
+    op: ClassVar[Op]
     term: Term
 
     def __init__(self, term: str | Term) -> None:
@@ -338,25 +355,25 @@ class UnaryPredicate(Predicate):
 
 class IsNull(UnaryPredicate):
     __slots__ = ()
-    op = "is_null"
+    op = Op.IS_NULL
     _text = "IS NULL"
 
 
 class NotNull(UnaryPredicate):
     __slots__ = ()
-    op = "not_null"
+    op = Op.NOT_NULL
     _text = "IS NOT NULL"
 
 
 class IsNaN(UnaryPredicate):
     __slots__ = ()
-    op = "is_nan"
+    op = Op.IS_NAN
     _text = "IS NAN"
 
 
 class NotNaN(UnaryPredicate):
     __slots__ = ()
-    op = "not_nan"
+    op = Op.NOT_NAN
     _text = "IS NOT NAN"
 
 
@@ -384,37 +401,37 @@ class LiteralPredicate(Predicate):
 
 class EqualTo(LiteralPredicate):
     __slots__ = ()
-    op = "eq"
+    op = Op.EQ
     _text = "="
 
 
 class NotEqualTo(LiteralPredicate):
     __slots__ = ()
-    op = "not_eq"
+    op = Op.NOT_EQ
     _text = "!="
 
 
 class LessThan(LiteralPredicate):
     __slots__ = ()
-    op = "lt"
+    op = Op.LT
     _text = "<"
 
 
 class LessThanOrEqual(LiteralPredicate):
     __slots__ = ()
-    op = "lt_eq"
+    op = Op.LT_EQ
     _text = "<="
 
 
 class GreaterThan(LiteralPredicate):
     __slots__ = ()
-    op = "gt"
+    op = Op.GT
     _text = ">"
 
 
 class GreaterThanOrEqual(LiteralPredicate):
     __slots__ = ()
-    op = "gt_eq"
+    op = Op.GT_EQ
     _text = ">="
 
 
@@ -425,7 +442,7 @@ def _like_pattern(prefix: str) -> str:
 
 class StartsWith(LiteralPredicate):
     __slots__ = ()
-    op = "starts_with"
+    op = Op.STARTS_WITH
 
     def __str__(self) -> str:
         return f"{self.term} LIKE {_like_pattern(str(self.value))}"
@@ -433,7 +450,7 @@ class StartsWith(LiteralPredicate):
 
 class NotStartsWith(LiteralPredicate):
     __slots__ = ()
-    op = "not_starts_with"
+    op = Op.NOT_STARTS_WITH
 
     def __str__(self) -> str:
         return f"{self.term} NOT LIKE {_like_pattern(str(self.value))}"
@@ -465,13 +482,13 @@ class SetPredicate(Predicate):
 
 class In(SetPredicate):
     __slots__ = ()
-    op = "in"
+    op = Op.IN
     _text = "IN"
 
 
 class NotIn(SetPredicate):
     __slots__ = ()
-    op = "not_in"
+    op = Op.NOT_IN
     _text = "NOT IN"
 
 
@@ -546,21 +563,6 @@ def not_in(term: str | Term, values: Iterable[Any]) -> Expression:
     if len(vals) == 1:
         return NotEqualTo(term, next(iter(vals)))
     return NotIn(term, vals)
-
-
-def rewrite_not(expr: Expression) -> Expression:
-    """Push every ``Not`` down to the predicates (which negate exactly), folding constants.
-
-    Projections and metrics evaluators need NOT-free trees: "cannot decide" must mean
-    the same thing (may match) at every level.
-    """
-    if isinstance(expr, And):
-        return and_(rewrite_not(expr.left), rewrite_not(expr.right))
-    if isinstance(expr, Or):
-        return or_(rewrite_not(expr.left), rewrite_not(expr.right))
-    if isinstance(expr, Not):
-        return rewrite_not(expr.child).negate()
-    return expr
 
 
 # ---------------------------------------------------------------------------------------------

@@ -26,18 +26,8 @@ from aioiceberg.errors import UnsupportedError, ValidationError
 from aioiceberg.expressions.arrow import field_paths, filter_table, to_arrow_expression
 from aioiceberg.expressions.binding import bind_row_filter, reject_null_rows
 from aioiceberg.expressions.evaluators import InclusiveMetricsEvaluator
-from aioiceberg.expressions.tree import (
-    AlwaysFalse,
-    AlwaysTrue,
-    And,
-    BoundReference,
-    Expression,
-    Not,
-    Or,
-    Predicate,
-    and_,
-    is_bound,
-)
+from aioiceberg.expressions.tree import AlwaysFalse, AlwaysTrue, Expression, and_
+from aioiceberg.expressions.visitor import is_bound, referenced_field_ids
 from aioiceberg.io.base import FileIO
 from aioiceberg.read.deletes import DeleteCache, TaskDeletes, deleted_mask
 from aioiceberg.read.formats import decode_file, decoding
@@ -76,16 +66,6 @@ def output_arrow_schema(
     if include_pos:
         schema = schema.append(pa.field("_pos", pa.int64(), False, {b"PARQUET:field_id": b"2147483645"}))
     return schema
-
-
-def _referenced_ids(expr: Expression) -> set[int]:
-    if isinstance(expr, And | Or):
-        return _referenced_ids(expr.left) | _referenced_ids(expr.right)
-    if isinstance(expr, Not):
-        return _referenced_ids(expr.child)
-    if isinstance(expr, Predicate) and isinstance(expr.term, BoundReference):
-        return {expr.term.field_id}
-    return set()
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +193,7 @@ class _Reader:
         schema = self.table_schema or task.schema
         expr = self._bound_filter(task, schema)
         eq_ids = {fid for d in task.delete_files for fid in (d.equality_ids or ())}
-        wanted = {f.field_id for f in self.projected.all_fields()} | _referenced_ids(expr) | eq_ids
+        wanted = {f.field_id for f in self.projected.all_fields()} | referenced_field_ids(expr) | eq_ids
         read_schema = prune_columns(schema, wanted & schema.field_ids(), select_full_types=True)
         constants: dict[int, Any] = {}
         partition_fields = task.spec.fields

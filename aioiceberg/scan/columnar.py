@@ -17,7 +17,15 @@ from typing import Any
 import numpy as np
 
 from aioiceberg.expressions import InclusiveMetricsEvaluator, PartitionEvaluator
-from aioiceberg.expressions.tree import And, Expression, LiteralPredicate, Or
+from aioiceberg.expressions.tree import (
+    LOWER_LIMIT_OPS,
+    UPPER_LIMIT_OPS,
+    Expression,
+    LiteralPredicate,
+    Op,
+    Predicate,
+)
+from aioiceberg.expressions.visitor import BooleanExpressionVisitor, visit
 from aioiceberg.spec.manifest import ManifestEntry
 from aioiceberg.spec.manifest.columnar import BoundColumn, ColumnarManifest
 from aioiceberg.spec.types import (
@@ -32,7 +40,7 @@ from aioiceberg.spec.types import (
 
 __all__ = ["Pruned", "prefilter", "prune_columnar", "prune_rows"]
 
-_COMPARISONS = frozenset({"lt", "lt_eq", "gt", "gt_eq", "eq"})
+_COMPARISONS = UPPER_LIMIT_OPS | LOWER_LIMIT_OPS
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
@@ -44,52 +52,74 @@ def _width(t: PrimitiveType) -> int | None:
     return None
 
 
-def prefilter(expr: Expression, cm: ColumnarManifest, rows: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """Per row of ``rows``: False only where the inclusive metrics evaluator says False."""
-    n = len(rows)
-    bounds: dict[tuple[int, bool, int], BoundColumn] = {}
+class _Prefilter(BooleanExpressionVisitor["np.ndarray[Any, Any]"]):
+    """Per row: may the row match? Only integer-like comparisons are read; the rest may."""
 
-    def bound(fid: int, upper: bool, width: int) -> BoundColumn:
+    __slots__ = ("_bounds", "_cm", "_n", "_rows")
+
+    def __init__(self, cm: ColumnarManifest, rows: np.ndarray[Any, Any]) -> None:
+        self._cm, self._rows, self._n = cm, rows, len(rows)
+        self._bounds: dict[tuple[int, bool, int], BoundColumn] = {}
+
+    def _bound(self, fid: int, upper: bool, width: int) -> BoundColumn:
         key = (fid, upper, width)
-        found = bounds.get(key)
+        found = self._bounds.get(key)
         if found is None:
-            found = bounds[key] = cm.bound_column(fid, upper, width, rows)
+            found = self._bounds[key] = self._cm.bound_column(fid, upper, width, self._rows)
         return found
 
-    def walk(e: Expression) -> np.ndarray[Any, Any]:
-        if isinstance(e, And):
-            out: np.ndarray[Any, Any] = walk(e.left) & walk(e.right)
-            return out
-        if isinstance(e, Or):
-            out = walk(e.left) | walk(e.right)
-            return out
-        if isinstance(e, LiteralPredicate) and e.op in _COMPARISONS:
-            ref = e.ref
-            width = _width(ref.type)
-            v = e.value
-            if (
-                width is None
-                or not isinstance(v, int)
-                or isinstance(v, bool)
-                or not _INT64_MIN <= v <= _INT64_MAX
-            ):
-                return np.ones(n, dtype=bool)
-            op = e.op
-            drop = np.zeros(n, dtype=bool)
-            opaque = np.zeros(n, dtype=bool)
-            if op in ("lt", "lt_eq", "eq"):
-                lo = bound(ref.field_id, False, width)
-                opaque |= lo.state == 2
-                drop |= (lo.state == 1) & ((lo.values >= v) if op == "lt" else (lo.values > v))
-            if op in ("gt", "gt_eq", "eq"):
-                hi = bound(ref.field_id, True, width)
-                opaque |= hi.state == 2
-                drop |= (hi.state == 1) & ((hi.values <= v) if op == "gt" else (hi.values < v))
-            out = ~(drop & ~opaque)
-            return out
-        return np.ones(n, dtype=bool)
+    def _may(self) -> np.ndarray[Any, Any]:
+        return np.ones(self._n, dtype=bool)
 
-    may = walk(expr)
+    def visit_true(self) -> np.ndarray[Any, Any]:
+        return self._may()
+
+    def visit_false(self) -> np.ndarray[Any, Any]:
+        return self._may()
+
+    def visit_not(self, child: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        return self._may()
+
+    def visit_and(self, left: np.ndarray[Any, Any], right: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        out: np.ndarray[Any, Any] = left & right
+        return out
+
+    def visit_or(self, left: np.ndarray[Any, Any], right: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        out: np.ndarray[Any, Any] = left | right
+        return out
+
+    def visit_predicate(self, pred: Predicate) -> np.ndarray[Any, Any]:
+        op = pred.op
+        if op not in _COMPARISONS or not isinstance(pred, LiteralPredicate):
+            return self._may()
+        ref = pred.ref
+        width = _width(ref.type)
+        v = pred.value
+        if (
+            width is None
+            or not isinstance(v, int)
+            or isinstance(v, bool)
+            or not _INT64_MIN <= v <= _INT64_MAX
+        ):
+            return self._may()
+        n = self._n
+        drop = np.zeros(n, dtype=bool)
+        opaque = np.zeros(n, dtype=bool)
+        if op in UPPER_LIMIT_OPS:
+            lo = self._bound(ref.field_id, False, width)
+            opaque |= lo.state == 2
+            drop |= (lo.state == 1) & ((lo.values >= v) if op is Op.LT else (lo.values > v))
+        if op in LOWER_LIMIT_OPS:
+            hi = self._bound(ref.field_id, True, width)
+            opaque |= hi.state == 2
+            drop |= (hi.state == 1) & ((hi.values <= v) if op is Op.GT else (hi.values < v))
+        out: np.ndarray[Any, Any] = ~(drop & ~opaque)
+        return out
+
+
+def prefilter(expr: Expression, cm: ColumnarManifest, rows: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Per row of ``rows``: False only where the inclusive metrics evaluator says False."""
+    may = visit(expr, _Prefilter(cm, rows))
     if not may.all():
         may |= cm.record_counts(rows) < 0  # the evaluator keeps files of unknown size
     return may
