@@ -109,6 +109,10 @@ class Runtime:
         self._dynamodb_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
+        # tasks of this runtime take turns committing to a table (per loop: asyncio locks are)
+        self._commit_turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._gc = _GcPause()  # used on the default runtime only: the collector is the process's
         self.columnar_warmed = threading.Event()  # likewise: polars warms once per process
         self._blocking: BlockingLoop | None = None
@@ -192,6 +196,11 @@ class Runtime:
 
     def dynamodb_lock(self) -> asyncio.Lock:
         return self._dynamodb_locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+
+    def commit_turn(self, table_location: str) -> asyncio.Lock:
+        """The lock this loop's tasks take turns committing to ``table_location`` with."""
+        locks = self._commit_turns.setdefault(asyncio.get_running_loop(), {})
+        return locks.setdefault(table_location, asyncio.Lock())
 
     @contextmanager
     def gc_paused(self) -> Iterator[None]:
