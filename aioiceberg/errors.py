@@ -86,11 +86,15 @@ class ExpressionError(IcebergError, ValueError):
 
 
 class StoreError(IcebergError):
-    """Storage failed; ``retryable`` says whether the same call may succeed later."""
+    """Storage failed; ``retryable`` says whether the same call may succeed later, and
+    ``throttled`` that the store refused it to make us slow down (503 SlowDown)."""
 
-    def __init__(self, message: str, *, location: str | None = None, retryable: bool = False) -> None:
+    def __init__(
+        self, message: str, *, location: str | None = None, retryable: bool = False, throttled: bool = False
+    ) -> None:
         self.location = location
         self.retryable = retryable
+        self.throttled = throttled
         super().__init__(f"{location}: {message}" if location else message)
 
 

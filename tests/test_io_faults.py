@@ -17,14 +17,14 @@ from aioiceberg.io import FileIO, MemoryFileIO, Outcome, S3FileIO, probe, requir
 from aioiceberg.io.fsspec_io import FsspecFileIO
 from aioiceberg.io.obstore_s3 import ObstoreS3FileIO
 from aioiceberg.io.probe import clear_probe_cache
-from aioiceberg.io.retry import RetryPolicy
 from aioiceberg.io.s3_client import S3Options
+from aioiceberg.retrying import Backoff
 
 pytestmark = pytest.mark.anyio
 
 _SCHEMA = pa.schema([pa.field("id", pa.int64())])
 # 0.3**30 per request: a storm of 30% rejections never exhausts this budget by chance
-FAST_RETRY = RetryPolicy(max_attempts=30, base_delay=0.005, max_delay=0.1)
+FAST_RETRY = Backoff("test store request", base_delay_s=0.005, max_delay_s=0.1, max_attempts=30)
 
 
 @pytest.fixture(params=["obstore", "aiobotocore"])
@@ -34,7 +34,7 @@ async def proxied(
     """Each S3 backend talking to moto through the proxy, and a fresh bucket."""
     bucket = await create_bucket(moto_endpoint)
     base = S3Options.from_storage_options(s3_storage_options(fault_proxy.url))
-    options = dataclasses.replace(base, retry=FAST_RETRY)
+    options = dataclasses.replace(base, backoff=FAST_RETRY)
     io: FileIO = ObstoreS3FileIO(options=options) if request.param == "obstore" else S3FileIO(options=options)
     clear_probe_cache()
     try:

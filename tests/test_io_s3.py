@@ -40,7 +40,7 @@ def test_storage_options_accept_iceberg_and_boto_spellings() -> None:
         }
     )
     assert iceberg == boto
-    assert (iceberg.path_style, iceberg.max_concurrency, iceberg.retry.max_attempts) == (True, 8, 3)
+    assert (iceberg.path_style, iceberg.max_concurrency, iceberg.backoff.max_attempts) == (True, 8, 3)
     assert S3Options.from_storage_options(None) == S3Options()
 
 

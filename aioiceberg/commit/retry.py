@@ -1,18 +1,17 @@
 """The commit loop: build the change on the latest state, swap, and on a lost race rebase and retry.
 
-The loop asks each error whether a retry can help (``retryable``); backoff and limits
-come from the table properties Java and PyIceberg use.
+The loop is :func:`aioiceberg.retrying.retry`: it asks each error whether a retry can help
+(``retryable``); :class:`RetryConfig` is the commit's configuration of its
+:class:`~aioiceberg.retrying.Backoff`, from the table properties Java and PyIceberg use.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import random
-import time
+import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-
-import anyio
 
 from aioiceberg.commit.apply import apply_updates
 from aioiceberg.commit.protocols.base import CommitProtocol, TableState
@@ -20,6 +19,7 @@ from aioiceberg.commit.requirements import AssertRefSnapshotId, TableRequirement
 from aioiceberg.commit.snapshot_producer import Change
 from aioiceberg.commit.updates import TableUpdate
 from aioiceberg.errors import CommitConflictError, CommitFailedError, CommitStateUnknownError, IcebergError
+from aioiceberg.retrying import Backoff, FailedAttempt, retry
 from aioiceberg.spec.properties import TableProperties
 
 __all__ = ["IN_PROCESS_LOCK", "CommitStats", "RetryConfig", "commit_changes"]
@@ -30,12 +30,19 @@ IN_PROCESS_LOCK = "commit.in-process-lock"
 Racing them only burns requests: all but one lose each version and redo their manifest
 list. Writers in other processes or hosts still race through the protocol."""
 
+_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 @contextlib.asynccontextmanager
-async def _turn(protocol: CommitProtocol, table_location: str, enabled: bool) -> AsyncIterator[None]:
+async def _turn(table_location: str, enabled: bool) -> AsyncIterator[None]:
     if not enabled:
         yield
         return
-    async with protocol.io.runtime.commit_turn(table_location):
+    locks = _LOCKS.setdefault(asyncio.get_running_loop(), {})
+    lock = locks.setdefault(table_location, asyncio.Lock())
+    async with lock:
         yield
 
 
@@ -72,24 +79,31 @@ class RetryConfig:
             lost_race,
         )
 
-    def gives_up(self, retry: int, lost_race: bool) -> bool:
-        if not lost_race:
-            return retry >= self.num_retries
-        return self.lost_race_retries is not None and retry >= self.lost_race_retries
-
-    def delay(self, retry: int, attempt_s: float = 0.0) -> float:
-        """Exponential with jitter from the larger of min-wait and the last attempt's duration,
-        so writers racing on a slow store spread over several attempts' time, not 100 ms."""
-        base_ms = max(self.min_wait_ms, attempt_s * 1000)
-        ceiling = min(self.max_wait_ms, base_ms * (2 ** min(retry, 16)))
-        return random.uniform(base_ms / 2, max(base_ms / 2, ceiling)) / 1000
+    def backoff(self, error: IcebergError) -> Backoff:
+        """The policy for one failed attempt: a lost race and any other failure have their
+        own attempt budgets, the same waits and the same deadline."""
+        lost_race = isinstance(error, CommitFailedError)
+        retries = self.lost_race_retries if lost_race else self.num_retries
+        return Backoff(
+            "commit after a lost race" if lost_race else "commit",
+            base_delay_s=self.min_wait_ms / 1000,
+            max_delay_s=self.max_wait_ms / 1000,
+            max_attempts=None if retries is None else retries + 1,
+            deadline_s=self.total_timeout_ms / 1000,
+            paced_by_attempt=True,
+        )
 
 
 @dataclass
 class CommitStats:
-    """What one commit cost: attempts made (1 = no retry)."""
+    """What one commit cost: attempts made (1 = no retry) and seconds spent waiting between them."""
 
     attempts: int = 0
+    waited_s: float = 0.0
+
+    def count_retry(self, failed: FailedAttempt) -> None:
+        self.attempts += 1
+        self.waited_s += failed.delay_s
 
 
 def _dedupe(requirements: list[TableRequirement]) -> list[TableRequirement]:
@@ -137,7 +151,7 @@ async def commit_changes(
     On a definite failure every file the changes wrote is deleted; on an unknown outcome
     nothing is.
     """
-    async with _turn(protocol, table_location, config.in_process_lock):
+    async with _turn(table_location, config.in_process_lock):
         return await _commit_loop(protocol, table_location, base, changes, config, stats)
 
 
@@ -150,43 +164,39 @@ async def _commit_loop(
     stats: CommitStats | None,
 ) -> TableState:
     stats = stats if stats is not None else CommitStats()
-    deadline = time.monotonic() + config.total_timeout_ms / 1000
     state = base
-    retry = 0
-    if config.in_process_lock and retry == 0:
+    if config.in_process_lock:
         # Our turn may come long after this table object was loaded: start from the latest.
         state = await protocol.load(table_location, since=state)
-    while True:
-        stats.attempts += 1
-        started = time.monotonic()
-        try:
-            requirements, updates = await _build(protocol, state, changes, retry)
-            new_state = await protocol.commit_table(state, requirements, updates)
-        except CommitStateUnknownError:
-            raise
-        except IcebergError as exc:
-            lost_race = isinstance(exc, CommitFailedError)
-            if not exc.retryable or config.gives_up(retry, lost_race) or time.monotonic() >= deadline:
-                await _abort(protocol, changes)
-                if isinstance(exc, CommitFailedError):
-                    raise CommitConflictError(f"gave up after {retry + 1} attempts: {exc}") from exc
-                raise
-            await anyio.sleep(config.delay(retry, time.monotonic() - started))
-            retry += 1
+    tries = 0
+
+    async def attempt() -> TableState:
+        nonlocal state, tries
+        tries += 1
+        if tries > 1:  # a retry: rebase on the version that won
             try:
                 state = await protocol.load(table_location, since=state)
-            except IcebergError as load_error:
-                await _abort(protocol, changes)
-                raise CommitConflictError(f"cannot reload the table to retry: {load_error}") from exc
+            except IcebergError as exc:
+                raise CommitConflictError(f"cannot reload the table to retry: {exc}") from exc
             if _landed(state, changes):  # an earlier attempt landed after all
-                await _committed(protocol, changes, state)
                 return state
-            continue
-        except BaseException:
-            # Cancelled or an unexpected bug mid-attempt: the write may be in flight, keep files.
-            raise
-        await _committed(protocol, changes, new_state)
-        return new_state
+        requirements, updates = await _build(protocol, state, changes, tries - 1)
+        return await protocol.commit_table(state, requirements, updates)
+
+    stats.attempts += 1
+    try:
+        new_state = await retry(attempt, config.backoff, on_retry=stats.count_retry)
+    except CommitStateUnknownError:
+        raise  # the write may have landed: keep every file
+    except CommitFailedError as exc:
+        await _abort(protocol, changes)
+        raise CommitConflictError(f"gave up after {tries} attempts: {exc}") from exc
+    except IcebergError:
+        await _abort(protocol, changes)
+        raise
+    # anything else (a cancellation, a bug) propagates with the files kept: a write may be in flight
+    await _committed(protocol, changes, new_state)
+    return new_state
 
 
 async def _committed(protocol: CommitProtocol, changes: Sequence[Change], state: TableState) -> None:

@@ -6,11 +6,12 @@ from aioiceberg.io.memory import MemoryFileIO
 from aioiceberg.io.probe import ProbeResult, probe, require_conditional_writes
 from aioiceberg.io.readahead import InputFile
 from aioiceberg.io.resolve import resolve_io
-from aioiceberg.io.retry import RetryPolicy
 from aioiceberg.io.s3 import S3FileIO
 from aioiceberg.io.s3_client import S3Options, close_all_clients
+from aioiceberg.retrying import Backoff
 
 __all__ = [
+    "Backoff",
     "Capabilities",
     "FileIO",
     "InputFile",
@@ -20,7 +21,6 @@ __all__ = [
     "Outcome",
     "ProbeResult",
     "RangeResult",
-    "RetryPolicy",
     "S3FileIO",
     "S3Options",
     "close_all_clients",

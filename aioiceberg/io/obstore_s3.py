@@ -4,7 +4,7 @@ Measured against a static S3 endpoint, aiobotocore costs ~0.86 ms of CPU per GET
 ~0.27 s to create a client; obstore ~0.25 ms and ~0.02 s, with no client bound to an
 event loop. The guarantees of :class:`~aioiceberg.io.s3.S3FileIO` are kept:
 
-* obstore's own retries are off: every retry goes through :mod:`aioiceberg.io.retry`, so a
+* obstore's own retries are off: every retry goes through :mod:`aioiceberg.retrying`, so a
   conditional PUT whose response was lost is reported unknown, never resent blindly;
 * the standard AWS configuration works unchanged: obstore reads ``AWS_*`` variables itself,
   and profiles, SSO and credential processes come from botocore's resolver;
@@ -29,9 +29,9 @@ from aioiceberg.errors import (
 )
 from aioiceberg.io.base import DEFAULT_CHUNK_SIZE, Capabilities, FileIO, ObjectInfo, RangeResult
 from aioiceberg.io.etag import quote_etag, unquote_etag
-from aioiceberg.io.retry import retrying
 from aioiceberg.io.s3 import S3FileIO, s3_store_key, split_s3
 from aioiceberg.io.s3_client import S3Options
+from aioiceberg.retrying import Retries, RetryCounts, retry
 
 __all__ = ["ObstoreS3FileIO", "obstore_available"]
 
@@ -82,7 +82,7 @@ def _translate(exc: BaseException, location: str, *, conditional: bool = False) 
     if status == 409 and ("ConditionalRequestConflict" in text or "OperationAborted" in text):
         return StoreError(message, location=location, retryable=True)
     if status == 429 or any(code in text for code in _THROTTLES):
-        return StoreError(message, location=location, retryable=True)
+        return StoreError(message, location=location, retryable=True, throttled=True)
     if status >= 500:
         if conditional:
             return WriteOutcomeUnknownError(message, location=location)
@@ -199,6 +199,7 @@ class ObstoreS3FileIO(FileIO):
         self._store_key = ("obstore", *self.options.client_key())
         self._settings: tuple[dict[str, Any], dict[str, str], _BotocoreCredentials | None] | None = None
         self._fallback: S3FileIO | None = None
+        self.retries = RetryCounts()  # counted by every retry loop, for metrics and tests
 
     def store_key(self, location: str) -> str:
         return s3_store_key(self.options, location)
@@ -227,6 +228,7 @@ class ObstoreS3FileIO(FileIO):
     def _aiobotocore(self) -> S3FileIO:
         if self._fallback is None:
             self._fallback = S3FileIO(options=self.options).bind_runtime(self.runtime)
+            self._fallback.retries = self.retries  # one count for the FileIO the caller holds
         return self._fallback
 
     async def _call(
@@ -241,7 +243,7 @@ class ObstoreS3FileIO(FileIO):
             except Exception as exc:
                 raise _translate(exc, location, conditional=conditional) from exc
 
-        return await retrying(attempt, self.options.retry)
+        return await retry(attempt, self.options.backoff, on_retry=self.retries.count)
 
     # -- reads -------------------------------------------------------------
     async def read(self, location: str) -> bytes:
@@ -291,13 +293,12 @@ class ObstoreS3FileIO(FileIO):
             async for chunk in self._aiobotocore().stream(location, chunk_size=chunk_size, start=start):
                 yield chunk
             return
-        import anyio
         import obstore
 
         store = self._store(bucket)
         offset = start
         etag: str | None = None
-        failures = 0
+        retries = Retries(self.options.backoff, on_retry=self.retries.count)
         while True:
             options: dict[str, Any] = {"range": {"offset": offset}} if offset else {}
             if etag:
@@ -314,10 +315,8 @@ class ObstoreS3FileIO(FileIO):
                 if "status code: 416" in str(exc):
                     return
                 error = _translate(exc, location)
-                failures += 1
-                if not error.retryable or failures >= self.options.retry.max_attempts:
+                if not await retries.wait_to_retry(error):
                     raise error from exc
-                await anyio.sleep(self.options.retry.delay(failures - 1))
 
     async def head(self, location: str) -> ObjectInfo:
         if not _nameable(split_s3(location)[1]):

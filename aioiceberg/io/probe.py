@@ -22,6 +22,7 @@ from aioiceberg.errors import (
     WriteOutcomeUnknownError,
 )
 from aioiceberg.io.base import FileIO
+from aioiceberg.retrying import Backoff, retry
 
 PROBE_DIR = ".aioiceberg-probe"
 
@@ -75,7 +76,7 @@ async def probe(io: FileIO, base_location: str, *, refresh: bool = False) -> Pro
         return result
 
 
-_ATTEMPTS = 3
+_PROBE_RUNS = Backoff("conditional-write probe", base_delay_s=0.05, max_delay_s=0.5, max_attempts=3)
 
 
 class _Undecided(Exception):
@@ -83,16 +84,13 @@ class _Undecided(Exception):
 
 
 async def _holds(io: FileIO, location: str, token: bytes) -> bool:
-    """Whether the object holds ``token`` (False when absent), retrying unclear reads."""
-    last: StoreError | None = None
-    for _ in range(_ATTEMPTS):
-        try:
-            return await io.read(location) == token
-        except ObjectNotFoundError:
-            return False
-        except StoreError as exc:
-            last = exc
-    raise _Undecided(f"cannot read {location} back: {last}")
+    """Whether the object holds ``token`` (False when absent); the read retries itself."""
+    try:
+        return await io.read(location) == token
+    except ObjectNotFoundError:
+        return False
+    except StoreError as exc:
+        raise _Undecided(f"cannot read {location} back: {exc}") from exc
 
 
 async def _took_effect(io: FileIO, location: str, token: bytes, write: Awaitable[object]) -> bool:
@@ -117,26 +115,29 @@ def _token(step: str) -> bytes:
 async def _run_probe(io: FileIO, base_location: str) -> ProbeResult:
     if not (io.capabilities.conditional_create and io.capabilities.conditional_replace):
         return ProbeResult(False, False, False, f"{type(io).__name__} has no conditional writes")
-    last: Exception | None = None
-    for _ in range(_ATTEMPTS):
+
+    async def attempt() -> ProbeResult:
         location = _probe_location(base_location)  # a fresh key each time: nothing to settle
         try:
             return await _probe_once(io, location)
         except (_Undecided, WriteOutcomeUnknownError) as exc:
-            last = exc
-        except StoreError as exc:
-            if not exc.retryable:
-                raise
-            last = exc
+            # this key's outcome stays unknown; a run on a fresh key may still decide
+            raise StoreError(str(exc), location=location, retryable=True) from exc
         finally:
             with contextlib.suppress(StoreError):
                 await io.delete(location)
-    raise StoreError(
-        f"the conditional-write capability probe under {base_location} could not tell whether the "
-        f"store honours conditional writes ({last}); no commit was attempted",
-        location=base_location,
-        retryable=True,
-    )
+
+    try:
+        return await retry(attempt, _PROBE_RUNS)
+    except StoreError as exc:
+        if not exc.retryable:
+            raise
+        raise StoreError(
+            f"the conditional-write capability probe under {base_location} could not tell whether the "
+            f"store honours conditional writes ({exc}); no commit was attempted",
+            location=base_location,
+            retryable=True,
+        ) from exc
 
 
 async def _probe_once(io: FileIO, location: str) -> ProbeResult:

@@ -16,8 +16,8 @@ from aioiceberg.errors import (
 )
 from aioiceberg.io.base import DEFAULT_CHUNK_SIZE, FileIO, ObjectInfo, RangeResult
 from aioiceberg.io.etag import quote_etag, unquote_etag
-from aioiceberg.io.retry import retrying
 from aioiceberg.io.s3_client import S3Options
+from aioiceberg.retrying import Retries, RetryCounts, retry
 
 T = TypeVar("T")
 
@@ -66,7 +66,7 @@ def _translate(exc: Exception, location: str, *, conditional: bool = False) -> S
         if status == 409 and code in {"ConditionalRequestConflict", "OperationAborted"}:
             return StoreError(message, location=location, retryable=True)
         if code in _THROTTLE_CODES or status == 429:
-            return StoreError(message, location=location, retryable=True)
+            return StoreError(message, location=location, retryable=True, throttled=True)
         if status >= 500:
             if conditional:
                 return WriteOutcomeUnknownError(message, location=location)
@@ -92,6 +92,7 @@ class S3FileIO(FileIO):
 
     def __init__(self, storage_options: Mapping[str, Any] | None = None, *, options: S3Options | None = None):
         self.options = options or S3Options.from_storage_options(storage_options)
+        self.retries = RetryCounts()  # counted by every retry loop, for metrics and tests
 
     def store_key(self, location: str) -> str:
         return s3_store_key(self.options, location)
@@ -104,7 +105,7 @@ class S3FileIO(FileIO):
             except Exception as exc:
                 raise _translate(exc, location) from exc
 
-        return await retrying(attempt, self.options.retry)
+        return await retry(attempt, self.options.backoff, on_retry=self.retries.count)
 
     async def _conditional(self, location: str, op: Callable[[Any], Awaitable[T]]) -> T:
         async def attempt() -> T:
@@ -114,7 +115,7 @@ class S3FileIO(FileIO):
             except Exception as exc:
                 raise _translate(exc, location, conditional=True) from exc
 
-        return await retrying(attempt, self.options.retry)
+        return await retry(attempt, self.options.backoff, on_retry=self.retries.count)
 
     # -- reads -------------------------------------------------------------
     async def read(self, location: str) -> bytes:
@@ -159,7 +160,7 @@ class S3FileIO(FileIO):
         bucket, key = split_s3(location)
         offset = start
         etag: str | None = None
-        failures = 0
+        retries = Retries(self.options.backoff, on_retry=self.retries.count)
         while True:
             extra: dict[str, str] = {"Range": f"bytes={offset}-"} if offset else {}
             if etag:
@@ -177,10 +178,8 @@ class S3FileIO(FileIO):
                 if _status(exc) == 416:
                     return
                 error = _translate(exc, location)
-                failures += 1
-                if not error.retryable or failures >= self.options.retry.max_attempts:
+                if not await retries.wait_to_retry(error):
                     raise error from exc
-                await asyncio.sleep(self.options.retry.delay(failures - 1))
 
     async def head(self, location: str) -> ObjectInfo:
         bucket, key = split_s3(location)

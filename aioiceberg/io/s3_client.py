@@ -13,10 +13,10 @@ import asyncio
 import os
 import weakref
 from collections.abc import AsyncGenerator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
-from aioiceberg.io.retry import DEFAULT_MAX_ATTEMPTS, RetryPolicy
+from aioiceberg.retrying import Backoff
 
 _ALIASES: dict[str, tuple[str, ...]] = {
     "endpoint_url": ("s3.endpoint", "endpoint_url", "endpoint", "client_kwargs.endpoint_url"),
@@ -32,6 +32,9 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "read_timeout": ("s3.read-timeout", "read_timeout"),
 }
 
+
+STORE_REQUESTS = Backoff("store request", base_delay_s=0.05, max_delay_s=5.0, max_attempts=10)
+"""The default policy of an object store's calls (``s3.retry-max-attempts`` sets its attempts)."""
 
 S3_OPTION_ALIASES = _ALIASES
 """Every storage-option spelling the S3 client understands, by setting."""
@@ -55,7 +58,7 @@ class S3Options:
     max_concurrency: int = 64
     connect_timeout: float = 10.0
     read_timeout: float = 60.0
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    backoff: Backoff = STORE_REQUESTS
 
     @classmethod
     def from_storage_options(cls, options: Mapping[str, Any] | None) -> S3Options:
@@ -68,13 +71,14 @@ class S3Options:
                     if key == "s3.force-virtual-addressing":
                         found[name] = not _truthy(options[key])
                     break
-        retry = RetryPolicy(max_attempts=int(found.pop("max_attempts", DEFAULT_MAX_ATTEMPTS)))
+        attempts = int(found.pop("max_attempts", STORE_REQUESTS.max_attempts))
+        backoff = replace(STORE_REQUESTS, max_attempts=attempts)
         if "path_style" in found and not isinstance(found["path_style"], bool):
             found["path_style"] = _truthy(found["path_style"])
         for name, kind in (("max_concurrency", int), ("connect_timeout", float), ("read_timeout", float)):
             if name in found:
                 found[name] = kind(found[name])
-        return cls(retry=retry, **found)
+        return cls(backoff=backoff, **found)
 
     def client_key(self) -> tuple[object, ...]:
         return (
@@ -187,7 +191,7 @@ class ClientRegistry:
 def _no_resend_session_cls() -> type[Any]:
     """aiohttp (>= 3.10) silently resends an idempotent-method request (PUT, DELETE) once when
     the connection drops; for a conditional PUT that turns "landed, response lost" into a
-    false 412. Switch that off: every retry belongs to aioiceberg.io.retry."""
+    false 412. Switch that off: every retry belongs to aioiceberg.retrying."""
     from aiobotocore.httpsession import AIOHTTPSession
 
     class NoResendAIOHTTPSession(AIOHTTPSession):  # type: ignore[misc]
@@ -212,7 +216,7 @@ def _create_client_context(options: S3Options, service: str) -> Any:
         max_pool_connections=options.max_concurrency,
         connect_timeout=options.connect_timeout,
         read_timeout=options.read_timeout,
-        # Retries live in aioiceberg.io.retry: the SDK must never repeat a conditional PUT.
+        # Retries live in aioiceberg.retrying: the SDK must never repeat a conditional PUT.
         retries={"total_max_attempts": 1, "mode": "standard"},
         s3=(s3_config or None) if service == "s3" else None,
         http_session_cls=_no_resend_session_cls(),

@@ -13,13 +13,19 @@ lapsed is aborted before its commit point. A plain store cannot fence a write th
 network delays past the lease, so ``lease_ms`` must exceed the store's worst write time.
 
 The commit table is created on first use unless ``create_table=false``.
+
+Retries go through :mod:`aioiceberg.retrying`: reads and conditional PutItems retry what
+DynamoDB refused (throttling) or never answered (reads only); a commit item whose PutItem
+had no clear answer is read back and re-sent only while absent. Waiting for a lease and for
+a new table to become active are waits, not retries: their own loops, with a
+:class:`~aioiceberg.retrying.Backoff` for the delays. The lease heartbeat is a schedule.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
+import itertools
 import re
 import time
 import uuid
@@ -49,6 +55,7 @@ from aioiceberg.errors import (
 )
 from aioiceberg.io.base import FileIO
 from aioiceberg.io.s3_client import S3Options
+from aioiceberg.retrying import Backoff, Retries, retry
 from aioiceberg.spec.metadata import TableMetadata
 from aioiceberg.spec.metadata_json import parse_table_metadata, serialize_table_metadata
 
@@ -64,6 +71,12 @@ _THROTTLES = {
     "LimitExceededException",
     "TransactionConflictException",
 }
+
+_CALLS = Backoff("DynamoDB call", base_delay_s=0.05, max_delay_s=2.0, max_attempts=8)
+_TABLE_ACTIVE = Backoff(
+    "DynamoDB table creation", base_delay_s=0.05, max_delay_s=1.0, max_attempts=None, deadline_s=60
+)
+_RESENDS = Backoff("DynamoDB commit item re-send", base_delay_s=0.05, max_delay_s=1.0, max_attempts=3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +147,12 @@ def _status(exc: BaseException) -> int:
     return 0
 
 
+def _transient(exc: BaseException) -> bool:
+    """Throttled, a server error, or no answer at all: the same read may succeed later."""
+    code = _code(exc)
+    return not code or code in _THROTTLES or _status(exc) >= 500
+
+
 def _definite_refusal(exc: BaseException) -> bool:
     """The request was answered with an error that means it was not applied."""
     status = _status(exc)
@@ -183,33 +202,36 @@ class _Dynamo:
         except Exception as exc:
             if _code(exc) != "ResourceInUseException":  # created concurrently
                 raise StoreError(f"cannot create DynamoDB table {name}: {exc}") from exc
-        for _ in range(600):
+        started = time.monotonic()
+        for waited in itertools.count():
             described = await client.describe_table(TableName=name)
             if described["Table"]["TableStatus"] == "ACTIVE":
                 return
-            await anyio.sleep(0.1)
+            if _TABLE_ACTIVE.exhausted(waited, time.monotonic() - started):
+                raise StoreError(f"DynamoDB table {name} is not active after {waited} checks", retryable=True)
+            await anyio.sleep(_TABLE_ACTIVE.delay(waited))
 
     async def call(self, method: str, **kwargs: Any) -> Any:
         """An idempotent call (reads), retried on throttling and transport errors."""
-        delay = 0.05
-        for attempt in range(8):
+
+        async def attempt() -> Any:
             client = await self.client()
             try:
                 return await getattr(client, method)(TableName=self.options.table_name, **kwargs)
             except Exception as exc:
-                code = _code(exc)
-                if code and code not in _THROTTLES and _status(exc) < 500:
-                    raise StoreError(f"DynamoDB {method}: {exc}") from exc
-                if attempt == 7:
-                    raise StoreError(f"DynamoDB {method}: {exc}", retryable=True) from exc
-            await anyio.sleep(delay)
-            delay = min(2.0, delay * 2)
-        raise AssertionError("unreachable")
+                throttled = _code(exc) in _THROTTLES
+                raise StoreError(
+                    f"DynamoDB {method}: {exc}", retryable=_transient(exc), throttled=throttled
+                ) from exc
+
+        return await retry(attempt, _CALLS)
 
     async def put_if_absent(self, item: dict[str, Any], condition: str, **extra: Any) -> str:
-        """Conditional PutItem: "written", "exists", or "unknown" (may have landed)."""
-        delay = 0.05
-        for _attempt in range(8):
+        """Conditional PutItem: "written", "exists", or "unknown" (may have landed).
+
+        Only a throttled PutItem is sent again: DynamoDB refused it, so it was not applied."""
+
+        async def attempt() -> str:
             client = await self.client()
             try:
                 await client.put_item(
@@ -221,13 +243,12 @@ class _Dynamo:
                 if code == "ConditionalCheckFailedException":
                     return "exists"
                 if code in _THROTTLES:
-                    await anyio.sleep(delay)
-                    delay = min(2.0, delay * 2)
-                    continue
+                    raise StoreError(f"DynamoDB PutItem: {exc}", retryable=True, throttled=True) from exc
                 if code and _definite_refusal(exc):
                     raise StoreError(f"DynamoDB PutItem refused: {exc}") from exc
                 return "unknown"
-        raise StoreError("DynamoDB PutItem throttled too often", retryable=True)
+
+        return await retry(attempt, _CALLS)
 
     async def latest(self, table_id: str) -> dict[str, Any] | None:
         response = await self.call(
@@ -288,10 +309,17 @@ class LeaseLock:
         waiter only reads; it writes only to create a missing item or to take over.
         """
         await self.dynamo.client()  # creating the table must not eat into the first lease
-        deadline = time.monotonic() + timeout_s
+        waits = Backoff(
+            "commit lease wait",
+            base_delay_s=0.01,
+            max_delay_s=min(0.2, self.lease_s / 4),
+            max_attempts=None,
+            deadline_s=timeout_s,
+        )
+        started = time.monotonic()
         seen: tuple[str, float] | None = None  # (lease id, when first seen)
         sent: float | None = None  # when our latest lease id was sent
-        pause = 0.01
+        waited = 0
         while True:
             if seen is None or time.monotonic() - seen[1] >= self.lease_s:
                 self.lease_id = uuid.uuid4().hex
@@ -310,16 +338,16 @@ class LeaseLock:
                 self._granted(sent)
                 return
             now = time.monotonic()
-            if now >= deadline:
+            if waits.exhausted(waited, now - started):
                 raise CommitFailedError(f"could not acquire the commit lease for {self.key['table_id']['S']}")
             if lease_id is None:
                 seen = None  # released: create it again at once
                 continue
             if seen is None or seen[0] != lease_id:
                 seen = (lease_id, now)  # the holder is alive (or new): restart the clock
-            wait = min(pause, seen[1] + self.lease_s - now)
-            await anyio.sleep(max(0.0, wait) * random.uniform(0.5, 1.0))
-            pause = min(pause * 2, 0.2, self.lease_s / 4)
+            # poll the holder, but wake no later than the moment a still lease may be taken over
+            await anyio.sleep(max(0.0, min(waits.delay(waited), seen[1] + self.lease_s - now)))
+            waited += 1
 
     async def _current(self) -> dict[str, Any] | None:
         response = await self.dynamo.call("get_item", Key=self.key, ConsistentRead=True)
@@ -559,7 +587,8 @@ class DynamoDbProtocol(CommitProtocol):
             "commit_id": {"S": commit_id},
             "committed_ms": {"N": str(int(time.time() * 1000))},
         }
-        for _ in range(3):
+        resends = Retries(_RESENDS)
+        while True:
             result = await self.dynamo.put_if_absent(item, "attribute_not_exists(version)")
             if result == "written":
                 break
@@ -578,8 +607,13 @@ class DynamoDbProtocol(CommitProtocol):
                     f"version {version} of {table_location} was committed by another writer"
                 )
             # absent after an unknown outcome: send the same item again (it can land only once)
-        else:
-            raise CommitStateUnknownError(f"{table_location} v{version}: DynamoDB never answered clearly")
+            unanswered = StoreError(
+                f"{table_location} v{version}: no clear answer to the PutItem", retryable=True
+            )
+            if not await resends.wait_to_retry(unanswered):
+                raise CommitStateUnknownError(
+                    f"{table_location} v{version}: DynamoDB never answered clearly"
+                ) from unanswered
         await self._copy_for_readers(table_location, version, data)
         return TableState(metadata, location, version)
 
