@@ -7,9 +7,7 @@ The loop is :func:`aioiceberg.retrying.retry`: it asks each error whether a retr
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -30,19 +28,12 @@ IN_PROCESS_LOCK = "commit.in-process-lock"
 Racing them only burns requests: all but one lose each version and redo their manifest
 list. Writers in other processes or hosts still race through the protocol."""
 
-_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
 @contextlib.asynccontextmanager
-async def _turn(table_location: str, enabled: bool) -> AsyncIterator[None]:
+async def _turn(protocol: CommitProtocol, table_location: str, enabled: bool) -> AsyncIterator[None]:
     if not enabled:
         yield
         return
-    locks = _LOCKS.setdefault(asyncio.get_running_loop(), {})
-    lock = locks.setdefault(table_location, asyncio.Lock())
-    async with lock:
+    async with protocol.io.runtime.commit_turn(table_location):
         yield
 
 
@@ -151,7 +142,7 @@ async def commit_changes(
     On a definite failure every file the changes wrote is deleted; on an unknown outcome
     nothing is.
     """
-    async with _turn(table_location, config.in_process_lock):
+    async with _turn(protocol, table_location, config.in_process_lock):
         return await _commit_loop(protocol, table_location, base, changes, config, stats)
 
 
