@@ -34,14 +34,14 @@ from aioiceberg.spec.manifest import (
     ManifestFile,
 )
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
+from aioiceberg.spec.properties import TableProperties
 from aioiceberg.spec.tasks import FileScanTask
 from aioiceberg.write.locations import LocationProvider
 from aioiceberg.write.parquet import write_data_files
 
 __all__ = ["RewriteDataFilesChange", "RewriteDataFilesResult", "plan_bins", "rewrite_data_files"]
 
-TARGET_FILE_SIZE = "write.target-file-size-bytes"
-_DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024
+TARGET_FILE_SIZE = TableProperties.target_file_size.key
 
 
 @dataclass
@@ -238,8 +238,8 @@ async def rewrite_data_files(
     start = md.current_snapshot()
     if start is None:
         return RewriteDataFilesResult()
-    props = {**md.properties, **(properties or {})}
-    target = target_file_size or int(props.get(TARGET_FILE_SIZE, _DEFAULT_TARGET_FILE_SIZE))
+    props = TableProperties({**md.properties, **(properties or {})})
+    target = target_file_size or props.target_file_size
     if target <= 0:
         raise ValidationError(f"target_file_size must be positive, got {target}")
     chosen = {t.file.file_path for t in await _tasks(table.io, md, filter)} if filter else None
@@ -249,7 +249,7 @@ async def rewrite_data_files(
     if not bins:
         return RewriteDataFilesResult()
     schema = md.schema()
-    write_props = {**props, TARGET_FILE_SIZE: str(target)}
+    write_props = TableProperties({**props.raw, TARGET_FILE_SIZE: str(target)})
     added: list[DataFile] = []
     deleted: list[DataFile] = []
     try:
@@ -262,7 +262,7 @@ async def rewrite_data_files(
                     schema,
                     md.spec(),
                     rows,
-                    LocationProvider(md.location, props),
+                    LocationProvider(md.location, write_props),
                     write_props,
                 )
     except BaseException:

@@ -29,6 +29,7 @@ from aioiceberg.maintenance.files import (
     statistics_paths,
 )
 from aioiceberg.spec.metadata import MAIN_BRANCH, TableMetadata
+from aioiceberg.spec.properties import TableProperties
 
 __all__ = [
     "MAX_REF_AGE_MS",
@@ -40,12 +41,9 @@ __all__ = [
     "plan_expiry",
 ]
 
-MAX_SNAPSHOT_AGE_MS = "history.expire.max-snapshot-age-ms"
-MIN_SNAPSHOTS_TO_KEEP = "history.expire.min-snapshots-to-keep"
-MAX_REF_AGE_MS = "history.expire.max-ref-age-ms"
-_DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 24 * 3600 * 1000
-_DEFAULT_MIN_SNAPSHOTS_TO_KEEP = 1
-_FOREVER = 2**63 - 1
+MAX_SNAPSHOT_AGE_MS = TableProperties.max_snapshot_age_ms.key
+MIN_SNAPSHOTS_TO_KEEP = TableProperties.min_snapshots_to_keep.key
+MAX_REF_AGE_MS = TableProperties.max_ref_age_ms.key
 
 
 @dataclass
@@ -78,13 +76,6 @@ def _millis(value: dt.datetime | int | None) -> int | None:
     return int(value.timestamp() * 1000)
 
 
-def _prop(md: TableMetadata, key: str, default: int) -> int:
-    try:
-        return int(md.properties.get(key, default))
-    except ValueError:
-        raise ValidationError(f"table property {key}={md.properties[key]!r} is not an integer") from None
-
-
 def plan_expiry(
     md: TableMetadata,
     now_ms: int,
@@ -95,17 +86,10 @@ def plan_expiry(
     """The snapshot ids to remove and the refs to drop, given the table's retention rules."""
     if retain_last is not None and retain_last < 1:
         raise ValidationError(f"retain_last must be at least 1, got {retain_last}")
-    default_cutoff = (
-        older_than_ms
-        if older_than_ms is not None
-        else now_ms - _prop(md, MAX_SNAPSHOT_AGE_MS, _DEFAULT_MAX_SNAPSHOT_AGE_MS)
-    )
-    default_min = (
-        retain_last
-        if retain_last is not None
-        else _prop(md, MIN_SNAPSHOTS_TO_KEEP, _DEFAULT_MIN_SNAPSHOTS_TO_KEEP)
-    )
-    default_ref_age = _prop(md, MAX_REF_AGE_MS, _FOREVER)
+    props = TableProperties(md.properties)
+    default_cutoff = older_than_ms if older_than_ms is not None else now_ms - props.max_snapshot_age_ms
+    default_min = retain_last if retain_last is not None else props.min_snapshots_to_keep
+    default_ref_age = props.max_ref_age_ms
 
     removed_refs: list[str] = []
     kept_refs = {}

@@ -35,6 +35,7 @@ from aioiceberg.spec.manifest import (
     write_manifest_list,
 )
 from aioiceberg.spec.metadata import MAIN_BRANCH, Operation, Snapshot, Summary, TableMetadata
+from aioiceberg.spec.properties import TableProperties
 
 __all__ = [
     "MANIFEST_MERGE_ENABLED",
@@ -47,29 +48,9 @@ __all__ = [
     "rewrite_manifests",
 ]
 
-MANIFEST_TARGET_SIZE = "commit.manifest.target-size-bytes"
-MANIFEST_MIN_MERGE_COUNT = "commit.manifest.min-count-to-merge"
-MANIFEST_MERGE_ENABLED = "commit.manifest-merge.enabled"
-_DEFAULT_TARGET = 8 * 1024 * 1024
-_DEFAULT_MIN_MERGE_COUNT = 100
-
-
-def _int(props: Mapping[str, str], key: str, default: int) -> int:
-    try:
-        value = int(props.get(key, default))
-    except ValueError:
-        raise ValidationError(f"table property {key}={props[key]!r} is not an integer") from None
-    if value <= 0:
-        raise ValidationError(f"table property {key} must be positive, got {value}")
-    return value
-
-
-def target_size(props: Mapping[str, str]) -> int:
-    return _int(props, MANIFEST_TARGET_SIZE, _DEFAULT_TARGET)
-
-
-def merge_enabled(props: Mapping[str, str]) -> bool:
-    return str(props.get(MANIFEST_MERGE_ENABLED, "false")).lower() == "true"
+MANIFEST_TARGET_SIZE = TableProperties.manifest_target_size.key
+MANIFEST_MIN_MERGE_COUNT = TableProperties.manifest_min_count_to_merge.key
+MANIFEST_MERGE_ENABLED = TableProperties.manifest_merge_enabled.key
 
 
 def _existing(entries: Iterable[ManifestEntry]) -> list[ManifestEntry]:
@@ -185,7 +166,7 @@ class RewriteManifestsChange:
         parent = base.current_snapshot()
         if parent is None:
             raise ValidationError("the table has no snapshot to rewrite")
-        target = self.target or target_size(base.properties)
+        target = self.target or TableProperties(base.properties).manifest_target_size
         walker = ManifestWalker(io)
         manifests = await walker.manifests(parent)
         groups = _small_groups(manifests, target)
@@ -303,7 +284,7 @@ async def rewrite_manifests(
     snap = md.current_snapshot()
     if snap is None:
         return RewriteManifestsResult()
-    target = target_size_bytes or target_size(md.properties)
+    target = target_size_bytes or TableProperties(md.properties).manifest_target_size
     manifests = await ManifestWalker(table.io).manifests(snap)
     if not _small_groups(manifests, target):
         return RewriteManifestsResult(kept_manifests=len(manifests))
@@ -402,21 +383,22 @@ _FOREVER = 2**62
 
 def append_for(
     data_files: Iterable[DataFile],
-    properties: Mapping[str, str],
+    properties: TableProperties | Mapping[str, str],
     *,
     branch: str = MAIN_BRANCH,
     owns_files: bool = True,
     snapshot_properties: Mapping[str, str] | None = None,
 ) -> FastAppend:
     """The append a table's properties ask for: merging (``commit.manifest-merge.enabled``) or fast."""
-    if not merge_enabled(properties):
+    props = TableProperties.of(properties)
+    if not props.manifest_merge_enabled:
         return FastAppend(
             data_files, branch=branch, owns_files=owns_files, snapshot_properties=snapshot_properties
         )
     return MergeAppend(
         data_files,
-        target_size_bytes=target_size(properties),
-        min_count_to_merge=_int(properties, MANIFEST_MIN_MERGE_COUNT, _DEFAULT_MIN_MERGE_COUNT),
+        target_size_bytes=props.manifest_target_size,
+        min_count_to_merge=props.manifest_min_count_to_merge,
         branch=branch,
         owns_files=owns_files,
         snapshot_properties=snapshot_properties,

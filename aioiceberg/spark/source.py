@@ -47,9 +47,10 @@ from aioiceberg.io.s3_client import S3_OPTION_ALIASES
 from aioiceberg.rowlevel.files import sql_filter
 from aioiceberg.spark.filters import translate_filter
 from aioiceberg.spark.stream_options import STREAM_READ_OPTIONS
-from aioiceberg.spark.tasks import DEFAULT_OPEN_FILE_COST, DEFAULT_SPLIT_SIZE, group_tasks, read_tasks_json
+from aioiceberg.spark.tasks import group_tasks, read_tasks_json
 from aioiceberg.spec.arrow import schema_to_arrow
 from aioiceberg.spec.name_mapping import DEFAULT_NAME_MAPPING_PROPERTY
+from aioiceberg.spec.properties import TableProperties
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.schema_json import (
     partition_spec_from_json,
@@ -76,8 +77,8 @@ SOURCE_NAME = "aioiceberg"
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 # snapshot summary key naming the Spark job that wrote a snapshot (abort checks it)
 WRITE_ID_PROPERTY = "aioiceberg.spark.write-id"
-SPLIT_SIZE_PROPERTY = "read.split.target-size"
-OPEN_FILE_COST_PROPERTY = "read.split.open-file-cost"
+SPLIT_SIZE_PROPERTY = TableProperties.split_target_size.key
+OPEN_FILE_COST_PROPERTY = TableProperties.split_open_file_cost.key
 
 _READ_OPTIONS = frozenset(
     {"snapshot-id", "as-of-timestamp", "branch", "tag", "split-size", "open-file-cost", "filter"}
@@ -314,8 +315,9 @@ class AioIcebergReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         table = self._loaded()
         props = table.properties
-        split = self.options.split_size or int(props.get(SPLIT_SIZE_PROPERTY, DEFAULT_SPLIT_SIZE))
-        cost = self.options.open_file_cost or int(props.get(OPEN_FILE_COST_PROPERTY, DEFAULT_OPEN_FILE_COST))
+        typed = TableProperties(props)
+        split = self.options.split_size or typed.split_target_size
+        cost = self.options.open_file_cost or typed.split_open_file_cost
         scan = self.options.scan(
             table, row_filter=self._row_filter(), selected_fields=tuple(self.columns), split_size=split
         )
