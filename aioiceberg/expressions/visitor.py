@@ -135,10 +135,39 @@ class ExpressionRewriter(BooleanExpressionVisitor[Expression]):
         return pred
 
 
-class _RewriteNot(ExpressionRewriter):
+class _Negate(BooleanExpressionVisitor[Expression]):
+    """NOT of a NOT-free tree by De Morgan (``Expression.negate`` without its recursion)."""
+
+    __slots__ = ()
+
+    def visit_true(self) -> Expression:
+        return AlwaysFalse()
+
+    def visit_false(self) -> Expression:
+        return AlwaysTrue()
+
     def visit_not(self, child: Expression) -> Expression:
-        # the child is NOT-free already, and negating a NOT-free tree keeps it so
-        return child.negate()
+        raise AssertionError("_Negate walks NOT-free trees only")
+
+    def visit_and(self, left: Expression, right: Expression) -> Expression:
+        return Or(left, right)
+
+    def visit_or(self, left: Expression, right: Expression) -> Expression:
+        return And(left, right)
+
+    def visit_predicate(self, pred: Predicate) -> Expression:
+        return pred.negate()
+
+
+_NEGATE = _Negate()
+
+
+class _RewriteNot(ExpressionRewriter):
+    __slots__ = ()
+
+    def visit_not(self, child: Expression) -> Expression:
+        # post-order: the child is NOT-free already
+        return visit(child, _NEGATE)
 
 
 _REWRITE_NOT = _RewriteNot()
