@@ -44,15 +44,15 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.plan import (  # noqa: E402
+from aioiceberg.testing.synthetic import (  # noqa: E402
     BUCKETS,
     DAY_MICROS,
     FIRST_DAY,
     SNAPSHOT_ID,
-    _data_file,
-    _days,
     bench_schema,
     bench_spec,
+    data_file,
+    day_range,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -73,7 +73,7 @@ def _write(disk_root: str, location: str, data: bytes) -> None:
 
 
 def _file_rows(k: int, i: int, day: int, ids: list[int], rows: int) -> dict[str, list[Any]]:
-    """Values inside the bounds plan.py's ``_data_file`` gives file k (entry i of its day)."""
+    """Values inside the bounds ``aioiceberg.testing.synthetic.data_file`` gives file k (entry i of its day)."""
     n = len(ids)
     ts0 = day * DAY_MICROS + i * 1_000_000
     step = max(1, n - 1)
@@ -128,7 +128,7 @@ def _build_manifest(disk_root: str, location: str, m: int, entries: int, rows: i
         pq.write_table(table, sink)
         data = sink.getvalue()
         meta = pq.read_metadata(io.BytesIO(data))
-        entry = _data_file(schema, location, m, i, entries)
+        entry = data_file(schema, location, m, i, entries)
         n = table.num_rows
         entry = dataclasses.replace(
             entry,
@@ -193,7 +193,7 @@ def existing_table(disk_root: str, location: str) -> str | None:
 def query(rng: random.Random, n: int, manifests: int, entries: int) -> tuple[str, str]:
     """Query n of a client: (kind, filter); even ones a random day, odd ones ``id =``."""
     if n % 2 == 0:
-        return "day", _days(rng.randrange(manifests), 1)
+        return "day", day_range(rng.randrange(manifests), 1)
     k = rng.randrange(manifests * entries)
     return "id", f"id = {k * 1000}"  # the lowest id of file k, always present
 
@@ -261,7 +261,7 @@ async def _ours(args: argparse.Namespace, rec: Recorder) -> None:
     runtime = Runtime(manifest_cache_bytes=args.cache_mb << 20) if args.cache_mb else Runtime()
     async with runtime as rt:
         table = await aioiceberg.load_table(args.meta, options, runtime=rt)
-        warm = await table.scan(row_filter=_days(0, 1), **scan_options).to_arrow()
+        warm = await table.scan(row_filter=day_range(0, 1), **scan_options).to_arrow()
         assert warm.num_rows == args.entries * args.rows_per_day_file
         counter = iter(range(1 << 62))
 
@@ -292,7 +292,7 @@ def _pyiceberg(args: argparse.Namespace, rec: Recorder) -> None:
     from pyiceberg.table import StaticTable
 
     table = StaticTable.from_metadata(args.meta, properties=json.loads(args.options))
-    warm = table.scan(row_filter=_days(0, 1)).to_arrow()
+    warm = table.scan(row_filter=day_range(0, 1)).to_arrow()
     assert warm.num_rows == args.entries * args.rows_per_day_file
     counter = iter(range(1 << 62))
     errors: list[BaseException] = []

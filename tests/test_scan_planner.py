@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import importlib.util
 import logging
 import subprocess
 import sys
@@ -15,7 +14,6 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future
 from pathlib import Path
-from types import ModuleType
 from typing import Any, ClassVar
 
 import anyio
@@ -45,20 +43,9 @@ from aioiceberg.spec.sorting import UNSORTED
 from aioiceberg.spec.transforms import parse_transform
 from aioiceberg.spec.types import LongType, NestedField, StringType
 from aioiceberg.table_scan import TableScan
+from aioiceberg.testing.synthetic import build_table, filters
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_plan", ROOT / "benchmarks" / "plan.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_plan"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-BENCH = _bench()
 
 
 def _fresh(**kw: Any) -> dict[str, Any]:
@@ -67,7 +54,7 @@ def _fresh(**kw: Any) -> dict[str, Any]:
 
 async def _table(tmp_path: Path, manifests: int = 12, entries: int = 30) -> tuple[FileIO, TableMetadata]:
     io = LocalFileIO(fsync=False)
-    meta = await BENCH.build_table(io, f"file://{tmp_path}/t", manifests, entries)
+    meta = await build_table(io, f"file://{tmp_path}/t", manifests, entries)
     return io, parse_table_metadata(await io.read(meta), meta)
 
 
@@ -78,7 +65,7 @@ async def _paths(scan: TableScan) -> list[str]:
 @pytest.mark.anyio
 async def test_metrics_count_what_was_skipped_and_read(tmp_path: Path) -> None:
     io, md = await _table(tmp_path, 12, 30)
-    text = BENCH.filters(12, 30)["day_1pct"]  # one day of twelve
+    text = filters(12, 30)["day_1pct"]  # one day of twelve
     scan = TableScan(io, md, text, **_fresh())
     paths = await _paths(scan)
     m = scan.metrics
@@ -86,7 +73,7 @@ async def test_metrics_count_what_was_skipped_and_read(tmp_path: Path) -> None:
     assert (m.manifests_total, m.manifests_skipped_by_summaries, m.manifests_read) == (12, 11, 1)
     assert m.entries_read == 30 and m.tasks == 30
     assert m.bytes_fetched > 0 and m.time_to_first_task_s is not None
-    scan = TableScan(io, md, BENCH.filters(12, 30)["id_eq"], **_fresh())
+    scan = TableScan(io, md, filters(12, 30)["id_eq"], **_fresh())
     assert len(await _paths(scan)) == 1
     m = scan.metrics
     assert m.manifests_read == 12 and m.entries_read == 360
@@ -248,7 +235,7 @@ async def test_process_columnar_and_thread_decoding_agree(tmp_path: Path) -> Non
     while not decoder.warm and time.monotonic() < deadline:
         await anyio.sleep(0.05)
     assert decoder.warm, "the worker processes never answered"
-    for name, text in BENCH.filters(8, 40).items():
+    for name, text in filters(8, 40).items():
         threaded = TableScan(io, md, text, **_fresh(columnar=False))
         procs = TableScan(io, md, text, **_fresh(decode_workers=2, process_threshold_bytes=0, columnar=False))
         columnar = TableScan(io, md, text, **_fresh(decode_workers=2, columnar_min_entries=0))

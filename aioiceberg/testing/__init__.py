@@ -1,0 +1,1 @@
+"""Helpers for testing and load-testing code that uses aioiceberg."""
