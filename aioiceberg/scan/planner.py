@@ -25,7 +25,8 @@ import anyio
 from aioiceberg.errors import ValidationError
 from aioiceberg.expressions import ManifestEvaluator, ResidualEvaluator, parse
 from aioiceberg.expressions.binding import bind_row_filter
-from aioiceberg.expressions.tree import AlwaysFalse, AlwaysTrue, And, Expression, Not, Or, Predicate
+from aioiceberg.expressions.tree import AlwaysFalse, AlwaysTrue, Expression
+from aioiceberg.expressions.visitor import referenced_field_ids
 from aioiceberg.io.base import FileIO
 from aioiceberg.scan.cache import CachedManifest, estimate_size
 from aioiceberg.scan.decode import BatchLane, DecodeResult, PruneContext
@@ -59,16 +60,6 @@ _new_task = frozen_builder(FileScanTask, trusted=True)
 def _entry_count(mf: ManifestFile) -> int | None:
     counts = (mf.added_files_count, mf.existing_files_count, mf.deleted_files_count)
     return None if any(c is None for c in counts) else sum(c or 0 for c in counts)
-
-
-def _referenced_ids(expr: Expression) -> set[int]:
-    if isinstance(expr, And | Or):
-        return _referenced_ids(expr.left) | _referenced_ids(expr.right)
-    if isinstance(expr, Not):
-        return _referenced_ids(expr.child)
-    if isinstance(expr, Predicate):
-        return {expr.ref.field_id}
-    return set()
 
 
 def _split_ranges(f: DataFile, target: int) -> list[tuple[int, int]]:
@@ -161,7 +152,7 @@ class Planner:
             if options.manifest_list_cache is not None
             else self.runtime.manifest_list_cache
         )
-        stats = None if options.include_column_stats else frozenset(_referenced_ids(self.bound_filter))
+        stats = None if options.include_column_stats else referenced_field_ids(self.bound_filter)
         self.prune_context = PruneContext.build(
             self.schema,
             self.specs,
