@@ -75,7 +75,7 @@ class TableScan(Blocking[_scan.TableScan]):
     read_options: Attribute[ReadOptions] = Attribute()
 
 
-Scan = TableScan
+Scan = TableScan  # its name before it took PyIceberg's
 
 
 E_co = TypeVar("E_co", bound=_table._Evolution, covariant=True)
@@ -109,6 +109,9 @@ class Transaction(BlockingContext[_table.Transaction], _Evolution[_table.Transac
     compute_statistics = blocking(_table.Transaction.compute_statistics)
     # staged in the caller's thread
     append_data_files = forwarded(_table.Transaction.append_data_files)
+    # (1) with **kwargs, a ``self`` that is not positional-only could clash with a keyword, so mypy
+    # will not match it to Concatenate; the revealed type is still exact. ``self, /`` in
+    # aioiceberg/table.py's set_properties would make these two ignores unnecessary.
     set_properties = forwarded(_table.Transaction.set_properties)  # type: ignore[arg-type]  # (1)
     remove_properties = forwarded(_table.Transaction.remove_properties)
     upgrade_table_version = forwarded(_table.Transaction.upgrade_table_version)
@@ -156,7 +159,7 @@ class Table(_Evolution[_table.Table]):
     overwrite = blocking(_table.Table.overwrite)
     dynamic_partition_overwrite = blocking(_table.Table.dynamic_partition_overwrite)
     upsert = blocking(_table.Table.upsert)
-    set_properties = blocking(_table.Table.set_properties)  # type: ignore[arg-type]  # (1)
+    set_properties = blocking(_table.Table.set_properties)  # type: ignore[arg-type]  # see (1)
     remove_properties = blocking(_table.Table.remove_properties)
     upgrade_table_version = blocking(_table.Table.upgrade_table_version)
 

@@ -1,19 +1,20 @@
-"""Typed descriptors that make a blocking twin's members out of the async class's own.
+"""Typed factories that make a blocking twin's members out of the async class's own.
 
 A twin class names each member once, pointing at the async method (``append =
-blocking(Table.append)``): the descriptor takes that method's parameters through a
-``ParamSpec``, so mypy sees the twin's exact signature and it cannot drift from the
-async one. Which returned objects become twins is said per member (``into=``), not
-looked up at run time.
+blocking(Table.append)``): the factory takes that method's parameters through a
+``ParamSpec`` and returns a plain function that Python and mypy both bind like a method,
+so mypy sees the twin's exact signature and it cannot drift from the async one. Which
+returned objects become twins is said per member (``into=``), not looked up at run time.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from contextlib import AbstractAsyncContextManager
-from types import MethodType, TracebackType
-from typing import Any, Concatenate, Generic, ParamSpec, Protocol, Self, TypeVar, cast, overload
+from types import TracebackType
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, Self, TypeAlias, TypeVar, overload
 
 from aioiceberg._sync import runner
 
@@ -21,8 +22,8 @@ __all__ = [
     "Attribute",
     "Blocking",
     "BlockingContext",
-    "Method",
     "Pending",
+    "TwinMethod",
     "blocking",
     "forwarded",
     "function",
@@ -35,6 +36,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
 W = TypeVar("W")
+F = TypeVar("F", bound=Callable[..., Any])
 
 # How many tasks plan_files may run ahead of its consumer: tasks are small, and a deep
 # queue hides the thread hop between the loop and the caller.
@@ -81,86 +83,64 @@ class BlockingContext(Blocking[C_co]):
         return runner.run(_awaited(self.aio.__aexit__(exc_type, exc, tb)))
 
 
-class Method(Generic[A, P, R]):
-    """A twin method: calls the async class's method on the twin's object and finishes the
-    result (await it on the loop, stream it, or hand it over) on the caller's behalf."""
-
-    def __init__(
-        self, method: Callable[Concatenate[A, P], Any], finish: Callable[[Callable[[], Any]], R]
-    ) -> None:
-        self._method = method
-        self._finish = finish
-        self.__name__ = getattr(method, "__name__", "method")
-        self.__doc__ = method.__doc__
-        self.__wrapped__ = method
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.__name__ = name
-
-    @property
-    def __signature__(self) -> inspect.Signature:
-        """The async method's signature: ``inspect`` and ``help()`` show the twin's real parameters."""
-        return inspect.signature(self._method)
-
-    @overload
-    def __get__(self, obj: None, owner: type | None = None) -> Self: ...
-    @overload
-    def __get__(self, obj: Blocking[A], owner: type | None = None) -> Callable[P, R]: ...
-    def __get__(self, obj: Blocking[A] | None, owner: type | None = None) -> Self | Callable[P, R]:
-        if obj is None:
-            return self
-        return cast(Callable[P, R], MethodType(self, obj))
-
-    def __call__(self, twin: Blocking[A], /, *args: P.args, **kwargs: P.kwargs) -> R:
-        aio = twin.aio
-        return self._finish(lambda: self._method(aio, *args, **kwargs))
+# A twin method: a plain function taking the twin, so Python binds it natively (no
+# per-call descriptor) and mypy binds it like a method, with the async method's parameters.
+TwinMethod: TypeAlias = Callable[Concatenate[Blocking[A], P], R]
 
 
-def _run(call: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    return runner.run(call())
-
-
-def _direct(call: Callable[[], T]) -> T:
-    return call()
+def _signed(twin: F, method: Callable[..., Any]) -> F:
+    """``twin`` with ``method``'s name, docstring and (through ``__wrapped__``) signature, for
+    ``inspect`` and ``help()``."""
+    functools.update_wrapper(twin, method, assigned=("__name__", "__doc__"))
+    return twin
 
 
 @overload
-def blocking(method: Callable[Concatenate[A, P], Coroutine[Any, Any, R]]) -> Method[A, P, R]: ...
+def blocking(method: Callable[Concatenate[A, P], Coroutine[Any, Any, R]]) -> TwinMethod[A, P, R]: ...
 @overload
 def blocking(
     method: Callable[Concatenate[A, P], Coroutine[Any, Any, R]], into: Callable[[R], W]
-) -> Method[A, P, W]: ...
+) -> TwinMethod[A, P, W]: ...
 def blocking(
     method: Callable[Concatenate[A, P], Coroutine[Any, Any, R]], into: Callable[[R], Any] | None = None
-) -> Method[A, P, Any]:
+) -> TwinMethod[A, P, Any]:
     """The twin of a coroutine method: runs it on the background loop and waits; ``into``
     turns the result into its twin (an async Table into a blocking one)."""
-    if into is None:
-        return Method(method, _run)
-    wrap = into
-    return Method(method, lambda call: wrap(_run(call)))
+
+    def call(twin: Blocking[A], /, *args: P.args, **kwargs: P.kwargs) -> Any:
+        result = runner.run(method(twin._aio, *args, **kwargs))
+        return result if into is None else into(result)
+
+    return _signed(call, method)
 
 
 def streaming(
     method: Callable[Concatenate[A, P], AsyncIterator[T]], prefetch: int = runner.DEFAULT_PREFETCH
-) -> Method[A, P, Iterator[T]]:
+) -> TwinMethod[A, P, Iterator[T]]:
     """The twin of an async-iterator method: a plain iterator that still streams (the async
     iterator is made and driven on the loop; closing the iterator early closes it there)."""
-    return Method(method, lambda call: runner.iterate(call, prefetch))
+
+    def call(twin: Blocking[A], /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
+        aio = twin._aio
+        return runner.iterate(lambda: method(aio, *args, **kwargs), prefetch)
+
+    return _signed(call, method)
 
 
 @overload
-def forwarded(method: Callable[Concatenate[A, P], R]) -> Method[A, P, R]: ...
+def forwarded(method: Callable[Concatenate[A, P], R]) -> TwinMethod[A, P, R]: ...
 @overload
-def forwarded(method: Callable[Concatenate[A, P], R], into: Callable[[R], W]) -> Method[A, P, W]: ...
+def forwarded(method: Callable[Concatenate[A, P], R], into: Callable[[R], W]) -> TwinMethod[A, P, W]: ...
 def forwarded(
     method: Callable[Concatenate[A, P], R], into: Callable[[R], Any] | None = None
-) -> Method[A, P, Any]:
+) -> TwinMethod[A, P, Any]:
     """A plain (non-async) method, called in the caller's thread; ``into`` wraps its result."""
-    if into is None:
-        return Method(method, _direct)
-    wrap = into
-    return Method(method, lambda call: wrap(call()))
+
+    def call(twin: Blocking[A], /, *args: P.args, **kwargs: P.kwargs) -> Any:
+        result = method(twin._aio, *args, **kwargs)
+        return result if into is None else into(result)
+
+    return _signed(call, method)
 
 
 @overload
@@ -175,10 +155,7 @@ def function(fn: Callable[P, Any], into: Callable[[Any], W]) -> Callable[P, W]:
         result = fn(*args, **kwargs)
         return into(runner.run(result) if inspect.iscoroutine(result) else result)
 
-    call.__name__ = call.__qualname__ = getattr(fn, "__name__", "function")
-    call.__doc__ = fn.__doc__
-    call.__wrapped__ = fn  # type: ignore[attr-defined]
-    return call
+    return _signed(call, fn)
 
 
 class Attribute(Generic[T]):
@@ -200,7 +177,7 @@ class Attribute(Generic[T]):
     def __get__(self, obj: Blocking[Any] | None, owner: type | None = None) -> Self | T:
         if obj is None:
             return self
-        value: T = getattr(obj.aio, self._name)
+        value: T = getattr(obj._aio, self._name)
         return value
 
 
