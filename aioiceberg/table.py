@@ -306,12 +306,11 @@ class Table(_Evolution):
         clean_files: bool = True,
     ) -> ExpireResult:
         """Expire snapshots past retention (``older_than``: datetime or epoch ms), then delete their files."""
-        from aioiceberg.maintenance.expire import expire_snapshots
-
-        self._writer()
-        return await expire_snapshots(
-            self, older_than, retain_last, snapshot_ids=snapshot_ids, clean_files=clean_files
-        )
+        async with self.transaction() as tx:
+            result = await tx.expire_snapshots(
+                older_than, retain_last, snapshot_ids=snapshot_ids, clean_files=clean_files
+            )
+        return result
 
     async def remove_orphan_files(self, older_than: Any = None, *, dry_run: bool = False) -> list[str]:
         """Delete unreferenced objects under the table location older than ``older_than`` (default 3 days).
@@ -330,28 +329,25 @@ class Table(_Evolution):
 
     async def rewrite_manifests(self, target_size_bytes: int | None = None) -> RewriteManifestsResult:
         """Merge small data manifests into ``commit.manifest.target-size-bytes`` ones (a replace snapshot)."""
-        from aioiceberg.maintenance.manifests import rewrite_manifests
-
-        self._writer()
-        return await rewrite_manifests(self, target_size_bytes)
+        async with self.transaction() as tx:
+            result = await tx.rewrite_manifests(target_size_bytes)
+        return result
 
     async def rewrite_data_files(
         self, target_file_size: int | None = None, filter: Any = None, *, min_input_files: int = 2
     ) -> RewriteDataFilesResult:
         """Compact small data files per partition (a replace snapshot; rows unchanged)."""
-        from aioiceberg.maintenance.compaction import rewrite_data_files
-
-        self._writer()
-        return await rewrite_data_files(self, target_file_size, filter, min_input_files=min_input_files)
+        async with self.transaction() as tx:
+            result = await tx.rewrite_data_files(target_file_size, filter, min_input_files=min_input_files)
+        return result
 
     async def compute_statistics(
         self, columns: Sequence[str] | None = None, snapshot_id: int | None = None
     ) -> StatisticsFile | None:
         """NDV theta sketches of columns in a Puffin file, registered in the table metadata."""
-        from aioiceberg.maintenance.statistics import compute_statistics
-
-        self._writer()
-        return await compute_statistics(self, columns, snapshot_id)
+        async with self.transaction() as tx:
+            result = await tx.compute_statistics(columns, snapshot_id)
+        return result
 
     async def _commit(self, changes: Sequence[Change]) -> None:
         protocol = self._writer()
@@ -481,17 +477,23 @@ class Transaction(_Evolution):
         return ManageSnapshots(self)
 
     # -- row-level changes: planned now, on the staged metadata (aioiceberg.rowlevel) --
-    def _row_level_base(self) -> TableMetadata:
+    def _open_metadata(self) -> TableMetadata:
         if self._done:
             raise UnsupportedError("this transaction was already committed or aborted")
-        if any(c.snapshot_id is not None for c in self.changes):
-            raise UnsupportedError(
-                "a delete, overwrite or upsert must come before other data changes in a transaction: "
-                "it is planned on the table as committed"
-            )
         return self._metadata()
 
-    def _stage_row_level(self, change: Change | None) -> None:
+    def _planned_base(self, what: str = "a delete, overwrite or upsert") -> TableMetadata:
+        """The staged metadata, for a change whose files are chosen now: the snapshots of data
+        changes staged before it do not exist yet, so it would miss (or clash with) them."""
+        md = self._open_metadata()
+        if any(c.snapshot_id is not None for c in self.changes):
+            raise UnsupportedError(
+                f"{what} must come before other data changes in a transaction: "
+                "it is planned on the table as committed"
+            )
+        return md
+
+    def _stage_planned(self, change: Change | None) -> None:
         if change is not None:
             self.changes.append(change)
 
@@ -503,8 +505,8 @@ class Transaction(_Evolution):
     ) -> None:
         from aioiceberg.rowlevel import plan_delete
 
-        md = self._row_level_base()
-        self._stage_row_level(
+        md = self._planned_base()
+        self._stage_planned(
             await plan_delete(
                 self.table.io,
                 md,
@@ -526,7 +528,7 @@ class Transaction(_Evolution):
         from aioiceberg.rowlevel import plan_delete
         from aioiceberg.spec.metadata import Operation
 
-        md = self._row_level_base()
+        md = self._planned_base()
         change = await plan_delete(
             self.table.io,
             md,
@@ -539,7 +541,7 @@ class Transaction(_Evolution):
         )
         if isinstance(change, RowLevelChange) and not change.removed and not change.added_delete_files:
             change.operation = Operation.APPEND  # nothing replaced: as PyIceberg, an append
-        self._stage_row_level(change)
+        self._stage_planned(change)
 
     async def overwrite_data_files(
         self,
@@ -556,7 +558,7 @@ class Transaction(_Evolution):
         from aioiceberg.rowlevel import plan_delete
         from aioiceberg.spec.metadata import Operation
 
-        md = self._row_level_base()
+        md = self._planned_base()
         change = await plan_delete(
             self.table.io,
             md,
@@ -569,7 +571,7 @@ class Transaction(_Evolution):
         )
         if isinstance(change, RowLevelChange) and not change.removed and not change.added_delete_files:
             change.operation = Operation.APPEND
-        self._stage_row_level(change)
+        self._stage_planned(change)
 
     async def replace_partitions(
         self, data_files: Iterable[DataFile], snapshot_properties: Mapping[str, str] | None = None
@@ -578,8 +580,8 @@ class Transaction(_Evolution):
         they fall in are replaced by them (the transaction owns them)."""
         from aioiceberg.rowlevel import plan_replace_partitions
 
-        md = self._row_level_base()
-        self._stage_row_level(
+        md = self._planned_base()
+        self._stage_planned(
             await plan_replace_partitions(
                 self.table.io, md, list(data_files), snapshot_properties=snapshot_properties
             )
@@ -590,8 +592,8 @@ class Transaction(_Evolution):
     ) -> None:
         from aioiceberg.rowlevel import plan_dynamic_partition_overwrite
 
-        md = self._row_level_base()
-        self._stage_row_level(
+        md = self._planned_base()
+        self._stage_planned(
             await plan_dynamic_partition_overwrite(
                 self.table.io, md, df, snapshot_properties=snapshot_properties
             )
@@ -608,8 +610,8 @@ class Transaction(_Evolution):
     ) -> None:
         from aioiceberg.rowlevel import plan_upsert
 
-        md = self._row_level_base()
-        self._stage_row_level(
+        md = self._planned_base()
+        self._stage_planned(
             await plan_upsert(
                 self.table.io,
                 md,
@@ -620,6 +622,78 @@ class Transaction(_Evolution):
                 snapshot_properties=snapshot_properties,
             )
         )
+
+    # -- maintenance: planned now, committed with the rest (aioiceberg.maintenance) --
+    # Each returns its result object, complete once the transaction has committed.
+    async def expire_snapshots(
+        self,
+        older_than: Any = None,
+        retain_last: int | None = None,
+        *,
+        snapshot_ids: Iterable[int] = (),
+        clean_files: bool = True,
+    ) -> ExpireResult:
+        """Expire snapshots past retention, decided on the table as this commit finds it
+        (snapshots staged before count); their files are deleted once the commit has landed."""
+        from aioiceberg.maintenance.expire import plan_expire_snapshots
+
+        change, result = await plan_expire_snapshots(
+            self.table.io,
+            self._open_metadata(),
+            older_than,
+            retain_last,
+            snapshot_ids=snapshot_ids,
+            clean_files=clean_files,
+            after_changes=bool(self.changes),
+        )
+        self._stage_planned(change)
+        return result
+
+    async def rewrite_manifests(self, target_size_bytes: int | None = None) -> RewriteManifestsResult:
+        """Merge small data manifests of main, those of snapshots staged before included."""
+        from aioiceberg.maintenance.manifests import plan_rewrite_manifests
+
+        change, result = await plan_rewrite_manifests(
+            self.table.io,
+            self._open_metadata(),
+            target_size_bytes,
+            after_changes=any(c.snapshot_id is not None for c in self.changes),
+        )
+        self._stage_planned(change)
+        return result
+
+    async def rewrite_data_files(
+        self, target_file_size: int | None = None, filter: Any = None, *, min_input_files: int = 2
+    ) -> RewriteDataFilesResult:
+        """Compact small data files per partition; the new files are written now (and deleted
+        if the transaction fails)."""
+        from aioiceberg.maintenance.compaction import plan_rewrite_data_files
+
+        change, result = await plan_rewrite_data_files(
+            self.table.io,
+            self._planned_base("rewrite_data_files"),
+            target_file_size,
+            filter,
+            min_input_files=min_input_files,
+        )
+        self._stage_planned(change)
+        return result
+
+    async def compute_statistics(
+        self, columns: Sequence[str] | None = None, snapshot_id: int | None = None
+    ) -> StatisticsFile | None:
+        """NDV sketches of a committed snapshot (default: the current one), registered by this commit."""
+        from aioiceberg.maintenance.statistics import plan_compute_statistics
+
+        md = self._open_metadata()
+        if snapshot_id is None and any(c.snapshot_id is not None for c in self.changes):
+            raise UnsupportedError(
+                "compute_statistics after data changes in a transaction would describe the snapshot "
+                "they replace: pass snapshot_id, or compute statistics once the transaction committed"
+            )
+        change = await plan_compute_statistics(self.table.io, md, columns, snapshot_id)
+        self._stage_planned(change)
+        return change.statistics if change is not None else None
 
     # -- evolution: builders stage their change here when their ``async with`` exits --
     async def _stage(self, change: MetadataChange) -> None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import glob
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from aioiceberg.catalog import Catalog
 from aioiceberg.table import Table
 
 SCHEMA = pa.schema(
@@ -88,3 +90,22 @@ async def assert_readers_agree(
 
 async def listing(table: Table) -> set[str]:
     return {info.location async for info in table.io.list(table.location + "/")}
+
+
+async def appended_table(
+    catalog: Catalog, appends: int, size: int, partition_by: Sequence[str] | None = None
+) -> Table:
+    """``db.t`` after ``appends`` appends of ``size`` rows each (ids from 0): one manifest each."""
+    table = await catalog.create_table("db.t", schema=SCHEMA, partition_by=partition_by)
+    for i in range(appends):
+        await table.append(rows(i * size, size))
+    return table
+
+
+async def compacted_under_a_stale_handle(catalog: Catalog) -> tuple[Table, Table]:
+    """``db.t`` (20 rows) compacted, and a handle loaded before that: a compaction through the
+    stale handle conflicts (its files are gone)."""
+    table = await appended_table(catalog, 4, 5)
+    stale = await catalog.load_table("db.t")
+    await table.rewrite_data_files()
+    return table, stale

@@ -9,11 +9,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from maint_helpers import SCHEMA, assert_readers_agree, ids, listing, rows
+from aiohttp import web
+from maint_helpers import (
+    SCHEMA,
+    appended_table,
+    assert_readers_agree,
+    compacted_under_a_stale_handle,
+    ids,
+    listing,
+    rows,
+)
 from servers.backends import create_bucket
 from servers.plugin import s3_storage_options
+from servers.proxy import FaultProxy, conditional_put
 
 import aioiceberg
+from aioiceberg.errors import CommitConflictError, CommitStateUnknownError
 from aioiceberg.table import Table
 
 
@@ -209,3 +220,83 @@ async def test_orphan_removal_on_s3(moto_endpoint: str) -> None:
         assert await table.remove_orphan_files(older_than=later) == [stray]
         assert await listing(table) == before - {stray}
         assert ids(await table.scan().to_arrow()) == list(range(10))
+
+
+@pytest.mark.anyio
+async def test_expiry_deletes_nothing_when_its_commit_may_not_have_landed(
+    fault_proxy: FaultProxy, moto_endpoint: str
+) -> None:
+    """The version write lands but neither its answer nor any read-back of it arrives: the
+    outcome is unknown, so the expired snapshots' files must all still be there."""
+    bucket = await create_bucket(moto_endpoint)
+    proxied = {**s3_storage_options(fault_proxy.url), "s3.retry-max-attempts": "2"}
+    async with aioiceberg.connect(f"s3://{bucket}/wh", storage_options=proxied) as catalog:
+        table = await appended_table(catalog, 3, 5)
+        before = await listing(table)
+        time.sleep(0.01)
+        put_seen = False
+
+        def metadata_after_the_version_write(request: web.Request) -> bool:
+            nonlocal put_seen
+            put_seen = put_seen or (conditional_put(request) and request.path.endswith(".metadata.json"))
+            return put_seen and request.path.endswith(".metadata.json")
+
+        fault_proxy.configure(drop_filter=metadata_after_the_version_write, drop_next=10_000)
+        with pytest.raises(CommitStateUnknownError):
+            await table.expire_snapshots(older_than=dt.datetime.now(dt.UTC), retain_last=1)
+        assert fault_proxy.stats.dropped >= 2  # the write's answer and the read-backs
+        fault_proxy.reset()
+        assert before <= await listing(table)  # nothing deleted
+    direct = s3_storage_options(moto_endpoint)
+    async with aioiceberg.connect(f"s3://{bucket}/wh", storage_options=direct) as catalog:
+        landed = await catalog.load_table("db.t")
+        assert len(landed.snapshots()) == 1  # it did land: its files are orphans now, not lost data
+        assert ids(await landed.scan().to_arrow()) == list(range(15))
+
+
+@pytest.mark.anyio
+async def test_expiry_in_a_transaction_that_fails_deletes_nothing(tmp_path: Path) -> None:
+    table, stale = await compacted_under_a_stale_handle(aioiceberg.connect(str(tmp_path / "wh")))
+    before = await listing(table)
+    time.sleep(0.01)
+    with pytest.raises(CommitConflictError):
+        async with stale.transaction() as tx:
+            expired = await tx.expire_snapshots(older_than=dt.datetime.now(dt.UTC), retain_last=1)
+            await tx.rewrite_data_files()  # built after the expiry: fails the commit
+    assert expired.expired_snapshot_ids == [] and expired.deleted_files == []
+    assert await listing(table) == before  # the compaction's new files went, nothing else
+    # Aborted by an error in the block: no commit, nothing deleted.
+    version = table.version
+    with pytest.raises(RuntimeError, match="changed my mind"):
+        async with table.transaction() as tx:
+            expired = await tx.expire_snapshots(older_than=dt.datetime.now(dt.UTC), retain_last=1)
+            raise RuntimeError("changed my mind")
+    assert expired.deleted_files == [] and await listing(table) == before
+    assert (await table.refresh()).version == version
+    await assert_readers_agree(table, list(range(20)))
+
+
+@pytest.mark.anyio
+async def test_a_manifest_rewrite_and_an_expiry_in_one_commit_delete_the_replaced_manifests(
+    tmp_path: Path,
+) -> None:
+    table = await appended_table(aioiceberg.connect(str(tmp_path / "wh")), 5, 4, ["region"])
+    old_lists = {s.manifest_list for s in table.snapshots()}
+    version = table.version
+    time.sleep(0.01)
+    async with table.transaction() as tx:
+        rewrite = await tx.rewrite_manifests()
+        expired = await tx.expire_snapshots(older_than=dt.datetime.now(dt.UTC), retain_last=1)
+    assert table.version == version + 1
+    current = table.current_snapshot()
+    assert current is not None and current.snapshot_id == rewrite.snapshot_id
+    assert [s.snapshot_id for s in table.snapshots()] == [current.snapshot_id]
+    assert len(expired.expired_snapshot_ids) == 5
+    # The merged-away manifests and the old lists went; every data file is still live.
+    assert set(expired.deleted_manifests) == set(rewrite.rewritten_manifests)
+    assert set(expired.deleted_manifest_lists) == old_lists
+    assert expired.deleted_content_files == [] and expired.failed_deletes == []
+    assert not set(expired.deleted_files) & await listing(table)
+    soon = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5)
+    assert await table.remove_orphan_files(older_than=soon, dry_run=True) == []
+    await assert_readers_agree(table, list(range(20)))

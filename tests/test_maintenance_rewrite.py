@@ -6,10 +6,19 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
-from maint_helpers import SCHEMA, assert_readers_agree, ids, listing, pyiceberg_table, rows
+from maint_helpers import (
+    SCHEMA,
+    appended_table,
+    assert_readers_agree,
+    compacted_under_a_stale_handle,
+    ids,
+    listing,
+    pyiceberg_table,
+    rows,
+)
 
 import aioiceberg
-from aioiceberg.errors import CommitConflictError
+from aioiceberg.errors import CommitConflictError, UnsupportedError
 from aioiceberg.maintenance.files import ManifestWalker
 from aioiceberg.table import Table
 
@@ -22,6 +31,11 @@ async def manifest_count(table: Table) -> int:
 
 async def data_file_count(table: Table) -> int:
     return len([t async for t in table.scan().plan_files()])
+
+
+async def no_orphans(table: Table) -> bool:
+    soon = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5)
+    return await table.remove_orphan_files(older_than=soon, dry_run=True) == []
 
 
 @pytest.mark.anyio
@@ -70,18 +84,12 @@ async def test_appends_merge_manifests_only_when_enabled(tmp_path: Path) -> None
     snap = table.current_snapshot()
     assert snap is not None and snap.summary is not None and snap.summary["operation"] == "append"
     await assert_readers_agree(table, list(range(5)))
-    # The merged-away manifest of the new files was cleaned up: nothing is orphaned.
-    soon = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5)
-    assert await table.remove_orphan_files(older_than=soon, dry_run=True) == []
+    assert await no_orphans(table)  # the merged-away manifest of the new files was cleaned up
 
 
 @pytest.mark.anyio
 async def test_compaction_keeps_rows_and_reduces_files_per_partition(tmp_path: Path) -> None:
-    table = await aioiceberg.connect(str(tmp_path / "wh")).create_table(
-        "db.t", schema=SCHEMA, partition_by=["region"]
-    )
-    for i in range(8):
-        await table.append(rows(i * 10, 10))
+    table = await appended_table(aioiceberg.connect(str(tmp_path / "wh")), 8, 10, ["region"])
     assert await data_file_count(table) == 24
     before = (await table.scan().to_arrow()).sort_by("id")
     result = await table.rewrite_data_files()
@@ -124,12 +132,7 @@ async def test_compaction_applies_deletes(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 async def test_compaction_conflicts_with_a_concurrent_rewrite_and_cleans_up(tmp_path: Path) -> None:
-    catalog = aioiceberg.connect(str(tmp_path / "wh"))
-    table = await catalog.create_table("db.t", schema=SCHEMA)
-    for i in range(4):
-        await table.append(rows(i * 5, 5))
-    stale = await catalog.load_table("db.t")
-    await table.rewrite_data_files()  # removes the files the stale handle is about to rewrite
+    table, stale = await compacted_under_a_stale_handle(aioiceberg.connect(str(tmp_path / "wh")))
     before = await listing(table)
     with pytest.raises(CommitConflictError, match="removed by a concurrent commit"):
         await stale.rewrite_data_files()
@@ -178,3 +181,92 @@ async def test_statistics_ndv_sketches_are_read_by_pyiceberg(tmp_path: Path) -> 
         assert abs(int(blob.properties["ndv"]) - true) <= 0.05 * true + 1
         assert field_ids[blob.fields[0]].properties["ndv"] == blob.properties["ndv"]
     await assert_readers_agree(table, list(range(n)))
+
+
+@pytest.mark.anyio
+async def test_an_append_and_a_manifest_rewrite_in_one_transaction_are_one_commit(tmp_path: Path) -> None:
+    table = await appended_table(aioiceberg.connect(str(tmp_path / "wh")), 3, 4, ["region"])
+    head = table.current_snapshot()
+    assert head is not None
+    version = table.version
+    async with table.transaction() as tx:
+        await tx.append(rows(12, 4))
+        result = await tx.rewrite_manifests()  # merges the append's manifest too
+        tx.set_properties({"owner": "ops"})
+    assert table.version == version + 1 and table.properties["owner"] == "ops"
+    replace = table.current_snapshot()
+    assert replace is not None and replace.summary is not None
+    assert replace.snapshot_id == result.snapshot_id and replace.summary["operation"] == "replace"
+    append = table.snapshot_by_id(replace.parent_snapshot_id or 0)
+    assert append is not None and append.summary is not None and append.summary["operation"] == "append"
+    assert append.parent_snapshot_id == head.snapshot_id
+    assert len(result.rewritten_manifests) == 4 and await manifest_count(table) == 1
+    assert await no_orphans(table)
+    await assert_readers_agree(table, list(range(16)))
+
+
+@pytest.mark.anyio
+async def test_a_manifest_rewrite_with_nothing_to_merge_adds_no_snapshot_to_its_transaction(
+    tmp_path: Path,
+) -> None:
+    table = await aioiceberg.connect(str(tmp_path / "wh")).create_table("db.t", schema=SCHEMA)
+    async with table.transaction() as tx:
+        await tx.append(rows(0, 4))
+        result = await tx.rewrite_manifests()  # decided when built: one manifest, nothing to merge
+    assert result.snapshot_id is None and result.kept_manifests == 1
+    (only,) = table.snapshots()
+    assert only.summary is not None and only.summary["operation"] == "append"
+    assert await no_orphans(table)
+    await assert_readers_agree(table, list(range(4)))
+
+
+@pytest.mark.anyio
+async def test_compaction_after_a_data_change_in_a_transaction_is_refused_and_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    table = await appended_table(aioiceberg.connect(str(tmp_path / "wh")), 3, 5)
+    before = await listing(table)
+    version = table.version
+    with pytest.raises(UnsupportedError, match="rewrite_data_files must come before other data changes"):
+        async with table.transaction() as tx:
+            await tx.append(rows(15, 5))
+            await tx.rewrite_data_files()
+    assert await listing(table) == before  # the append's data file was deleted with the transaction
+    assert (await table.refresh()).version == version
+
+
+@pytest.mark.anyio
+async def test_compaction_then_an_append_in_one_transaction(tmp_path: Path) -> None:
+    table = await appended_table(aioiceberg.connect(str(tmp_path / "wh")), 4, 5)
+    version = table.version
+    async with table.transaction() as tx:
+        result = await tx.rewrite_data_files()
+        await tx.append(rows(20, 5))
+    assert table.version == version + 1
+    assert len(result.rewritten_files) == 4 and len(result.added_files) == 1
+    append = table.current_snapshot()
+    assert append is not None and append.summary is not None and append.summary["operation"] == "append"
+    replace = table.snapshot_by_id(append.parent_snapshot_id or 0)
+    assert replace is not None and replace.snapshot_id == result.snapshot_id
+    assert await data_file_count(table) == 2
+    assert await no_orphans(table)
+    await assert_readers_agree(table, list(range(25)))
+
+
+@pytest.mark.anyio
+async def test_statistics_after_a_data_change_in_a_transaction_name_their_snapshot(tmp_path: Path) -> None:
+    table = await aioiceberg.connect(str(tmp_path / "wh")).create_table("db.t", schema=SCHEMA)
+    await table.append(rows(0, 10))
+    head = table.current_snapshot()
+    assert head is not None
+    with pytest.raises(UnsupportedError, match="pass snapshot_id"):
+        async with table.transaction() as tx:
+            await tx.append(rows(10, 10))
+            await tx.compute_statistics(["id"])
+    async with table.transaction() as tx:
+        await tx.append(rows(10, 10))
+        stats = await tx.compute_statistics(["id"], snapshot_id=head.snapshot_id)
+    assert stats is not None and stats.snapshot_id == head.snapshot_id
+    assert [s.statistics_path for s in table.metadata.statistics] == [stats.statistics_path]
+    assert await no_orphans(table)
+    await assert_readers_agree(table, list(range(20)))

@@ -10,7 +10,6 @@ with ``CommitConflictError`` and its new files are deleted.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,8 +20,8 @@ from aioiceberg.commit.updates import TableUpdate
 from aioiceberg.errors import CommitConflictError, UnsupportedError, ValidationError
 from aioiceberg.expressions.tree import Expression
 from aioiceberg.io.base import FileIO
-from aioiceberg.maintenance.files import MaintainedTable, ManifestWalker
-from aioiceberg.maintenance.manifests import _ManifestSink, _publish, _replace_snapshot
+from aioiceberg.maintenance.files import ManifestWalker
+from aioiceberg.maintenance.rewrite import ManifestSink, ReplaceSnapshot, carried
 from aioiceberg.read import read_to_table
 from aioiceberg.scan import Planner
 from aioiceberg.spec.manifest import (
@@ -39,7 +38,7 @@ from aioiceberg.spec.tasks import FileScanTask
 from aioiceberg.write.locations import LocationProvider
 from aioiceberg.write.parquet import write_data_files
 
-__all__ = ["RewriteDataFilesChange", "RewriteDataFilesResult", "plan_bins", "rewrite_data_files"]
+__all__ = ["RewriteDataFilesChange", "RewriteDataFilesResult", "plan_bins", "plan_rewrite_data_files"]
 
 TARGET_FILE_SIZE = TableProperties.target_file_size.key
 
@@ -83,21 +82,16 @@ def plan_bins(
     return out
 
 
-class RewriteDataFilesChange:
+class RewriteDataFilesChange(ReplaceSnapshot):
     """Replace ``deleted`` data files by ``added`` ones in a ``replace`` snapshot on main."""
 
     def __init__(self, deleted: Sequence[DataFile], added: Sequence[DataFile], start: Snapshot) -> None:
+        super().__init__()
         self.deleted = list(deleted)
         self.added = list(added)
         self.start = start
-        self._snapshot_id = _new_id()
-        self.commit_uuid = uuid.uuid4()
         self.written: list[str] = []
         self.kept_manifests: set[str] = set()
-
-    @property
-    def snapshot_id(self) -> int:
-        return self._snapshot_id
 
     async def _check_conflicts(self, walker: ManifestWalker, base: TableMetadata, parent: Snapshot) -> None:
         since: set[int] = set()
@@ -138,7 +132,7 @@ class RewriteDataFilesChange:
         await self._check_conflicts(walker, base, parent)
         doomed = {f.file_path for f in self.deleted}
         found: set[str] = set()
-        sink = _ManifestSink(io, base, self._snapshot_id, f"{self.commit_uuid}-{attempt}")
+        sink = ManifestSink(io, base, self.snapshot_id, f"{self.commit_uuid}-{attempt}")
         manifests: list[ManifestFile] = []
         try:
             added_entries = [
@@ -166,18 +160,9 @@ class RewriteDataFilesChange:
                     manifests.append(m)
                     continue
                 found |= hits
+                drop, keep = ManifestEntryStatus.DELETED, ManifestEntryStatus.EXISTING
                 rewritten = [
-                    ManifestEntry(
-                        ManifestEntryStatus.DELETED
-                        if e.data_file.file_path in hits
-                        else ManifestEntryStatus.EXISTING,
-                        e.snapshot_id,
-                        e.sequence_number,
-                        e.file_sequence_number,
-                        e.data_file,
-                    )
-                    for e in entries
-                    if e.is_live
+                    carried(e, drop if e.data_file.file_path in hits else keep) for e in entries if e.is_live
                 ]
                 manifests.append(await sink.write(m.partition_spec_id, rewritten))
         finally:
@@ -189,21 +174,12 @@ class RewriteDataFilesChange:
                 f"e.g. {sorted(missing)[0]}"
             )
         extra = {"rewritten-data-files": str(len(self.deleted))}
-        snapshot, list_path = await _replace_snapshot(
-            io,
-            base,
-            parent,
-            self._snapshot_id,
-            manifests,
-            attempt,
-            self.commit_uuid,
-            extra,
-            added=self.added,
-            deleted=self.deleted,
+        updates, requirements, list_path = await self.publish(
+            io, base, parent, manifests, attempt, extra, added=self.added, removed=self.deleted
         )
         self.written.append(list_path)
         self.kept_manifests = {m.manifest_path for m in manifests} | {list_path}
-        return _publish(base, snapshot, parent)
+        return updates, requirements
 
     async def committed(self, io: FileIO, metadata: TableMetadata) -> None:
         await delete_quietly(io, [p for p in self.written if p not in self.kept_manifests])
@@ -212,53 +188,49 @@ class RewriteDataFilesChange:
         await delete_quietly(io, [*self.written, *(f.file_path for f in self.added)])
 
 
-def _new_id() -> int:
-    from aioiceberg.commit.snapshot_producer import new_snapshot_id
-
-    return new_snapshot_id()
-
-
 async def _tasks(io: FileIO, md: TableMetadata, row_filter: str | Expression | None) -> list[FileScanTask]:
     planner = Planner(io, md, row_filter=row_filter or "", snapshot_id=md.current_snapshot_id)
     return [t async for t in planner.plan_files()]
 
 
-async def rewrite_data_files(
-    table: MaintainedTable,
+async def plan_rewrite_data_files(
+    io: FileIO,
+    md: TableMetadata,
     target_file_size: int | None = None,
     filter: str | Expression | None = None,
     *,
     min_input_files: int = 2,
     properties: Mapping[str, str] | None = None,
-) -> RewriteDataFilesResult:
-    """Compact the current snapshot's small files (those matching ``filter``) per partition."""
-    md = table.metadata
+) -> tuple[RewriteDataFilesChange | None, RewriteDataFilesResult]:
+    """Compact the current snapshot's small files (those matching ``filter``) per partition:
+    the new files are written now; the change that swaps them in, and its result, are
+    returned (no change when nothing is worth compacting)."""
     if md.format_version >= 3:
         raise UnsupportedError("compacting v3 tables (row lineage, deletion vectors) is not supported yet")
     start = md.current_snapshot()
     if start is None:
-        return RewriteDataFilesResult()
+        return None, RewriteDataFilesResult()
     props = TableProperties({**md.properties, **(properties or {})})
     target = target_file_size or props.target_file_size
     if target <= 0:
         raise ValidationError(f"target_file_size must be positive, got {target}")
-    chosen = {t.file.file_path for t in await _tasks(table.io, md, filter)} if filter else None
-    every = await _tasks(table.io, md, None)
+    chosen = {t.file.file_path for t in await _tasks(io, md, filter)} if filter else None
+    every = await _tasks(io, md, None)
     candidates = [t for t in every if chosen is None or t.file.file_path in chosen]
     bins = plan_bins(candidates, target, min_input_files)
     if not bins:
-        return RewriteDataFilesResult()
+        return None, RewriteDataFilesResult()
     schema = md.schema()
     write_props = TableProperties({**props.raw, TARGET_FILE_SIZE: str(target)})
     added: list[DataFile] = []
     deleted: list[DataFile] = []
     try:
         for members in bins:
-            rows = await read_to_table(table.io, members, schema, table_schema=schema)
+            rows = await read_to_table(io, members, schema, table_schema=schema)
             deleted += [t.file for t in members]
             if rows.num_rows:
                 added += await write_data_files(
-                    table.io,
+                    io,
                     schema,
                     md.spec(),
                     rows,
@@ -266,11 +238,10 @@ async def rewrite_data_files(
                     write_props,
                 )
     except BaseException:
-        await delete_quietly(table.io, [f.file_path for f in added])
+        await delete_quietly(io, [f.file_path for f in added])
         raise
     change = RewriteDataFilesChange(deleted, added, start)
-    await table._commit([change])
-    return RewriteDataFilesResult(
+    return change, RewriteDataFilesResult(
         change.snapshot_id,
         sorted(f.file_path for f in deleted),
         sorted(f.file_path for f in added),

@@ -6,9 +6,10 @@ defaults ``history.expire.*``, overridden by ``retain_last`` / ``older_than``); 
 their snapshot; refs older than their ``max-ref-age-ms`` are removed (never main);
 snapshots no ref reaches are kept only while younger than the cutoff.
 
-Files are deleted only after the commit landed, and chosen from the metadata actually
-committed: a file is deleted when an expired snapshot reached it and no remaining one
-does. On ``CommitStateUnknownError`` nothing is deleted.
+Files are deleted by the change's post-commit hook, so only once the commit is known to
+have landed, and chosen from the metadata actually committed: a file is deleted when an
+expired snapshot reached it and no remaining one does. A failed commit or an unknown
+outcome (``CommitStateUnknownError``) deletes nothing.
 """
 
 from __future__ import annotations
@@ -20,15 +21,10 @@ from dataclasses import dataclass, field
 
 from aioiceberg.commit.requirements import AssertTableUUID, TableRequirement
 from aioiceberg.commit.updates import RemoveSnapshotRef, RemoveSnapshots, TableUpdate
-from aioiceberg.errors import ValidationError
+from aioiceberg.errors import IcebergError, ValidationError
 from aioiceberg.io.base import FileIO
-from aioiceberg.maintenance.files import (
-    MaintainedTable,
-    ManifestWalker,
-    delete_files,
-    statistics_paths,
-)
-from aioiceberg.spec.metadata import MAIN_BRANCH, TableMetadata
+from aioiceberg.maintenance.files import ManifestWalker, delete_files, statistics_paths
+from aioiceberg.spec.metadata import MAIN_BRANCH, Snapshot, TableMetadata
 from aioiceberg.spec.properties import TableProperties
 
 __all__ = [
@@ -37,7 +33,7 @@ __all__ = [
     "MIN_SNAPSHOTS_TO_KEEP",
     "ExpireResult",
     "ExpireSnapshotsChange",
-    "expire_snapshots",
+    "plan_expire_snapshots",
     "plan_expiry",
 ]
 
@@ -57,6 +53,8 @@ class ExpireResult:
     deleted_content_files: list[str] = field(default_factory=list)
     deleted_statistics_files: list[str] = field(default_factory=list)
     failed_deletes: list[str] = field(default_factory=list)
+    cleanup_error: str | None = None
+    """Why no file was deleted although snapshots expired (their files are left as orphans)."""
 
     @property
     def deleted_files(self) -> list[str]:
@@ -135,7 +133,13 @@ def plan_expiry(
 
 
 class ExpireSnapshotsChange:
-    """Removes the planned snapshots and refs; replanned on the latest metadata at every attempt."""
+    """Removes the planned snapshots and refs; replanned on the latest metadata at every attempt.
+
+    Once the commit is known to have landed, ``committed`` fills ``result`` from the
+    metadata actually committed and, with ``clean_files``, deletes the files only the
+    expired snapshots reached. A commit that failed or whose outcome is unknown never calls
+    it, so nothing is deleted then.
+    """
 
     def __init__(
         self,
@@ -143,14 +147,18 @@ class ExpireSnapshotsChange:
         retain_last: int | None,
         snapshot_ids: Iterable[int] = (),
         now_ms: int | None = None,
+        *,
+        walker: ManifestWalker | None = None,
     ) -> None:
         self.older_than_ms = older_than_ms
         self.retain_last = retain_last
         self.snapshot_ids = tuple(snapshot_ids)
         self.now_ms = now_ms
+        self.walker = walker
         self.base: TableMetadata | None = None
         self.removed_ids: set[int] = set()
         self.removed_refs: list[str] = []
+        self.result = ExpireResult()
 
     @property
     def snapshot_id(self) -> int | None:
@@ -171,49 +179,36 @@ class ExpireSnapshotsChange:
         return updates, [AssertTableUUID(base.table_uuid)]
 
     async def committed(self, io: FileIO, metadata: TableMetadata) -> None:
-        return None
+        before = self.base
+        if before is None:
+            return
+        kept_ids = {s.snapshot_id for s in metadata.snapshots}
+        expired = [s for s in before.snapshots if s.snapshot_id not in kept_ids]
+        result = self.result
+        result.expired_snapshot_ids = sorted(s.snapshot_id for s in expired)
+        result.removed_refs = sorted(set(before.refs) - set(metadata.refs))
+        if self.walker is not None and expired:
+            await _delete_expired_files(self.walker, before, metadata, expired, result)
 
     async def aborted(self, io: FileIO) -> None:
         return None
 
 
-async def expire_snapshots(
-    table: MaintainedTable,
-    older_than: dt.datetime | int | None = None,
-    retain_last: int | None = None,
-    *,
-    snapshot_ids: Iterable[int] = (),
-    clean_files: bool = True,
-    now_ms: int | None = None,
-) -> ExpireResult:
-    """Expire snapshots by the table's retention rules, then delete what only they reached."""
-    change = ExpireSnapshotsChange(_millis(older_than), retain_last, snapshot_ids, now_ms)
-    ids, refs = change.plan(table.metadata)
-    if not ids and not refs:
-        return ExpireResult()
-    walker = ManifestWalker(table.io)
-    if clean_files:
-        # Read what the cleanup walks before committing (the walker keeps it): a broken
-        # manifest then fails the call with the table unchanged, not with its snapshots gone
-        # and their files never to be found again.
-        snapshots = table.metadata.snapshots
-        await walker.reach([s for s in snapshots if s.snapshot_id in ids], missing_ok=True)
-        await walker.reach([s for s in snapshots if s.snapshot_id not in ids])
-    await table._commit([change])  # raises (and deletes nothing) when the outcome is unknown
-    before = change.base
-    after = table.metadata
-    assert before is not None
-    kept_ids = {s.snapshot_id for s in after.snapshots}
-    expired = [s for s in before.snapshots if s.snapshot_id not in kept_ids]
-    result = ExpireResult(
-        expired_snapshot_ids=sorted(s.snapshot_id for s in expired),
-        removed_refs=sorted(set(before.refs) - set(after.refs)),
-    )
-    if not clean_files or not expired:
-        return result
-
-    gone = await walker.reach(expired, missing_ok=True)
-    kept = await walker.reach(after.snapshots)
+async def _delete_expired_files(
+    walker: ManifestWalker,
+    before: TableMetadata,
+    after: TableMetadata,
+    expired: list[Snapshot],
+    result: ExpireResult,
+) -> None:
+    """Delete what ``expired`` reached and no snapshot of ``after`` does; best effort, as a
+    post-commit step must be: a file that cannot be read or deleted is left for orphan removal."""
+    try:
+        gone = await walker.reach(expired, missing_ok=True)
+        kept = await walker.reach(after.snapshots)
+    except IcebergError as exc:
+        result.cleanup_error = f"no file deleted: the remaining snapshots' files cannot be listed: {exc}"
+        return
     manifest_lists = [p for k, p in gone.manifest_lists.items() if k not in kept.manifest_lists]
     manifests = [p for k, p in gone.manifests.items() if k not in kept.manifests]
     content_candidates = {**gone.content, **gone.deleted_content, **kept.deleted_content}
@@ -228,11 +223,38 @@ async def expire_snapshots(
     # Data first, lists last: an interrupted run leaves orphans, never dangling references.
     failed: list[str] = []
     for group in (content, manifests, manifest_lists, stats):
-        failed += await delete_files(table.io, group)
+        failed += await delete_files(walker.io, group)
     bad = set(failed)
     result.deleted_content_files = sorted(p for p in content if p not in bad)
     result.deleted_manifests = sorted(p for p in manifests if p not in bad)
     result.deleted_manifest_lists = sorted(p for p in manifest_lists if p not in bad)
     result.deleted_statistics_files = sorted(p for p in stats if p not in bad)
     result.failed_deletes = sorted(bad)
-    return result
+
+
+async def plan_expire_snapshots(
+    io: FileIO,
+    md: TableMetadata,
+    older_than: dt.datetime | int | None = None,
+    retain_last: int | None = None,
+    *,
+    snapshot_ids: Iterable[int] = (),
+    clean_files: bool = True,
+    now_ms: int | None = None,
+    after_changes: bool = False,
+) -> tuple[ExpireSnapshotsChange | None, ExpireResult]:
+    """The expiry by the table's retention rules and its result (complete once committed); no
+    change when nothing expires, unless ``after_changes`` (changes staged before it in a
+    transaction may add snapshots or retention properties: it decides when it is built)."""
+    walker = ManifestWalker(io) if clean_files else None
+    change = ExpireSnapshotsChange(_millis(older_than), retain_last, snapshot_ids, now_ms, walker=walker)
+    ids, refs = change.plan(md)
+    if not ids and not refs and not after_changes:
+        return None, change.result
+    if walker is not None:
+        # Read what the cleanup walks before committing (the walker keeps it): a broken
+        # manifest then fails the call with the table unchanged, not with its snapshots gone
+        # and their files never to be found again.
+        await walker.reach([s for s in md.snapshots if s.snapshot_id in ids], missing_ok=True)
+        await walker.reach([s for s in md.snapshots if s.snapshot_id not in ids])
+    return change, change.result

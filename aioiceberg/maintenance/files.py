@@ -14,7 +14,6 @@ from urllib.parse import urlsplit
 import anyio
 
 from aioiceberg._concurrency import task_group
-from aioiceberg.commit.snapshot_producer import Change
 from aioiceberg.errors import StoreError
 from aioiceberg.io.base import FileIO
 from aioiceberg.spec.manifest import ManifestEntry, ManifestFile, read_manifest, snapshot_manifests
@@ -24,7 +23,8 @@ __all__ = ["MaintainedTable", "ManifestWalker", "Reachable", "delete_files", "no
 
 
 class MaintainedTable(Protocol):
-    """What maintenance needs from a table: its store, its metadata and a way to commit."""
+    """What orphan removal needs from a table: its store and its metadata (changes that
+    commit are staged in a transaction instead)."""
 
     io: FileIO
 
@@ -36,8 +36,6 @@ class MaintainedTable(Protocol):
 
     @property
     def metadata_location(self) -> str: ...
-
-    async def _commit(self, changes: Sequence[Change]) -> None: ...
 
 
 def normalize(location: str) -> str:

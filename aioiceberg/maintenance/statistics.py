@@ -18,7 +18,6 @@ from aioiceberg.commit.snapshot_producer import delete_quietly
 from aioiceberg.commit.updates import SetStatistics, TableUpdate
 from aioiceberg.errors import NotFoundError, ValidationError
 from aioiceberg.io.base import FileIO
-from aioiceberg.maintenance.files import MaintainedTable
 from aioiceberg.read import read_to_table
 from aioiceberg.scan import Planner
 from aioiceberg.spec.metadata import BlobMetadata, StatisticsFile, TableMetadata
@@ -35,7 +34,7 @@ from aioiceberg.spec.types import (
     UUIDType,
 )
 
-__all__ = ["SetStatisticsChange", "compute_statistics", "sketch_values"]
+__all__ = ["SetStatisticsChange", "plan_compute_statistics", "sketch_values"]
 
 _AS_INT: dict[type[PrimitiveType], pa.DataType] = {
     DateType: pa.int32(),
@@ -87,14 +86,14 @@ class SetStatisticsChange:
         await delete_quietly(io, [self.statistics.statistics_path])
 
 
-async def compute_statistics(
-    table: MaintainedTable, columns: Sequence[str] | None = None, snapshot_id: int | None = None
-) -> StatisticsFile | None:
+async def plan_compute_statistics(
+    io: FileIO, md: TableMetadata, columns: Sequence[str] | None = None, snapshot_id: int | None = None
+) -> SetStatisticsChange | None:
     """NDV sketches of ``columns`` (default: every top-level primitive column) of a snapshot.
 
-    Returns the registered statistics file, or None for a table without snapshots.
+    The Puffin file is written now; the change registers it (its ``statistics``). None for
+    a table without snapshots.
     """
-    md = table.metadata
     snap = md.snapshot_by_id(snapshot_id) if snapshot_id is not None else md.current_snapshot()
     if snap is None:
         if snapshot_id is not None:
@@ -115,8 +114,8 @@ async def compute_statistics(
     if not fields:
         raise ValidationError("no columns to compute statistics for")
     projection = schema.select(*(f.name for f in fields))
-    tasks = [t async for t in Planner(table.io, md, snapshot_id=snap.snapshot_id).plan_files()]
-    rows = await read_to_table(table.io, tasks, projection, table_schema=schema)
+    tasks = [t async for t in Planner(io, md, snapshot_id=snap.snapshot_id).plan_files()]
+    rows = await read_to_table(io, tasks, projection, table_schema=schema)
 
     writer = PuffinWriter()
     for f in fields:
@@ -132,7 +131,7 @@ async def compute_statistics(
         )
     data = writer.finish()
     path = f"{md.location}/metadata/{snap.snapshot_id}-{uuid.uuid4()}.stats"
-    await table.io.write(path, data)
+    await io.write(path, data)
     assert writer.footer_size is not None
     statistics = StatisticsFile(
         snapshot_id=snap.snapshot_id,
@@ -144,5 +143,4 @@ async def compute_statistics(
             for b in writer.blobs
         ),
     )
-    await table._commit([SetStatisticsChange(statistics)])
-    return statistics
+    return SetStatisticsChange(statistics)
