@@ -29,10 +29,10 @@ from aioiceberg.spec import values
 from aioiceberg.spec.metadata import TableMetadata
 from aioiceberg.spec.name_mapping import (
     DEFAULT_NAME_MAPPING_PROPERTY,
-    name_mapping_from_json,
     name_mapping_to_json,
     update_name_mapping,
 )
+from aioiceberg.spec.properties import TableProperties
 from aioiceberg.spec.schema import Schema, assign_fresh_ids
 from aioiceberg.spec.types import (
     DateType,
@@ -635,10 +635,10 @@ class UpdateSchema(PendingUpdate):
             AddSchema(schema, self._last_column_id),
             SetCurrentSchema(LAST_ADDED),
         ]
-        mapping = self._base.properties.get(DEFAULT_NAME_MAPPING_PROPERTY)
-        if mapping:  # keep it resolving every column, as Java does
-            updated = name_mapping_to_json(update_name_mapping(name_mapping_from_json(mapping), schema))
-            if updated != mapping:
+        mapping = TableProperties(self._base.properties).name_mapping
+        if mapping is not None:  # keep it resolving every column, as Java does
+            updated = name_mapping_to_json(update_name_mapping(mapping, schema))
+            if updated != self._base.properties[DEFAULT_NAME_MAPPING_PROPERTY]:
                 updates.append(SetProperties({DEFAULT_NAME_MAPPING_PROPERTY: updated}))
         requirements: list[TableRequirement] = [
             AssertCurrentSchemaId(self._base.current_schema_id),
