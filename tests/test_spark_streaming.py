@@ -248,3 +248,32 @@ def test_admission_control_stops_inside_a_snapshot(tmp_path: Path) -> None:
     assert reader.getDefaultReadLimit() == ReadMaxFiles(2)
     assert [len(b) for b in drain(reader, reader.getDefaultReadLimit())] == [20, 11, 2]
     assert [len(b) for b in drain(reader_of(table), ReadMaxRows(15))] == [10, 10, 13]  # at least one file
+
+
+def test_complete_mode_replaces_the_table_each_epoch(spark: Any, tmp_path: Path) -> None:  # noqa: F811
+    import pyarrow as pa
+
+    source = new_table(tmp_path)
+    source.append(rows(0, 6))
+    source.append(rows(6, 3))
+    counts_schema = pa.schema([pa.field("region", pa.string()), pa.field("n", pa.int64())])
+    sink = sync.connect(str(tmp_path / "wh")).create_table("db.counts", schema=counts_schema)
+    df = stream(spark, source, **{"streaming-max-files-per-micro-batch": "1"})
+    query = (
+        df.groupBy("region")
+        .count()
+        .withColumnRenamed("count", "n")
+        .writeStream.outputMode("complete")
+        .format("aioiceberg")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start(sink.location)
+    )
+    query.awaitTermination(120)
+    table = sync.load_table(sink.location)
+    assert [s.summary.properties[EPOCH_ID_PROPERTY] for s in table.history() if s.summary] == ["0", "1"]
+    assert sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["region"]) == [
+        {"region": "ap", "n": 3},
+        {"region": "eu", "n": 3},
+        {"region": "us", "n": 3},
+    ]
