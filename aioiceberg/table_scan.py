@@ -15,11 +15,8 @@ from aioiceberg.scan.options import ScanArgs, split_scan_options
 from aioiceberg.scan.pipeline import PlanStream
 from aioiceberg.scan.planner import Planner
 from aioiceberg.spec.metadata import TableMetadata
-from aioiceberg.spec.name_mapping import (
-    DEFAULT_NAME_MAPPING_PROPERTY,
-    NameMapping,
-    name_mapping_from_json,
-)
+from aioiceberg.spec.name_mapping import NameMapping
+from aioiceberg.spec.properties import TableProperties
 from aioiceberg.spec.schema import Schema
 
 __all__ = ["Scan", "TableScan"]
@@ -77,8 +74,7 @@ class TableScan:
         )
 
     def _name_mapping(self) -> NameMapping | None:
-        text = self.metadata.properties.get(DEFAULT_NAME_MAPPING_PROPERTY)
-        return name_mapping_from_json(text) if text else None
+        return TableProperties(self.metadata.properties).name_mapping
 
     def plan_files(self, metrics: PlanMetrics | None = None) -> PlanStream:
         """Stream the tasks; ``metrics`` (optional) counts this call alone. ``async for``

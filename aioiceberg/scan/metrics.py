@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["PlanMetrics", "ReadMetrics", "ScanMetrics"]
+__all__ = ["PlanMetrics", "ReadMetrics"]
 
 
 @dataclass
@@ -48,6 +48,3 @@ class ReadMetrics:
     row_groups_read: int = 0
     bytes_fetched: int = 0
     delete_files_read: int = 0
-
-
-ScanMetrics = PlanMetrics  # the name users of plan_files(metrics=...) had
