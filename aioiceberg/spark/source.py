@@ -116,7 +116,9 @@ def _check_option(key: str, location: str, writing: bool, extra: frozenset[str] 
 
 
 @dataclass(frozen=True)
-class _Options:
+class SourceOptions:
+    """A read's or write's options, parsed once; the streaming source parses its own with them."""
+
     location: str
     storage_options: dict[str, str]
     lock: str | None = None
@@ -134,7 +136,7 @@ class _Options:
     @classmethod
     def parse(
         cls, options: Mapping[str, str], *, writing: bool = False, extra: frozenset[str] = frozenset()
-    ) -> _Options:
+    ) -> SourceOptions:
         """``extra``: more keys to accept and keep out of the storage options (a stream's own)."""
         opts = {str(k).lower(): v for k, v in options.items()}
         location = opts.get("path")
@@ -231,11 +233,11 @@ class AioIcebergDataSource(DataSource):
     def name(cls) -> str:
         return SOURCE_NAME
 
-    def _options(self) -> _Options:
-        return _Options.parse(self.options)
+    def _options(self) -> SourceOptions:
+        return SourceOptions.parse(self.options)
 
     def schema(self) -> StructType:
-        opts = _Options.parse(self.options, extra=STREAM_READ_OPTIONS)  # a stream's too
+        opts = SourceOptions.parse(self.options, extra=STREAM_READ_OPTIONS)  # a stream's too
         scan = opts.scan(opts.load())
         return from_arrow_schema(spark_arrow_schema(scan.snapshot_schema), prefer_timestamp_ntz=True)
 
@@ -243,7 +245,7 @@ class AioIcebergDataSource(DataSource):
         return AioIcebergPushdownReader(self._options(), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> AioIcebergWriter:
-        opts = _Options.parse(self.options, writing=True)
+        opts = SourceOptions.parse(self.options, writing=True)
         table = opts.load()
         if table.read_only:
             raise ReadOnlyTableError(table.read_only_reason or f"{opts.location} opened read-only")
@@ -253,7 +255,7 @@ class AioIcebergDataSource(DataSource):
             sql_filter(table.schema(), opts.overwrite_filter)  # a bad filter fails before any task runs
         metadata = table.metadata
         return AioIcebergWriter(
-            _WriteJob(
+            WriteJob(
                 location=table.location,
                 storage_options=opts.storage_options,
                 lock=opts.lock,
@@ -289,7 +291,7 @@ class AioIcebergReader(DataSourceReader):
     filters into another query's plan through shared state.
     """
 
-    def __init__(self, options: _Options, schema: StructType) -> None:
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options
         self.columns: list[str] = list(schema.fieldNames())
         self.arrow_schema: pa.Schema = to_arrow_schema(schema, timezone="UTC")
@@ -381,7 +383,9 @@ class AioIcebergCommitMessage(WriterCommitMessage):  # type: ignore[misc]
 
 
 @dataclass(frozen=True)
-class _WriteJob:
+class WriteJob:
+    """What every task of one write needs, sent to executors; a streaming sink builds one per epoch."""
+
     location: str
     storage_options: dict[str, str]
     lock: str | None
@@ -403,7 +407,7 @@ class _WriteJob:
         return partition_spec_from_json(json.loads(self.spec_json))
 
 
-def _abort_marker(job: _WriteJob) -> str:
+def _abort_marker(job: WriteJob) -> str:
     """Written by an aborted job before it removes its files; an orphan, removed with them by
     orphan removal later."""
     from aioiceberg.write import LocationProvider
@@ -440,7 +444,7 @@ def _check_rows(batch: pa.RecordBatch, expr: Any, names: Any, filter_text: str) 
 class AioIcebergWriter(DataSourceArrowWriter):
     """Executors write data files; ``commit`` makes one snapshot; ``abort`` cleans up."""
 
-    def __init__(self, job: _WriteJob) -> None:
+    def __init__(self, job: WriteJob) -> None:
         self.job = job
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> AioIcebergCommitMessage:

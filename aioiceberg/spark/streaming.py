@@ -53,8 +53,8 @@ from aioiceberg.spark.source import (
     AioIcebergDataSource,
     AioIcebergReader,
     AioIcebergWriter,
-    _Options,
-    _WriteJob,
+    SourceOptions,
+    WriteJob,
 )
 from aioiceberg.spark.stream_options import (
     BATCH_ONLY_WRITE_OPTIONS,
@@ -149,7 +149,7 @@ class AioIcebergStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     """Offsets and planning in the driver-side worker; ``read`` on executors, as the batch reader."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        self.options = _Options.parse(options, extra=STREAM_READ_OPTIONS)
+        self.options = SourceOptions.parse(options, extra=STREAM_READ_OPTIONS)
         self.stream = StreamOptions.parse(options)
         self.branch = self.options.ref or MAIN_BRANCH
         self.reader = AioIcebergReader(self.options, schema)  # reads a partition as a batch read does
@@ -352,7 +352,7 @@ class AioIcebergStreamCommitMessage(AioIcebergCommitMessage):
 class AioIcebergStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
     """An epoch through the batch writer's ``write``, ``commit`` (keyed by query and epoch) and ``abort``."""
 
-    def __init__(self, job: _WriteJob) -> None:
+    def __init__(self, job: WriteJob) -> None:
         self.job = job
 
     @classmethod
@@ -379,7 +379,7 @@ class AioIcebergStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
             written.data_files, write_id=self.job.write_id, query_id=query_id
         )
 
-    def _epoch_job(self, messages: Sequence[WriterCommitMessage | None], epoch: int) -> _WriteJob | None:
+    def _epoch_job(self, messages: Sequence[WriterCommitMessage | None], epoch: int) -> WriteJob | None:
         """The job of the attempt that sent ``messages``, keyed by (query, epoch); None: none reported."""
         ours = [m for m in messages if isinstance(m, AioIcebergStreamCommitMessage)]
         write_id = next((m.write_id for m in ours if m.write_id), None)
