@@ -4,11 +4,14 @@
     aioiceberg.spark.register(spark)
     df = spark.read.format("aioiceberg").load("s3://bucket/warehouse/db/events")
     df.write.format("aioiceberg").mode("append").save("s3://bucket/warehouse/db/events")
+    spark.readStream.format("aioiceberg").load(location)   # appended files, snapshot by snapshot
+    stream.writeStream.format("aioiceberg").option("checkpointLocation", ck).start(location)
 
 Filter pushdown needs ``spark.sql.python.filterPushdown.enabled=true`` (off by default
 in Spark); ``register`` turns it on where Spark keeps pushed plans per query (see
 ``register``). Without it Spark reads every file and filters rows itself; the
 ``filter`` read option (an Iceberg filter string) prunes explicitly either way.
+Options, write modes and streaming guarantees: docs/spark.md.
 """
 
 from __future__ import annotations
