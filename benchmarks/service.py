@@ -49,10 +49,11 @@ from aioiceberg.testing.synthetic import (  # noqa: E402
     DAY_MICROS,
     FIRST_DAY,
     SNAPSHOT_ID,
-    bench_schema,
-    bench_spec,
     data_file,
     day_range,
+    empty_metadata,
+    manifest_list_path,
+    snapshot_metadata,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -73,7 +74,7 @@ def _write(disk_root: str, location: str, data: bytes) -> None:
 
 
 def _file_rows(k: int, i: int, day: int, ids: list[int], rows: int) -> dict[str, list[Any]]:
-    """Values inside the bounds ``aioiceberg.testing.synthetic.data_file`` gives file k (entry i of its day)."""
+    """Values inside the bounds `synthetic.data_file` gives file k (entry i of its day)."""
     n = len(ids)
     ts0 = day * DAY_MICROS + i * 1_000_000
     step = max(1, n - 1)
@@ -101,12 +102,10 @@ def _build_manifest(disk_root: str, location: str, m: int, entries: int, rows: i
 
     from aioiceberg.spec.arrow import schema_to_arrow
     from aioiceberg.spec.manifest import ManifestEntry, ManifestEntryStatus, write_manifest
-    from aioiceberg.spec.metadata_json import new_table_metadata
-    from aioiceberg.spec.sorting import UNSORTED
     from aioiceberg.spec.transforms import parse_transform
     from aioiceberg.spec.types import LongType
 
-    md = new_table_metadata(bench_schema(), bench_spec(), UNSORTED, location, {}, 2, last_updated_ms=0)
+    md = empty_metadata(location)
     schema = md.schema()
     arrow_schema = schema_to_arrow(schema)
     first = m * entries * 1000
@@ -153,30 +152,14 @@ def build_service_table(
 ) -> str:
     """Build the table (data files, manifests, list, metadata); returns the metadata location."""
     from aioiceberg.spec.manifest import write_manifest_list
-    from aioiceberg.spec.metadata import Operation, Snapshot, SnapshotLogEntry, SnapshotRef, Summary
-    from aioiceberg.spec.metadata_json import new_table_metadata, serialize_table_metadata
-    from aioiceberg.spec.sorting import UNSORTED
 
     with ProcessPoolExecutor(workers) as pool:
         jobs = [pool.submit(_build_manifest, disk_root, location, m, entries, rows) for m in range(manifests)]
         done = sorted((j.result() for j in jobs), key=lambda p: p[0])
-    md = new_table_metadata(
-        bench_schema(), bench_spec(), UNSORTED, location, {}, 2, last_updated_ms=1_700_000_000_000
-    )
-    list_path = f"{location}/metadata/snap-{SNAPSHOT_ID}-{uuid.uuid4().hex[:8]}.avro"
-    manifest_list = write_manifest_list([mf for _, mf in done], 2, SNAPSHOT_ID, None, 1)
-    _write(disk_root, list_path, manifest_list)
-    ts = 1_700_000_000_000
-    snap = Snapshot(SNAPSHOT_ID, None, 1, ts, list_path, Summary(Operation.APPEND), md.schema().schema_id)
-    md = md.replace(
-        snapshots=(snap,),
-        current_snapshot_id=SNAPSHOT_ID,
-        last_sequence_number=1,
-        snapshot_log=(SnapshotLogEntry(SNAPSHOT_ID, ts),),
-        refs={"main": SnapshotRef(SNAPSHOT_ID)},
-    )
-    meta_path = f"{location}/metadata/00001-{uuid.uuid4().hex}.metadata.json"
-    _write(disk_root, meta_path, serialize_table_metadata(md))
+    list_path = manifest_list_path(location)
+    _write(disk_root, list_path, write_manifest_list([mf for _, mf in done], 2, SNAPSHOT_ID, None, 1))
+    meta_path, meta = snapshot_metadata(location, list_path)
+    _write(disk_root, meta_path, meta)
     return meta_path
 
 

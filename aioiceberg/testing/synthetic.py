@@ -23,7 +23,14 @@ from aioiceberg.spec.manifest import (
     write_manifest,
     write_manifest_list,
 )
-from aioiceberg.spec.metadata import Operation, Snapshot, SnapshotLogEntry, SnapshotRef, Summary
+from aioiceberg.spec.metadata import (
+    Operation,
+    Snapshot,
+    SnapshotLogEntry,
+    SnapshotRef,
+    Summary,
+    TableMetadata,
+)
 from aioiceberg.spec.metadata_json import new_table_metadata, serialize_table_metadata
 from aioiceberg.spec.partitioning import PartitionField, PartitionSpec
 from aioiceberg.spec.schema import Schema
@@ -43,14 +50,18 @@ __all__ = [
     "data_file",
     "day_iso",
     "day_range",
+    "empty_metadata",
     "filters",
+    "manifest_list_path",
     "service_filters",
+    "snapshot_metadata",
 ]
 
 FIRST_DAY = 19000  # 2022-01-08
 DAY_MICROS = 86_400_000_000
 BUCKETS = 16
 SNAPSHOT_ID = 1
+_TS = 1_700_000_000_000  # the snapshot's time (fixed: tables built twice are alike)
 _BUCKET = parse_transform(f"bucket[{BUCKETS}]")
 
 
@@ -109,10 +120,33 @@ def data_file(schema: Schema, location: str, m: int, i: int, per_manifest: int) 
     )
 
 
+def empty_metadata(location: str) -> TableMetadata:
+    """The table before its one snapshot (the schema's ids as assigned)."""
+    return new_table_metadata(bench_schema(), bench_spec(), UNSORTED, location, {}, 2, last_updated_ms=_TS)
+
+
+def manifest_list_path(location: str) -> str:
+    return f"{location}/metadata/snap-{SNAPSHOT_ID}-{uuid.uuid4().hex[:8]}.avro"
+
+
+def snapshot_metadata(location: str, list_path: str) -> tuple[str, bytes]:
+    """The metadata file (its location and bytes) of the table whose one snapshot lists its
+    manifests at ``list_path``."""
+    md = empty_metadata(location)
+    snap = Snapshot(SNAPSHOT_ID, None, 1, _TS, list_path, Summary(Operation.APPEND), md.schema().schema_id)
+    md = md.replace(
+        snapshots=(snap,),
+        current_snapshot_id=SNAPSHOT_ID,
+        last_sequence_number=1,
+        snapshot_log=(SnapshotLogEntry(SNAPSHOT_ID, _TS),),
+        refs={"main": SnapshotRef(SNAPSHOT_ID)},
+    )
+    return f"{location}/metadata/00001-{uuid.uuid4().hex}.metadata.json", serialize_table_metadata(md)
+
+
 async def build_table(io: FileIO, location: str, manifests: int, entries: int) -> str:
     """Write the synthetic table under ``location``; returns its metadata file location."""
-    schema, spec = bench_schema(), bench_spec()
-    md = new_table_metadata(schema, spec, UNSORTED, location, {}, 2, last_updated_ms=1_700_000_000_000)
+    md = empty_metadata(location)
     schema = md.schema()
     sem = asyncio.Semaphore(16)
     written = []
@@ -132,19 +166,10 @@ async def build_table(io: FileIO, location: str, manifests: int, entries: int) -
 
     await asyncio.gather(*(one(m) for m in range(manifests)))
     ordered = [mf for _, mf in sorted(written, key=lambda p: p[0])]
-    list_path = f"{location}/metadata/snap-{SNAPSHOT_ID}-{uuid.uuid4().hex[:8]}.avro"
+    list_path = manifest_list_path(location)
     await io.write(list_path, write_manifest_list(ordered, 2, SNAPSHOT_ID, None, 1))
-    ts = 1_700_000_000_000
-    snap = Snapshot(SNAPSHOT_ID, None, 1, ts, list_path, Summary(Operation.APPEND), schema.schema_id)
-    md = md.replace(
-        snapshots=(snap,),
-        current_snapshot_id=SNAPSHOT_ID,
-        last_sequence_number=1,
-        snapshot_log=(SnapshotLogEntry(SNAPSHOT_ID, ts),),
-        refs={"main": SnapshotRef(SNAPSHOT_ID)},
-    )
-    meta_path = f"{location}/metadata/00001-{uuid.uuid4().hex}.metadata.json"
-    await io.write(meta_path, serialize_table_metadata(md))
+    meta_path, meta = snapshot_metadata(location, list_path)
+    await io.write(meta_path, meta)
     return meta_path
 
 
