@@ -19,10 +19,11 @@ or cannot be decoded counts as unknown.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from aioiceberg.errors import IcebergError
+from aioiceberg.errors import ExpressionError, IcebergError
 from aioiceberg.expressions.binding import prepare_filter
 from aioiceberg.expressions.projection import inclusive_projection
 from aioiceberg.expressions.rows import compile_row_filter
@@ -36,6 +37,7 @@ from aioiceberg.expressions.tree import (
     Op,
     Predicate,
     SetPredicate,
+    UnaryPredicate,
 )
 from aioiceberg.expressions.visitor import ExpressionRewriter, compile_filter, visit
 from aioiceberg.spec.partitioning import PartitionSpec
@@ -132,6 +134,16 @@ def _without_stats_of(expr: Expression, fields: frozenset[int], verdict: Express
     return visit(expr, _WithoutStatsOf(fields, verdict)) if fields else expr
 
 
+# bounds never show that no row is != a literal, or outside a set
+_NEVER_REFUTED = frozenset({Op.NOT_EQ, Op.NOT_IN})
+_ORDER: dict[Op, Callable[[Any, Any], bool]] = {
+    Op.LT: operator.lt,
+    Op.LT_EQ: operator.le,
+    Op.GT: operator.gt,
+    Op.GT_EQ: operator.ge,
+}
+
+
 def _is_float(t: PrimitiveType) -> bool:
     return isinstance(t, FloatType | DoubleType)
 
@@ -163,25 +175,30 @@ def _manifest_leaf(pred: Predicate) -> Callable[[Any], bool]:
     ref = pred.ref
     pos, t, op = ref.position, ref.type, pred.op
 
-    if op is Op.IS_NULL:
-        return lambda s: s[pos].contains_null is not False
-    if op is Op.NOT_NULL:
+    if isinstance(pred, UnaryPredicate):
+        if op is Op.IS_NULL:
+            return lambda s: s[pos].contains_null is not False
+        if op is Op.NOT_NULL:
 
-        def not_null(s: Any) -> bool:
-            f = s[pos]
-            all_null = f.contains_null is True and f.lower_bound is None
-            if all_null and _is_float(t):
-                all_null = f.contains_nan is False
-            return not all_null
+            def not_null(s: Any) -> bool:
+                f = s[pos]
+                all_null = f.contains_null is True and f.lower_bound is None
+                if all_null and _is_float(t):
+                    all_null = f.contains_nan is False
+                return not all_null
 
-        return not_null
-    if op is Op.IS_NAN:
-        return lambda s: s[pos].contains_nan is not False
-    if op is Op.NOT_NAN:
-        return lambda s: (
-            not (s[pos].contains_nan is True and s[pos].contains_null is False and s[pos].lower_bound is None)
-        )
-    if op in (Op.NOT_EQ, Op.NOT_IN):
+            return not_null
+        if op is Op.IS_NAN:
+            return lambda s: s[pos].contains_nan is not False
+        if op is Op.NOT_NAN:
+
+            def not_nan(s: Any) -> bool:
+                f = s[pos]
+                return not (f.contains_nan is True and f.contains_null is False and f.lower_bound is None)
+
+            return not_nan
+        raise ExpressionError(f"unknown predicate {pred!r}")
+    if op in _NEVER_REFUTED:
         return lambda s: True
 
     if isinstance(pred, SetPredicate):
@@ -328,15 +345,17 @@ def _inclusive_leaf(pred: Predicate) -> Callable[[_Stats], bool]:
     ref = pred.ref
     fid, t, op = ref.field_id, ref.type, pred.op
 
-    if op is Op.IS_NULL:
-        return lambda st: st.nulls.get(fid) != 0
-    if op is Op.NOT_NULL:
-        return lambda st: not st.nulls_only(fid)
-    if op is Op.IS_NAN:
-        return lambda st: st.nans.get(fid) != 0 and not st.nulls_only(fid)
-    if op is Op.NOT_NAN:
-        return lambda st: not st.nans_only(fid)
-    if op in (Op.NOT_EQ, Op.NOT_IN):
+    if isinstance(pred, UnaryPredicate):
+        if op is Op.IS_NULL:
+            return lambda st: st.nulls.get(fid) != 0
+        if op is Op.NOT_NULL:
+            return lambda st: not st.nulls_only(fid)
+        if op is Op.IS_NAN:
+            return lambda st: st.nans.get(fid) != 0 and not st.nulls_only(fid)
+        if op is Op.NOT_NAN:
+            return lambda st: not st.nans_only(fid)
+        raise ExpressionError(f"unknown predicate {pred!r}")
+    if op in _NEVER_REFUTED:
         return lambda st: True
 
     if isinstance(pred, SetPredicate):
@@ -455,14 +474,16 @@ def _strict_leaf(pred: Predicate) -> Callable[[_Stats], bool]:
     def no_nans(st: _Stats) -> bool:
         return not is_float or st.nans.get(fid) == 0
 
-    if op is Op.IS_NULL:
-        return lambda st: st.nulls_only(fid)
-    if op is Op.NOT_NULL:
-        return no_nulls
-    if op is Op.IS_NAN:
-        return lambda st: st.nans_only(fid)
-    if op is Op.NOT_NAN:
-        return lambda st: no_nans(st) or st.nulls_only(fid)
+    if isinstance(pred, UnaryPredicate):
+        if op is Op.IS_NULL:
+            return lambda st: st.nulls_only(fid)
+        if op is Op.NOT_NULL:
+            return no_nulls
+        if op is Op.IS_NAN:
+            return lambda st: st.nans_only(fid)
+        if op is Op.NOT_NAN:
+            return lambda st: no_nans(st) or st.nulls_only(fid)
+        raise ExpressionError(f"unknown predicate {pred!r}")
 
     if isinstance(pred, SetPredicate):
         values = pred.values
@@ -533,26 +554,24 @@ def _strict_leaf(pred: Predicate) -> Callable[[_Stats], bool]:
 
         return not_eq
 
-    # which bound proves the comparison for every row: the upper one for "<", the lower for ">"
-    use_lower, use_upper = op in LOWER_LIMIT_OPS, op in UPPER_LIMIT_OPS
+    if op is Op.EQ:
+
+        def eq(st: _Stats) -> bool:
+            if not (no_nulls(st) and no_nans(st)):
+                return False
+            lower, upper = _decode(st.lower.get(fid), t), _decode(st.upper.get(fid), t)
+            # every value lies between two bounds equal to the literal
+            return lower is not _UNKNOWN and upper is not _UNKNOWN and lower == lit and upper == lit
+
+        return eq
+
+    # every value lies in [lower, upper]: "x > lit" holds when the lower bound is above lit
+    from_lower, holds = op in LOWER_LIMIT_OPS, _ORDER[op]
 
     def compare(st: _Stats) -> bool:
         if not (no_nulls(st) and no_nans(st)):
             return False
-        lower = _decode(st.lower.get(fid), t) if use_lower else None
-        upper = _decode(st.upper.get(fid), t) if use_upper else None
-        if lower is _UNKNOWN or upper is _UNKNOWN:
-            return False
-        match op:
-            case Op.LT:
-                return upper is not None and upper < lit
-            case Op.LT_EQ:
-                return upper is not None and upper <= lit
-            case Op.GT:
-                return lower is not None and lower > lit
-            case Op.GT_EQ:
-                return lower is not None and lower >= lit
-        # eq: every value lies between two bounds equal to the literal
-        return lower is not None and upper is not None and lower == lit and upper == lit
+        bound = _decode((st.lower if from_lower else st.upper).get(fid), t)
+        return bound is not None and bound is not _UNKNOWN and holds(bound, lit)
 
     return compare

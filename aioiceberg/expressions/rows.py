@@ -25,42 +25,39 @@ def _is_nan(v: Any) -> bool:
     return isinstance(v, float) and math.isnan(v)
 
 
+Getter = Callable[[Any], Any]
+
+# each test as a closure over the column's getter (and the literal): one lookup by Op picks it
+_UNARY: dict[Op, Callable[[Getter], RowFilter]] = {
+    Op.IS_NULL: lambda get: lambda row: get(row) is None,
+    Op.NOT_NULL: lambda get: lambda row: get(row) is not None,
+    Op.IS_NAN: lambda get: lambda row: _is_nan(get(row)),
+    Op.NOT_NAN: lambda get: lambda row: not _is_nan(get(row)),
+}
+_WITH_LITERAL: dict[Op, Callable[[Getter, Any], RowFilter]] = {
+    Op.EQ: lambda get, lit: lambda row: (v := get(row)) is not None and v == lit,
+    Op.NOT_EQ: lambda get, lit: lambda row: (v := get(row)) is None or v != lit,
+    Op.LT: lambda get, lit: lambda row: (v := get(row)) is not None and v < lit,
+    Op.LT_EQ: lambda get, lit: lambda row: (v := get(row)) is not None and v <= lit,
+    Op.GT: lambda get, lit: lambda row: (v := get(row)) is not None and v > lit,
+    Op.GT_EQ: lambda get, lit: lambda row: (v := get(row)) is not None and v >= lit,
+    Op.STARTS_WITH: lambda get, lit: lambda row: (v := get(row)) is not None and v.startswith(lit),
+    Op.NOT_STARTS_WITH: lambda get, lit: lambda row: (v := get(row)) is None or not v.startswith(lit),
+    Op.IN: lambda get, values: lambda row: (v := get(row)) is not None and v in values,
+    Op.NOT_IN: lambda get, values: lambda row: (v := get(row)) is None or v not in values,
+}
+
+
 def _compile_predicate(pred: Predicate) -> RowFilter:
     get = pred.ref.get
-    match pred.op:
-        case Op.IS_NULL:
-            return lambda row: get(row) is None
-        case Op.NOT_NULL:
-            return lambda row: get(row) is not None
-        case Op.IS_NAN:
-            return lambda row: _is_nan(get(row))
-        case Op.NOT_NAN:
-            return lambda row: not _is_nan(get(row))
+    if isinstance(pred, LiteralPredicate):
+        return _WITH_LITERAL[pred.op](get, pred.value)
     if isinstance(pred, SetPredicate):
-        values = pred.values
-        if pred.op is Op.IN:
-            return lambda row: (v := get(row)) is not None and v in values
-        return lambda row: (v := get(row)) is None or v not in values
-    assert isinstance(pred, LiteralPredicate)
-    lit = pred.value
-    match pred.op:
-        case Op.EQ:
-            return lambda row: (v := get(row)) is not None and v == lit
-        case Op.NOT_EQ:
-            return lambda row: (v := get(row)) is None or v != lit
-        case Op.LT:
-            return lambda row: (v := get(row)) is not None and v < lit
-        case Op.LT_EQ:
-            return lambda row: (v := get(row)) is not None and v <= lit
-        case Op.GT:
-            return lambda row: (v := get(row)) is not None and v > lit
-        case Op.GT_EQ:
-            return lambda row: (v := get(row)) is not None and v >= lit
-        case Op.STARTS_WITH:
-            return lambda row: (v := get(row)) is not None and v.startswith(lit)
-        case Op.NOT_STARTS_WITH:
-            return lambda row: (v := get(row)) is None or not v.startswith(lit)
-    raise ExpressionError(f"unknown predicate {pred!r}")
+        return _WITH_LITERAL[pred.op](get, pred.values)
+    unary = _UNARY.get(pred.op)
+    if unary is None:
+        raise ExpressionError(f"unknown predicate {pred!r}")
+    return unary(get)
 
 
 def compile_row_filter(expr: Expression) -> RowFilter:

@@ -306,6 +306,10 @@ class Op(Enum):
     IN = "in"
     NOT_IN = "not-in"
 
+    # members are singletons compared by identity; Enum's own hash (of the name, in Python)
+    # costs more than the set and dict lookups that compile filters
+    __hash__ = object.__hash__
+
 
 # comparisons whose literal is an upper limit on the value (x < v, x <= v, x = v): a column's
 # lower bound can refute them and its upper bound prove them; and the other way round

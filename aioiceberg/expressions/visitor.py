@@ -68,43 +68,44 @@ class BooleanExpressionVisitor(ABC, Generic[T]):
         """A bound or unbound predicate (``pred.term`` says which); ``pred.op`` names the test."""
 
 
-# what visit's stack holds: a node still to expand, or a connective whose children are done
-_EXPAND, _AND, _OR, _NOT = 0, 1, 2, 3
+# on visit's stack, below a connective's children: the connective itself, to combine them
+_COMBINE = object()
 
 
 def visit(expr: Expression, visitor: BooleanExpressionVisitor[T]) -> T:
     """Apply ``visitor`` to ``expr``, post-order; ExpressionError for a node it does not know."""
+    if isinstance(expr, Predicate):
+        return visitor.visit_predicate(expr)
     results: list[T] = []
-    stack: list[tuple[int, Expression]] = [(_EXPAND, expr)]
-    push, pop = stack.append, stack.pop
+    stack: list[Any] = [expr]
+    push, pop, put = stack.append, stack.pop, results.append
     while stack:
-        step, node = pop()
-        if step == _EXPAND:
-            if isinstance(node, Predicate):
-                results.append(visitor.visit_predicate(node))
-            elif isinstance(node, And):
-                push((_AND, node))
-                push((_EXPAND, node.right))
-                push((_EXPAND, node.left))
-            elif isinstance(node, Or):
-                push((_OR, node))
-                push((_EXPAND, node.right))
-                push((_EXPAND, node.left))
-            elif isinstance(node, Not):
-                push((_NOT, node))
-                push((_EXPAND, node.child))
-            elif isinstance(node, AlwaysTrue):
-                results.append(visitor.visit_true())
-            elif isinstance(node, AlwaysFalse):
-                results.append(visitor.visit_false())
-            else:
-                raise ExpressionError(f"not a filter expression: {node!r}")
-        elif step == _NOT:
-            results.append(visitor.visit_not(results.pop()))
-        else:
+        node = pop()
+        if node is _COMBINE:
+            node = pop()
+            if isinstance(node, Not):
+                put(visitor.visit_not(results.pop()))
+                continue
             right = results.pop()
             left = results.pop()
-            results.append(visitor.visit_and(left, right) if step == _AND else visitor.visit_or(left, right))
+            put(visitor.visit_and(left, right) if isinstance(node, And) else visitor.visit_or(left, right))
+        elif isinstance(node, Predicate):
+            put(visitor.visit_predicate(node))
+        elif isinstance(node, And | Or):
+            push(node)
+            push(_COMBINE)
+            push(node.right)
+            push(node.left)
+        elif isinstance(node, Not):
+            push(node)
+            push(_COMBINE)
+            push(node.child)
+        elif isinstance(node, AlwaysTrue):
+            put(visitor.visit_true())
+        elif isinstance(node, AlwaysFalse):
+            put(visitor.visit_false())
+        else:
+            raise ExpressionError(f"not a filter expression: {node!r}")
     return results[0]
 
 
