@@ -143,7 +143,10 @@ async def commit_changes(
     nothing is.
     """
     async with _turn(protocol, table_location, config.in_process_lock):
-        return await _commit_loop(protocol, table_location, base, changes, config, stats)
+        new_state = await _commit_loop(protocol, table_location, base, changes, config, stats)
+    # after our turn: what a change does once it landed (expiry deleting files) holds up no one
+    await _committed(protocol, changes, new_state)
+    return new_state
 
 
 async def _commit_loop(
@@ -186,7 +189,6 @@ async def _commit_loop(
         await _abort(protocol, changes)
         raise
     # anything else (a cancellation, a bug) propagates with the files kept: a write may be in flight
-    await _committed(protocol, changes, new_state)
     return new_state
 
 
