@@ -28,6 +28,7 @@ IN_PROCESS_LOCK = "commit.in-process-lock"
 Racing them only burns requests: all but one lose each version and redo their manifest
 list. Writers in other processes or hosts still race through the protocol."""
 
+
 @contextlib.asynccontextmanager
 async def _turn(protocol: CommitProtocol, table_location: str, enabled: bool) -> AsyncIterator[None]:
     if not enabled:
