@@ -267,6 +267,24 @@ def test_unknown_options_are_errors_that_name_them(spark: Any, tmp_path: Path) -
     assert len(table.refresh().snapshots()) == 3
 
 
+def test_an_append_with_the_branch_option_commits_to_that_branch_only(spark: Any, tmp_path: Path) -> None:
+    table = make_table(str(tmp_path / "wh"))
+    main_before = table.current_snapshot()
+    assert main_before is not None
+    with table.manage_snapshots() as ms:
+        ms.create_branch("staging", main_before.snapshot_id)
+    df = spark.createDataFrame(rows(100, 5).to_pylist()).select("id", "region", "v")
+    df.write.format("aioiceberg").mode("append").option("branch", "staging").save(table.location)
+    table.refresh()
+    assert table.current_snapshot() == main_before  # main did not move
+    assert sorted(table.scan(ref="staging").to_arrow()["id"].to_pylist()) == list(range(90)) + list(
+        range(100, 105)
+    )
+    with pytest.raises(Exception, match=r"'branch'.*goes with mode\('append'\)"):
+        df.write.format("aioiceberg").mode("overwrite").option("branch", "staging").save(table.location)
+    assert len(table.refresh().scan(ref="staging").to_arrow()) == 95
+
+
 def test_dynamic_overwrite_replaces_exactly_the_partitions_written(spark: Any, tmp_path: Path) -> None:
     table = make_table(str(tmp_path / "wh"))
     before = _by_region(table)

@@ -49,6 +49,7 @@ from aioiceberg.spark.filters import translate_filter
 from aioiceberg.spark.stream_options import STREAM_READ_OPTIONS
 from aioiceberg.spark.tasks import group_tasks, read_tasks_json
 from aioiceberg.spec.arrow import schema_to_arrow
+from aioiceberg.spec.metadata import MAIN_BRANCH
 from aioiceberg.spec.name_mapping import DEFAULT_NAME_MAPPING_PROPERTY
 from aioiceberg.spec.properties import TableProperties
 from aioiceberg.spec.schema import Schema
@@ -253,6 +254,10 @@ class AioIcebergDataSource(DataSource):
             raise ValidationError("'overwrite-mode' and 'overwrite-filter' go with mode('overwrite')")
         if opts.overwrite_filter:
             sql_filter(table.schema(), opts.overwrite_filter)  # a bad filter fails before any task runs
+        if overwrite and opts.ref is not None and opts.ref != MAIN_BRANCH:
+            raise ValidationError(
+                f"option 'branch' ({opts.ref!r}) goes with mode('append'): overwrites commit to main only"
+            )
         metadata = table.metadata
         return AioIcebergWriter(
             WriteJob(
@@ -269,6 +274,7 @@ class AioIcebergDataSource(DataSource):
                 idempotency_key=opts.idempotency_key,
                 snapshot_properties=opts.snapshot_properties,
                 done_before=_written_before(table, opts.idempotency_key),
+                branch=opts.ref or MAIN_BRANCH,
             )
         )
 
@@ -399,6 +405,7 @@ class WriteJob:
     idempotency_key: str | None = None
     snapshot_properties: dict[str, str] = field(default_factory=dict)
     done_before: bool = False  # the idempotency key is in the table's history: write nothing
+    branch: str = MAIN_BRANCH
 
     def schema(self) -> Schema:
         return schema_from_json(json.loads(self.schema_json))
@@ -527,7 +534,7 @@ class AioIcebergWriter(DataSourceArrowWriter):
             elif job.overwrite:
                 tx.overwrite_data_files(files, job.overwrite_filter or AlwaysTrue(), props)
             else:
-                tx.append_data_files(files, props, owns_files=True)
+                tx.append_data_files(files, props, owns_files=True, branch=job.branch)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Delete the job's files: those reported, and any other file named with the job's
