@@ -12,17 +12,11 @@ scaled), so a busy machine's preemptions drop out.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from aioiceberg.expressions import (  # noqa: E402
+from aioiceberg.expressions import (
     InclusiveMetricsEvaluator,
     ManifestEvaluator,
     PartitionEvaluator,
@@ -32,10 +26,10 @@ from aioiceberg.expressions import (  # noqa: E402
     compile_row_filter,
     parse,
 )
-from aioiceberg.expressions.arrow import to_arrow_expression  # noqa: E402
-from aioiceberg.expressions.binding import bind_row_filter  # noqa: E402
-from aioiceberg.expressions.serde import expression_to_json  # noqa: E402
-from aioiceberg.testing.synthetic import bench_schema, bench_spec, data_file  # noqa: E402
+from aioiceberg.expressions.arrow import to_arrow_expression
+from aioiceberg.expressions.binding import bind_row_filter
+from aioiceberg.expressions.serde import expression_to_json
+from aioiceberg.testing.synthetic import bench_schema, bench_spec, data_file
 
 FILES = 1000
 EVALS = 100_000
@@ -70,7 +64,10 @@ SAMPLE_ROUNDS = 10  # x FILES calls
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--repeat", type=int, default=30)
+    p.add_argument("--tiny", action="store_true", help="one round: keeps the script from rotting")
     args = p.parse_args()
+    if args.tiny:
+        args.repeat = 1
     files = [data_file(SCHEMA, "s3://b/t", m, i, FILES // 4) for m in range(4) for i in range(FILES // 4)]
     parts = [f.partition for f in files]
     print(
