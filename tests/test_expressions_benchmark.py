@@ -2,23 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
+from benchmark_runs import run_tiny, table_lines
 
 
 def test_expression_benchmark_tiny_mode_runs() -> None:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "expressions.py"), "--tiny"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "---" not in line]
-    assert len(rows) >= 3, done.stdout  # the header and at least two filters
+    rows = table_lines(run_tiny("expressions.py", timeout=120))
+    assert len(rows) >= 3, rows  # the header and at least two filters
     assert all(len(r.split("|")) == 9 for r in rows), rows

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -19,6 +18,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from benchmark_runs import run_tiny  # noqa: E402
 
 from benchmarks.nginx_store import NginxStore, nginx_missing  # noqa: E402
 from benchmarks.s3_on_disk import S3OnDiskIO  # noqa: E402
@@ -141,17 +142,7 @@ def test_aioiceberg_s3_io_reads_it(served: NginxStore) -> None:
 
 
 def _run(script: str, *args: str, env: dict[str, str] | None = None) -> list[str]:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / script), "--tiny", *args],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-        cwd=ROOT,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout.splitlines()
+    return run_tiny(script, *args, env=env).splitlines()
 
 
 def _rows(lines: list[str]) -> list[str]:

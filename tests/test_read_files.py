@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
-from pathlib import Path
 
 import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from benchmark_runs import run_tiny
 
 from aioiceberg.expressions.tree import AlwaysTrue
 from aioiceberg.io import MemoryFileIO
@@ -131,10 +129,8 @@ async def test_row_groups_outside_the_residual_are_not_read() -> None:
 
 
 def test_read_benchmark_runs_in_tiny_mode() -> None:
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "read.py"
-    out = subprocess.run([sys.executable, str(script), "--tiny"], capture_output=True, text=True, timeout=240)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "ours/PyIceberg" in out.stdout and "peak RSS" in out.stdout
+    out = run_tiny("read.py")
+    assert "ours/PyIceberg" in out and "peak RSS" in out
 
 
 class _CountingIO(MemoryFileIO):

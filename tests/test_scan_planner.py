@@ -6,8 +6,6 @@ import asyncio
 import contextlib
 import gc
 import logging
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -18,6 +16,7 @@ from typing import Any, ClassVar
 
 import anyio
 import pytest
+from benchmark_runs import run_tiny
 
 from aioiceberg.errors import NotFoundError, ValidationError
 from aioiceberg.io import FileIO, LocalFileIO, MemoryFileIO
@@ -494,16 +493,7 @@ def test_delete_index_ignores_deletes_bounded_to_other_paths() -> None:
 
 
 def test_benchmark_tiny_mode_runs() -> None:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "plan.py"), "--tiny"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    rows = [line for line in done.stdout.splitlines() if line.startswith("| local")]
+    rows = [line for line in run_tiny("plan.py", timeout=120).splitlines() if line.startswith("| local")]
     assert len(rows) == 4
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -11,6 +10,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from benchmark_runs import run_tiny  # noqa: E402
 
 from benchmarks.nginx_store import nginx_missing  # noqa: E402
 
@@ -22,17 +23,9 @@ MISSING = nginx_missing(delay_ms=0)
     ["local", pytest.param("nginx", marks=pytest.mark.skipif(MISSING is not None, reason=MISSING or ""))],
 )
 def test_service_benchmark_tiny_mode_runs(store: str, tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "service.py"), "--tiny", "--store", store],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = [line.split("|") for line in done.stdout.splitlines() if line.startswith("| aioiceberg |")]
-    rows += [line.split("|") for line in done.stdout.splitlines() if line.startswith("| pyiceberg |")]
+    out = run_tiny("service.py", "--store", store)
+    rows = [line.split("|") for line in out.splitlines() if line.startswith("| aioiceberg |")]
+    rows += [line.split("|") for line in out.splitlines() if line.startswith("| pyiceberg |")]
     assert sorted((r[1].strip(), r[2].strip()) for r in rows) == [
         ("aioiceberg", "1"),
         ("aioiceberg", "2"),
@@ -41,4 +34,4 @@ def test_service_benchmark_tiny_mode_runs(store: str, tmp_path: Path) -> None:
     ]
     assert all(int(r[3]) > 0 for r in rows)  # every run finished queries (row counts are checked)
     expected = "store local" if store == "local" else "store nginx"
-    assert any(line.startswith(expected) for line in done.stdout.splitlines())
+    assert any(line.startswith(expected) for line in out.splitlines())
