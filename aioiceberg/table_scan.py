@@ -11,7 +11,7 @@ import pyarrow as pa
 from aioiceberg.expressions.tree import Expression
 from aioiceberg.io import FileIO
 from aioiceberg.scan.metrics import PlanMetrics, ReadMetrics
-from aioiceberg.scan.options import ScanArgs, split_scan_options
+from aioiceberg.scan.options import ScanArgs, ScanOptions, split_scan_options
 from aioiceberg.scan.pipeline import PlanStream
 from aioiceberg.scan.planner import Planner
 from aioiceberg.spec.metadata import TableMetadata
@@ -22,7 +22,7 @@ from aioiceberg.spec.schema import Schema
 __all__ = ["Scan", "TableScan"]
 
 # what a scan reads, as opposed to how (the options)
-_WHAT = frozenset({"selected_fields", "case_sensitive", "snapshot_id", "ref", "as_of", "limit"})
+_WHAT = ScanArgs.__optional_keys__ - ScanOptions.__optional_keys__
 
 
 class TableScan:

@@ -69,6 +69,7 @@ class PlanContext:
         self.index_ready = anyio.Event()
         self.index_error: BaseException | None = None
         self.max_delete_seq: int | None = None
+        self.deletes_left = 0  # delete manifests not yet in the index
         self.lanes: Lanes | None = None
         self.complete = False  # every stage ran to its end
         self.error: BaseException | None = None  # what ended the stages, if not an item
@@ -125,15 +126,15 @@ async def start_workers(
     trip would be most of its time."""
     io_concurrency = ctx.planner.options.io_concurrency
     n = min(io_concurrency, count)
-    deletes_left = [deletes]
+    ctx.deletes_left = deletes
     with manifests, decoded:
         first_fetched = anyio.Event()
-        tg.start_soon(fetch_and_decode, ctx, manifests.clone(), decoded.clone(), first_fetched, deletes_left)
+        tg.start_soon(fetch_and_decode, ctx, manifests.clone(), decoded.clone(), first_fetched)
         if n > 1:
             if count > io_concurrency // 2:
                 await first_fetched.wait()
             for _ in range(n - 1):
-                tg.start_soon(fetch_and_decode, ctx, manifests.clone(), decoded.clone(), None, deletes_left)
+                tg.start_soon(fetch_and_decode, ctx, manifests.clone(), decoded.clone(), None)
 
 
 async def fetch_and_decode(
@@ -141,7 +142,6 @@ async def fetch_and_decode(
     manifests: MemoryObjectReceiveStream[ManifestFile],
     decoded: MemoryObjectSendStream[Decoded],
     first_fetched: anyio.Event | None,
-    deletes_left: list[int],
 ) -> None:
     """One worker: manifests in, decoded views out (delete manifests go to the index)."""
     planner = ctx.planner
@@ -164,8 +164,8 @@ async def fetch_and_decode(
                 if mf.content == ManifestContent.DELETES:
                     for entry in loaded.entries:
                         ctx.index.add(entry, unpartitioned)
-                    deletes_left[0] -= 1
-                    if deletes_left[0] == 0:
+                    ctx.deletes_left -= 1
+                    if ctx.deletes_left == 0:
                         ctx.index_ready.set()
                 elif loaded.entries:
                     await decoded.send(loaded)

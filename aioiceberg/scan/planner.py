@@ -286,8 +286,7 @@ class Planner:
             return found
         lanes = ctx.lanes
         assert lanes is not None
-        async with lanes.io_limiter:
-            data = await self.io.read(mf.manifest_path)
+        data = await self.io.read(mf.manifest_path)  # at most io_concurrency workers read at once
         if fetched is not None:
             fetched.set()
         m.bytes_fetched += len(data)
@@ -371,15 +370,14 @@ class Planner:
 
 
 class Lanes:
-    """How one plan fetches and decodes: ``io_concurrency`` GETs at once; columnar in
-    threads (small manifests in batches) until a manifest needs fastavro, then fastavro
-    (in worker processes when the plan is big enough) for the rest."""
+    """How one plan decodes: columnar in threads (small manifests in batches) until a
+    manifest needs fastavro, then fastavro (in worker processes when the plan is big
+    enough) for the rest."""
 
     def __init__(self, scan: Planner, big: bool) -> None:
         self._scan = scan
         self._big = big
         self.columnar = scan.columnar
-        self.io_limiter = anyio.CapacityLimiter(scan.options.io_concurrency)
         self.columnar_lane = anyio.CapacityLimiter(max(1, scan.options.workers))
         self.batches = BatchLane(scan.prune_context, self.columnar_lane)
         if self.columnar:
