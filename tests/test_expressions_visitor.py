@@ -92,6 +92,37 @@ def test_walks_reach_the_bottom_of_a_filter_far_deeper_than_the_recursion_limit(
     assert depth == n - 1
 
 
+def test_compiled_filters_of_thousands_of_ored_keys_evaluate_without_overflowing() -> None:
+    """An upsert's key filter reaches the metrics and residual evaluators and the row filter:
+    chains of one connective compile to one loop, not one nested call per key."""
+    from aioiceberg.expressions import ResidualEvaluator, StrictMetricsEvaluator, compile_row_filter
+    from aioiceberg.spec.manifest import DataFile, DataFileContent, FileFormat
+    from aioiceberg.spec.partitioning import PartitionField, PartitionSpec
+    from aioiceberg.spec.transforms import parse_transform
+
+    n = 2000
+    text = " OR ".join(f"(id = {i} AND s = 'k{i}')" for i in range(n))
+    expr = parse(text)
+    f = DataFile(
+        DataFileContent.DATA,
+        "s3://b/f.parquet",
+        FileFormat.PARQUET,
+        (7,),
+        10,
+        100,
+        value_counts={1: 10, 3: 10},
+        null_value_counts={1: 0, 3: 0},
+        lower_bounds={1: to_bytes(1500, LongType()), 3: to_bytes("k1500", StringType())},
+        upper_bounds={1: to_bytes(1500, LongType()), 3: to_bytes("k1500", StringType())},
+    )
+    assert InclusiveMetricsEvaluator(SCHEMA, expr).eval(f)
+    assert StrictMetricsEvaluator(SCHEMA, expr).eval(f)  # every row is key 1500
+    spec = PartitionSpec(0, (PartitionField((1,), 1000, parse_transform("identity"), "id"),))
+    assert str(ResidualEvaluator(SCHEMA, spec, expr).residual_for((1500,))) == str(parse("s = 'k1500'"))
+    keep = compile_row_filter(bind(SCHEMA, expr))
+    assert keep((1999, None, "k1999", None)) and not keep((1999, None, "k1998", None))
+
+
 def test_every_op_is_named_as_iceberg_json_names_it() -> None:
     predicates: list[t.Predicate] = [
         t.IsNull("s"),

@@ -47,7 +47,7 @@ from aioiceberg.expressions.tree import (
     not_in,
     or_,
 )
-from aioiceberg.expressions.visitor import BooleanExpressionVisitor, ExpressionRewriter, visit
+from aioiceberg.expressions.visitor import BooleanExpressionVisitor, ExpressionRewriter, chain_terms, visit
 from aioiceberg.spec.partitioning import PartitionField, PartitionSpec
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.transforms import (
@@ -428,10 +428,16 @@ class _CompileResidual(BooleanExpressionVisitor[_Residual]):
         raise AssertionError("NOT must be rewritten before computing residuals")
 
     def visit_and(self, left: _Residual, right: _Residual) -> _Residual:
-        return lambda part: and_(left(part), right(part))
+        terms = chain_terms("and_terms", left, right)  # a long chain: one call, not nested ones
+        fn: _Residual = lambda part: and_(*(t(part) for t in terms))  # noqa: E731
+        setattr(fn, "and_terms", terms)  # noqa: B010
+        return fn
 
     def visit_or(self, left: _Residual, right: _Residual) -> _Residual:
-        return lambda part: or_(left(part), right(part))
+        terms = chain_terms("or_terms", left, right)
+        fn: _Residual = lambda part: or_(*(t(part) for t in terms))  # noqa: E731
+        setattr(fn, "or_terms", terms)  # noqa: B010
+        return fn
 
     def visit_predicate(self, pred: Predicate) -> _Residual:
         return self._on_predicate(pred)

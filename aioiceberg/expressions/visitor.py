@@ -240,6 +240,44 @@ def referenced_field_ids(expr: Expression) -> frozenset[int]:
     return visit(expr, _FIELD_IDS)
 
 
+_Fn = Callable[..., Any]
+
+
+def chain_terms(
+    kind: str, left: Callable[..., Any], right: Callable[..., Any]
+) -> tuple[Callable[..., Any], ...]:
+    """The operands of a run of one connective, flattened: a compiled AND (OR) remembers its
+    operands under ``kind``, so a chain of thousands (an upsert's ORed keys) compiles to one
+    loop instead of closures nested as deep as the chain (which overflow the stack)."""
+    return (*getattr(left, kind, (left,)), *getattr(right, kind, (right,)))
+
+
+def _all_of(terms: tuple[Callable[[X], bool], ...]) -> Callable[[X], bool]:
+    if len(terms) == 2:
+        left, right = terms
+        fn: Callable[[X], bool] = lambda x: left(x) and right(x)  # noqa: E731
+    else:
+
+        def fn(x: X) -> bool:
+            return all(t(x) for t in terms)
+
+    setattr(fn, "all_of", terms)  # noqa: B010
+    return fn
+
+
+def _any_of(terms: tuple[Callable[[X], bool], ...]) -> Callable[[X], bool]:
+    if len(terms) == 2:
+        left, right = terms
+        fn: Callable[[X], bool] = lambda x: left(x) or right(x)  # noqa: E731
+    else:
+
+        def fn(x: X) -> bool:
+            return any(t(x) for t in terms)
+
+    setattr(fn, "any_of", terms)  # noqa: B010
+    return fn
+
+
 class _Compile(BooleanExpressionVisitor[Callable[[X], bool]]):
     __slots__ = ("_leaf",)
 
@@ -256,10 +294,10 @@ class _Compile(BooleanExpressionVisitor[Callable[[X], bool]]):
         raise ExpressionError("NOT must be pushed into the predicates (rewrite_not) before compiling")
 
     def visit_and(self, left: Callable[[X], bool], right: Callable[[X], bool]) -> Callable[[X], bool]:
-        return lambda x: left(x) and right(x)
+        return _all_of(chain_terms("all_of", left, right))
 
     def visit_or(self, left: Callable[[X], bool], right: Callable[[X], bool]) -> Callable[[X], bool]:
-        return lambda x: left(x) or right(x)
+        return _any_of(chain_terms("any_of", left, right))
 
     def visit_predicate(self, pred: Predicate) -> Callable[[X], bool]:
         return self._leaf(pred)
