@@ -11,6 +11,9 @@ class IcebergError(Exception):
     """Base of every aioiceberg error."""
 
     retryable: bool = False
+    # set when a retry loop spent its budget on this error: loops around that one do not
+    # retry it again (budgets would multiply); ``retryable`` still tells the caller
+    retries_spent: bool = False
 
 
 class ValidationError(IcebergError, ValueError):

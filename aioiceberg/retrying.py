@@ -114,13 +114,14 @@ class Retries:
         """Wait before the next attempt and return True, or return False when ``error``
         ends the call: it is not retryable, or the policy's budget is spent (then the
         error gets a note saying so)."""
-        if not error.retryable:
+        if not error.retryable or error.retries_spent:
             return False
         backoff = self._policy if isinstance(self._policy, Backoff) else self._policy(error)
         now = time.monotonic()
         elapsed = now - self._started
         if backoff.exhausted(self.attempts, elapsed):
             error.add_note(f"{backoff.name}: gave up after {self.attempts} attempts in {elapsed:.1f} s")
+            error.retries_spent = True
             return False
         delay = backoff.delay(self.attempts - 1, now - self._attempt_started)
         if self._on_retry is not None:

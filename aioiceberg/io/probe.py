@@ -90,6 +90,8 @@ async def _holds(io: FileIO, location: str, token: bytes) -> bool:
     except ObjectNotFoundError:
         return False
     except StoreError as exc:
+        if not exc.retryable:
+            raise  # denied, say: a run on a fresh key would fail the same way
         raise _Undecided(f"cannot read {location} back: {exc}") from exc
 
 
