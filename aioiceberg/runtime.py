@@ -154,7 +154,7 @@ class Runtime:
         """The background event loop that runs this runtime's work for blocking callers."""
         with self._lock:
             if self._blocking is None:
-                self._blocking = BlockingLoop(closers=(self.clients.close_loop,))
+                self._blocking = BlockingLoop()
             return self._blocking
 
     def decoder(self, workers: int) -> Decoder:
@@ -170,13 +170,11 @@ class Runtime:
     def store(self, key: tuple[object, ...], make: Any) -> Any:
         """The obstore store under ``key`` (settings and bucket), made by ``make()`` once."""
         found = self._stores.get(key)
-        if found is not None:
-            return found
-        with self._lock:
-            found = self._stores.get(key)
-            if found is None:
-                found = self._stores[key] = make()
-            return found
+        if found is None:
+            made = make()  # outside the lock: it may read AWS config files
+            with self._lock:
+                found = self._stores.setdefault(key, made)
+        return found
 
     @property
     def columnar_usable(self) -> bool:

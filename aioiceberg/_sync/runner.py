@@ -15,7 +15,7 @@ import os
 import queue
 import threading
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -30,14 +30,13 @@ DEFAULT_PREFETCH = 8
 
 class BlockingLoop:
     """The background loop and its thread; the default runtime owns the one the blocking
-    API uses, and gives it ``closers``: what to close on the loop before it stops (the
-    clients opened there)."""
+    API uses. Clients opened on the loop close with its async generators at shutdown (the
+    runtime's client registry parks one on every loop it serves)."""
 
-    def __init__(self, closers: Iterable[Callable[[], Awaitable[None]]] = ()) -> None:
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._closers: list[Callable[[], Awaitable[None]]] = list(closers)
         # Loops (and through them clients) inherited from the parent across fork: kept
         # referenced so their sockets are never closed or garbage collected in the child.
         self._inherited: list[object] = []
@@ -72,11 +71,6 @@ class BlockingLoop:
         """The background loop's thread, if it runs (for tests and diagnostics)."""
         return self._thread
 
-    def add_closer(self, closer: Callable[[], Awaitable[None]]) -> None:
-        """Register an async cleanup to run on the loop at shutdown."""
-        if closer not in self._closers:
-            self._closers.append(closer)
-
     def _check_caller(self) -> asyncio.AbstractEventLoop:
         loop = self._start()
         if self._thread is threading.current_thread():
@@ -110,20 +104,13 @@ class BlockingLoop:
         return _iterate(loop, make, prefetch)
 
     def shutdown(self, timeout: float = 10.0) -> None:
-        """Close registered clients and the loop's async generators, then stop the loop."""
+        """Close the loop's async generators (and with them its clients), then stop it."""
         with self._lock:
             loop, thread = self._loop, self._thread
             self._loop, self._thread = None, None
         if loop is None or thread is None or not thread.is_alive():
             return
-        closers = list(reversed(self._closers))
-
         async def close_all() -> None:
-            for closer in closers:
-                try:
-                    await closer()
-                except Exception:
-                    pass
             await loop.shutdown_asyncgens()
             # let transports finish closing (aiohttp connectors close their sockets on the next tick)
             await asyncio.sleep(0)
