@@ -12,10 +12,10 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Unpack
 
 from aioiceberg.commit.protocols.base import CommitProtocol, TableState
-from aioiceberg.commit.retry import CommitStats, RetryConfig, commit_changes
+from aioiceberg.commit.retry import CommitStats, commit_changes
 from aioiceberg.commit.snapshot_producer import Change, MetadataChange
 from aioiceberg.commit.updates import RemoveProperties, SetProperties
-from aioiceberg.errors import InvalidPropertyError, ReadOnlyTableError, UnsupportedError
+from aioiceberg.errors import ReadOnlyTableError, UnsupportedError
 from aioiceberg.io.base import FileIO
 from aioiceberg.spec.manifest import DataFile
 from aioiceberg.spec.metadata import MAIN_BRANCH, Snapshot, SnapshotRef, StatisticsFile, TableMetadata
@@ -351,22 +351,9 @@ class Table(_Evolution):
 
     async def _commit(self, changes: Sequence[Change]) -> None:
         protocol = self._writer()
-        try:
-            config = RetryConfig.from_properties(self.metadata.properties)
-        except InvalidPropertyError:  # nothing was committed: drop the files the changes wrote
-            for change in changes:
-                await change.aborted(self.io)
-            raise
         stats = CommitStats()
         self.last_commit = stats
-        self._state = await commit_changes(
-            protocol,
-            self.location,
-            self._state,
-            changes,
-            config,
-            stats,
-        )
+        self._state = await commit_changes(protocol, self.location, self._state, changes, stats=stats)
 
 
 class Transaction(_Evolution):

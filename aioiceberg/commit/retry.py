@@ -135,7 +135,7 @@ async def commit_changes(
     table_location: str,
     base: TableState,
     changes: Sequence[Change],
-    config: RetryConfig,
+    config: RetryConfig | None = None,
     stats: CommitStats | None = None,
 ) -> TableState:
     """Commit ``changes`` as one new version, rebasing on lost races; returns the new state.
@@ -143,6 +143,12 @@ async def commit_changes(
     On a definite failure every file the changes wrote is deleted; on an unknown outcome
     nothing is.
     """
+    try:
+        if config is None:
+            config = RetryConfig.from_properties(base.metadata.properties)
+    except IcebergError:  # a bad commit.retry.* value: nothing was committed
+        await _abort(protocol, changes)
+        raise
     async with _turn(protocol, table_location, config.in_process_lock):
         new_state = await _commit_loop(protocol, table_location, base, changes, config, stats)
     # after our turn: what a change does once it landed (expiry deleting files) holds up no one
@@ -160,9 +166,6 @@ async def _commit_loop(
 ) -> TableState:
     stats = stats if stats is not None else CommitStats()
     state = base
-    if config.in_process_lock:
-        # Our turn may come long after this table object was loaded: start from the latest.
-        state = await protocol.load(table_location, since=state)
     tries = 0
 
     async def attempt() -> TableState:
@@ -180,6 +183,9 @@ async def _commit_loop(
 
     stats.attempts += 1
     try:
+        if config.in_process_lock:
+            # Our turn may come long after this table object was loaded: start from the latest.
+            state = await protocol.load(table_location, since=state)
         new_state = await retry(attempt, config.backoff, on_retry=stats.count_retry)
     except CommitStateUnknownError:
         raise  # the write may have landed: keep every file
