@@ -90,7 +90,8 @@ class ManifestWalker:
         if found is None:
             async with self._limit:
                 data = await self.io.read(manifest.manifest_path)
-            found = read_manifest(data, manifest).entries
+            # decoded off the loop: expiry and the rewrites walk every manifest of a table
+            found = (await anyio.to_thread.run_sync(read_manifest, data, manifest)).entries
             self._entries[manifest.manifest_path] = found
         return found
 

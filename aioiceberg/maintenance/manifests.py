@@ -81,8 +81,9 @@ class RewriteManifestsChange:
     ``result`` describes the attempt that was built last.
     """
 
-    def __init__(self, target_size_bytes: int | None = None) -> None:
+    def __init__(self, target_size_bytes: int | None = None, walker: ManifestWalker | None = None) -> None:
         self.target = target_size_bytes
+        self._walker = walker  # kept across attempts: a manifest list is read once
         self._snapshot = ReplaceSnapshot()
         self._adds_snapshot = True
         self.written: list[str] = []
@@ -98,7 +99,9 @@ class RewriteManifestsChange:
         _check_version(base)
         parent = base.current_snapshot()
         target = self.target or TableProperties(base.properties).manifest_target_size
-        walker = ManifestWalker(io)
+        if self._walker is None:
+            self._walker = ManifestWalker(io)
+        walker = self._walker
         manifests = await walker.manifests(parent) if parent is not None else []
         groups = _small_groups(manifests, target)
         result = self.result
@@ -153,14 +156,15 @@ async def plan_rewrite_manifests(
     staged before it in a transaction may add manifests: it decides when it is built)."""
     _check_version(md)
     snap = md.current_snapshot()
+    walker = ManifestWalker(io)
     if not after_changes:
         if snap is None:
             return None, RewriteManifestsResult()
         target = target_size_bytes or TableProperties(md.properties).manifest_target_size
-        manifests = await ManifestWalker(io).manifests(snap)
+        manifests = await walker.manifests(snap)
         if not _small_groups(manifests, target):
             return None, RewriteManifestsResult(kept_manifests=len(manifests))
-    change = RewriteManifestsChange(target_size_bytes)
+    change = RewriteManifestsChange(target_size_bytes, walker)
     return change, change.result
 
 
