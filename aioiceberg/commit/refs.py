@@ -20,13 +20,7 @@ from aioiceberg.commit.snapshot_producer import Change, FastAppend, new_snapshot
 from aioiceberg.commit.updates import RemoveSnapshotRef, SetSnapshotRef, TableUpdate
 from aioiceberg.errors import NotFoundError, UnsupportedError, ValidationError
 from aioiceberg.io.base import FileIO
-from aioiceberg.spec.manifest import (
-    DataFile,
-    DataFileContent,
-    ManifestEntryStatus,
-    read_manifest,
-    snapshot_manifests,
-)
+from aioiceberg.spec.manifest import DataFile, DataFileContent, added_files
 from aioiceberg.spec.metadata import MAIN_BRANCH, Operation, SnapshotRef, SnapshotRefType, TableMetadata
 
 __all__ = ["CherryPick", "ManageSnapshots", "RefChange", "SnapshotsHolder", "is_ancestor"]
@@ -160,16 +154,9 @@ class CherryPick:
     async def _added_files(self, io: FileIO, md: TableMetadata) -> list[DataFile]:
         snap = md.snapshot_by_id(self.source_snapshot_id)
         assert snap is not None
-        files: list[DataFile] = []
-        for mf in await snapshot_manifests(io, snap):
-            if mf.added_snapshot_id != snap.snapshot_id:
-                continue
-            manifest = read_manifest(await io.read(mf.manifest_path), mf)
-            for e in manifest.entries:
-                if e.status is ManifestEntryStatus.ADDED and e.snapshot_id == snap.snapshot_id:
-                    if e.data_file.content != DataFileContent.DATA:
-                        raise UnsupportedError(f"snapshot {snap.snapshot_id} adds delete files")
-                    files.append(e.data_file)
+        files = await added_files(io, snap)
+        if any(f.content != DataFileContent.DATA for f in files):
+            raise UnsupportedError(f"snapshot {snap.snapshot_id} adds delete files")
         if not files:
             raise ValidationError(f"snapshot {snap.snapshot_id} added no data files")
         return files

@@ -45,10 +45,8 @@ from pyspark.sql.types import StructType
 from aioiceberg import sync
 from aioiceberg._sync import runner
 from aioiceberg.errors import NotFoundError, UnsupportedError, ValidationError
-from aioiceberg.expressions import AlwaysTrue, parse
+from aioiceberg.expressions import AlwaysFalse
 from aioiceberg.spark.source import (
-    OPEN_FILE_COST_PROPERTY,
-    SPLIT_SIZE_PROPERTY,
     AioIcebergCommitMessage,
     AioIcebergDataSource,
     AioIcebergReader,
@@ -64,17 +62,11 @@ from aioiceberg.spark.stream_options import (
     STREAM_READ_OPTIONS,
     StreamOptions,
 )
-from aioiceberg.spark.tasks import DEFAULT_OPEN_FILE_COST, DEFAULT_SPLIT_SIZE, group_tasks
-from aioiceberg.spec.manifest import (
-    DataFile,
-    DataFileContent,
-    ManifestContent,
-    ManifestEntryStatus,
-    iter_manifest_entries,
-    snapshot_manifests,
-)
+from aioiceberg.spark.tasks import group_tasks
+from aioiceberg.spec.manifest import DataFile, DataFileContent, added_files
 from aioiceberg.spec.metadata import MAIN_BRANCH, Operation, Snapshot, TableMetadata
 from aioiceberg.spec.name_mapping import DEFAULT_NAME_MAPPING_PROPERTY
+from aioiceberg.spec.properties import TableProperties
 from aioiceberg.spec.schema_json import schema_to_json
 from aioiceberg.spec.tasks import FileScanTask, file_scan_task_to_json
 
@@ -124,18 +116,7 @@ class StreamOffset:
 
 async def appended_data_files(io: FileIO, snapshot: Snapshot) -> tuple[DataFile, ...]:
     """The data files ``snapshot`` added, in path order (the order offsets count in)."""
-    files: list[DataFile] = []
-    for mf in await snapshot_manifests(io, snapshot):
-        if mf.added_snapshot_id != snapshot.snapshot_id or mf.content != ManifestContent.DATA:
-            continue
-        for entry in iter_manifest_entries(await io.read(mf.manifest_path), mf):
-            f = entry.data_file
-            if (
-                entry.status is ManifestEntryStatus.ADDED
-                and entry.snapshot_id == snapshot.snapshot_id
-                and f.content == DataFileContent.DATA
-            ):
-                files.append(f)
+    files = [f for f in await added_files(io, snapshot) if f.content == DataFileContent.DATA]
     return tuple(sorted(files, key=lambda f: f.file_path))
 
 
@@ -321,12 +302,17 @@ class AioIcebergStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if not files:
             return []
         opts = self.options
-        scan = opts.scan(table, selected_fields=tuple(self.reader.columns))
-        schema, specs, props = scan.snapshot_schema, table.metadata.specs_by_id(), table.properties
-        residual = parse(opts.row_filter) if opts.row_filter else AlwaysTrue()
-        tasks = [FileScanTask(f, (), residual, specs[f.spec_id], schema) for f in files]
-        split = opts.split_size or int(props.get(SPLIT_SIZE_PROPERTY, DEFAULT_SPLIT_SIZE))
-        cost = opts.open_file_cost or int(props.get(OPEN_FILE_COST_PROPERTY, DEFAULT_OPEN_FILE_COST))
+        scan = opts.scan(table, row_filter=opts.row_filter or "", selected_fields=tuple(self.reader.columns))
+        planner, schema, props = scan.planner, scan.snapshot_schema, table.properties
+        # each file's residual from its partition, as a plan gives it: files it rules out are skipped
+        tasks = [
+            FileScanTask(f, (), residual, planner.spec(f.spec_id), schema)
+            for f in files
+            if not isinstance(residual := planner.residual(f), AlwaysFalse)
+        ]
+        typed = TableProperties(props)
+        split = opts.split_size or typed.split_target_size
+        cost = opts.open_file_cost or typed.split_open_file_cost
         shared = {
             "projected": json.dumps(schema_to_json(scan.projection())),
             "table_schema": json.dumps(schema_to_json(schema)),

@@ -16,7 +16,7 @@ from aioiceberg.spec.manifest.reader import (
     read_manifest_list,
     read_manifest_metadata,
 )
-from aioiceberg.spec.manifest.snapshot import snapshot_manifests
+from aioiceberg.spec.manifest.snapshot import added_files, snapshot_manifests
 from aioiceberg.spec.manifest.writer import (
     assign_first_row_ids,
     partition_summaries,
@@ -35,6 +35,7 @@ __all__ = [
     "ManifestFile",
     "ManifestMetadata",
     "PartitionFieldSummary",
+    "added_files",
     "assign_first_row_ids",
     "inline_manifest_file",
     "iter_manifest_entries",

@@ -18,9 +18,10 @@ from aioiceberg.spec.manifest.reader import inline_manifest_file, read_manifest_
 
 if TYPE_CHECKING:
     from aioiceberg.io.base import FileIO
+    from aioiceberg.spec.manifest.data_file import DataFile
     from aioiceberg.spec.metadata import Snapshot
 
-__all__ = ["snapshot_manifests"]
+__all__ = ["added_files", "snapshot_manifests"]
 
 # Manifests of an inline snapshot fetched at once (each is read whole to build its row).
 INLINE_CONCURRENCY = 16
@@ -63,3 +64,26 @@ async def snapshot_manifests(
     if errors:
         raise errors[0]
     return [r for r in rows if r is not None]
+
+
+async def added_files(io: FileIO, snapshot: Snapshot) -> list[DataFile]:
+    """The files (data and delete) ``snapshot`` itself added: the ADDED entries carrying its
+    id in the manifests it wrote. Streams read appends with it, cherry-picks replay them."""
+    from aioiceberg.spec.manifest.entry import ManifestEntryStatus
+    from aioiceberg.spec.manifest.reader import iter_manifest_entries
+
+    own = [m for m in await snapshot_manifests(io, snapshot) if m.added_snapshot_id == snapshot.snapshot_id]
+    blobs: list[bytes] = [b""] * len(own)
+
+    async def fetch(i: int, mf: ManifestFile) -> None:
+        blobs[i] = await io.read(mf.manifest_path)
+
+    async with task_group() as tg:
+        for i, mf in enumerate(own):
+            tg.start_soon(fetch, i, mf)
+    return [
+        entry.data_file
+        for mf, data in zip(own, blobs, strict=True)
+        for entry in iter_manifest_entries(data, mf)
+        if entry.status is ManifestEntryStatus.ADDED and entry.snapshot_id == snapshot.snapshot_id
+    ]
