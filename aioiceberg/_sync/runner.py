@@ -110,6 +110,7 @@ class BlockingLoop:
             self._loop, self._thread = None, None
         if loop is None or thread is None or not thread.is_alive():
             return
+
         async def close_all() -> None:
             await loop.shutdown_asyncgens()
             # let transports finish closing (aiohttp connectors close their sockets on the next tick)
