@@ -429,13 +429,21 @@ class _CompileResidual(BooleanExpressionVisitor[_Residual]):
 
     def visit_and(self, left: _Residual, right: _Residual) -> _Residual:
         terms = chain_terms("and_terms", left, right)  # a long chain: one call, not nested ones
-        fn: _Residual = lambda part: and_(*(t(part) for t in terms))  # noqa: E731
+        fn: _Residual = (
+            (lambda part: and_(left(part), right(part)))
+            if len(terms) == 2
+            else (lambda part: and_(*[t(part) for t in terms]))
+        )
         setattr(fn, "and_terms", terms)  # noqa: B010
         return fn
 
     def visit_or(self, left: _Residual, right: _Residual) -> _Residual:
         terms = chain_terms("or_terms", left, right)
-        fn: _Residual = lambda part: or_(*(t(part) for t in terms))  # noqa: E731
+        fn: _Residual = (
+            (lambda part: or_(left(part), right(part)))
+            if len(terms) == 2
+            else (lambda part: or_(*[t(part) for t in terms]))
+        )
         setattr(fn, "or_terms", terms)  # noqa: B010
         return fn
 

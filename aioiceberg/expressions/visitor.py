@@ -259,7 +259,10 @@ def _all_of(terms: tuple[Callable[[X], bool], ...]) -> Callable[[X], bool]:
     else:
 
         def fn(x: X) -> bool:
-            return all(t(x) for t in terms)
+            for t in terms:
+                if not t(x):
+                    return False
+            return True
 
     setattr(fn, "all_of", terms)  # noqa: B010
     return fn
@@ -272,7 +275,10 @@ def _any_of(terms: tuple[Callable[[X], bool], ...]) -> Callable[[X], bool]:
     else:
 
         def fn(x: X) -> bool:
-            return any(t(x) for t in terms)
+            for t in terms:
+                if t(x):
+                    return True
+            return False
 
     setattr(fn, "any_of", terms)  # noqa: B010
     return fn
