@@ -23,7 +23,9 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from aioiceberg.catalogs.base import Catalog, identifier_parts, identifier_text
 from aioiceberg.commit.protocols.base import (
+    CommitProtocol,
     TableState,
     metadata_dir,
     version_hint_path,
@@ -64,9 +66,11 @@ __all__ = [
     "NAMESPACE_FILE",
     "Catalog",
     "NamespaceNotEmptyError",
+    "WarehouseCatalog",
     "connect",
     "load_table",
     "parse_partition_by",
+    "to_schema",
 ]
 
 NAMESPACE_FILE = ".namespace.json"
@@ -108,7 +112,7 @@ def parse_partition_by(items: Sequence[str] | PartitionSpec | None, schema: Sche
     return PartitionSpec(0, tuple(fields))
 
 
-def _to_schema(schema: pa.Schema | Schema) -> Schema:
+def to_schema(schema: pa.Schema | Schema) -> Schema:
     if isinstance(schema, Schema):
         return schema
     from aioiceberg.spec.arrow import arrow_to_schema_assign_ids
@@ -124,18 +128,11 @@ def _root(root: str) -> str:
     return root.rstrip("/")
 
 
-def _parts(name: str | Sequence[str], what: str) -> list[str]:
-    parts = name.split(".") if isinstance(name, str) else list(name)
-    if any(not p or "/" in p or p.startswith(".") for p in parts):
-        raise ValidationError(f"{what} {name!r}: parts must be non-empty, without '/' or a leading '.'")
-    return parts
+_parts = identifier_parts
+_name = identifier_text
 
 
-def _name(identifier: str | Sequence[str]) -> str:
-    return identifier if isinstance(identifier, str) else ".".join(identifier)
-
-
-class Catalog:
+class WarehouseCatalog(Catalog):
     """Namespaces and tables under one warehouse root; every table commits through one protocol.
 
     Clients, caches and worker pools come from a runtime: one the catalog makes and closes
@@ -151,27 +148,16 @@ class Catalog:
         storage_options: Mapping[str, Any] | None = None,
         runtime: Runtime | None = None,
     ):
-        self.root = _root(root)
-        self.storage_options = dict(storage_options or {})
-        self._own_runtime = runtime is None
-        self.runtime = runtime if runtime is not None else _new_runtime()
-        self.io = resolve_io(self.root, self.storage_options, self.runtime)
-        self.protocol = protocol_for_lock(self.io, lock, self.storage_options, probe_base=self.root)
+        super().__init__(_root(root), storage_options=storage_options, runtime=runtime)
+        self.protocol: CommitProtocol = protocol_for_lock(
+            self.io, lock, self.storage_options, probe_base=self.root
+        )
 
     def __repr__(self) -> str:
         return f"Catalog({self.root!r})"
 
-    async def __aenter__(self) -> Catalog:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
+    async def _close_clients(self) -> None:
         await self.protocol.aclose()
-        await self.io.aclose()
-        if self._own_runtime:
-            await self.runtime.aclose()
 
     # -- locations ---------------------------------------------------------------------------
     def table_location(self, identifier: str | Sequence[str]) -> str:
@@ -216,7 +202,7 @@ class Catalog:
     ) -> Table:
         """A new table (version 1); its namespace need not have been created first."""
         location = self.table_location(identifier)
-        iceberg_schema = _to_schema(schema)
+        iceberg_schema = to_schema(schema)
         spec = parse_partition_by(partition_by, iceberg_schema)
         check_property_values(properties or {})
         metadata = new_table_metadata(
@@ -460,21 +446,33 @@ class Catalog:
         await self.io.delete(self._namespace_file(namespace))
 
 
-def _new_runtime() -> Runtime:
-    from aioiceberg.runtime import Runtime
-
-    return Runtime()
-
-
 def connect(
     root: str,
     lock: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
     runtime: Runtime | None = None,
+    warehouse: str | None = None,
 ) -> Catalog:
-    """A catalog over ``root`` (a directory, ``s3://bucket/prefix`` or any fsspec URL), with
-    a runtime of its own or sharing ``runtime``'s clients and caches."""
-    return Catalog(root, lock=lock, storage_options=storage_options, runtime=runtime)
+    """A catalog over ``root``, with a runtime of its own or sharing ``runtime``'s clients
+    and caches.
+
+    ``root`` is a warehouse (a directory, ``s3://bucket/prefix`` or any fsspec URL: tables
+    commit by conditional writes, or through ``lock``), or a catalog service's URI
+    (``glue://``, ``s3tables://ARN``, ``sqlite:///PATH``, ``rest+http://HOST``: see
+    docs/catalog.md), for which ``warehouse`` says where new tables go.
+    """
+    from aioiceberg.catalogs.uri import catalog_class
+
+    service = catalog_class(root)
+    if service is not None:
+        if lock is not None:
+            raise ValidationError(
+                f"lock={lock!r} applies to warehouse catalogs; {root!r} commits through the catalog itself"
+            )
+        return service.from_uri(root, warehouse=warehouse, storage_options=storage_options, runtime=runtime)
+    if warehouse is not None and _root(warehouse) != _root(root):
+        raise ValidationError(f"warehouse={warehouse!r} differs from the warehouse root {root!r}")
+    return WarehouseCatalog(root, lock=lock, storage_options=storage_options, runtime=runtime)
 
 
 async def load_table(

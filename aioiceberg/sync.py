@@ -172,15 +172,17 @@ class Table(_Evolution[_table.Table]):
 
 
 class Catalog(BlockingContext[_catalog.Catalog]):
-    """Blocking twin of :class:`aioiceberg.catalog.Catalog`; ``with sync.connect(...) as catalog``."""
+    """Blocking twin of any :class:`aioiceberg.catalog.Catalog` (a warehouse, Glue, S3 Tables,
+    SQL, REST); ``with sync.connect(...) as catalog``."""
 
     root: Attribute[str] = Attribute()
     storage_options: Attribute[dict[str, Any]] = Attribute()
     runtime: Attribute[Runtime] = Attribute()
     io: Attribute[FileIO] = Attribute()
-    protocol: Attribute[CommitProtocol] = Attribute()
+    protocol: Attribute[CommitProtocol | None] = Attribute()
     aclose = blocking(_catalog.Catalog.aclose)
     close = aclose
+    io_for = forwarded(_catalog.Catalog.io_for)
 
     table_location = forwarded(_catalog.Catalog.table_location)
     namespace_location = forwarded(_catalog.Catalog.namespace_location)

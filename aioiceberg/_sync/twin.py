@@ -107,8 +107,11 @@ def blocking(
     """The twin of a coroutine method: runs it on the background loop and waits; ``into``
     turns the result into its twin (an async Table into a blocking one)."""
 
+    name = method.__name__
+
     def call(twin: Blocking[A], /, *args: P.args, **kwargs: P.kwargs) -> Any:
-        result = runner.run(method(twin._aio, *args, **kwargs))
+        # by name, so that a subclass's override runs (a Glue catalog behind sync.Catalog)
+        result = runner.run(getattr(twin._aio, name)(*args, **kwargs))
         return result if into is None else into(result)
 
     return _signed(call, method)
@@ -120,9 +123,11 @@ def streaming(
     """The twin of an async-iterator method: a plain iterator that still streams (the async
     iterator is made and driven on the loop; closing the iterator early closes it there)."""
 
+    name = method.__name__
+
     def call(twin: Blocking[A], /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
-        aio = twin._aio
-        return runner.iterate(lambda: method(aio, *args, **kwargs), prefetch)
+        bound = getattr(twin._aio, name)
+        return runner.iterate(lambda: bound(*args, **kwargs), prefetch)
 
     return _signed(call, method)
 
@@ -136,8 +141,10 @@ def forwarded(
 ) -> TwinMethod[A, P, Any]:
     """A plain (non-async) method, called in the caller's thread; ``into`` wraps its result."""
 
+    name = method.__name__
+
     def call(twin: Blocking[A], /, *args: P.args, **kwargs: P.kwargs) -> Any:
-        result = method(twin._aio, *args, **kwargs)
+        result = getattr(twin._aio, name)(*args, **kwargs)
         return result if into is None else into(result)
 
     return _signed(call, method)

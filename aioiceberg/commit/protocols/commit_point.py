@@ -21,6 +21,7 @@ from aioiceberg.errors import InvalidPropertyError, ValidationError
 from aioiceberg.spec.metadata import TableMetadata
 
 __all__ = [
+    "CATALOG",
     "COMMIT_POINT_PROPERTY",
     "CONDITIONAL",
     "DYNAMODB_URI_OPTIONS",
@@ -31,6 +32,8 @@ __all__ = [
 
 COMMIT_POINT_PROPERTY = "aioiceberg.commit-point"
 CONDITIONAL = "conditional-writes"
+CATALOG = "catalog"
+"""A catalog's pointer (Glue, S3 Tables, SQL, REST): recorded as ``catalog:<kind>``."""
 
 # The DynamoDB protocol names its metadata files {N:05d}-{uuid hex}.metadata.json; tables it
 # committed before the property existed are recognised by them in the metadata log.
@@ -105,7 +108,8 @@ class DynamoDbUri:
 
 @dataclass(frozen=True, slots=True)
 class CommitPoint:
-    """``kind`` is "conditional-writes" or "dynamodb"; ``table`` is None when unknown."""
+    """``kind`` is "conditional-writes", "dynamodb" or "catalog"; ``table`` is None when unknown
+    (for a catalog: which kind of catalog, "glue", "s3tables", "sql", "rest")."""
 
     kind: str
     table: str | None = None
@@ -116,14 +120,19 @@ class CommitPoint:
         """The property's value, or a ``lock=`` URI (whose connection options are ignored)."""
         if text == CONDITIONAL:
             return cls(CONDITIONAL)
+        if text.startswith(CATALOG + ":"):
+            return cls(CATALOG, text[len(CATALOG) + 1 :] or None)
         if text.startswith("dynamodb://"):
             uri = DynamoDbUri.parse(text)
             return cls("dynamodb", uri.table, uri.mode)
         raise ValidationError(
-            f"unknown commit point {text!r}: expected {CONDITIONAL!r} or 'dynamodb://TABLE[?mode=lease]'"
+            f"unknown commit point {text!r}: expected {CONDITIONAL!r}, 'dynamodb://TABLE[?mode=lease]' "
+            "or 'catalog:KIND'"
         )
 
     def __str__(self) -> str:
+        if self.kind == CATALOG:
+            return f"{CATALOG}:{self.table or ''}"
         if self.kind != "dynamodb":
             return self.kind
         lease = "?mode=lease" if self.mode == "lease" else ""
@@ -138,6 +147,11 @@ class CommitPoint:
         """The option that makes a load commit through this point."""
         if self.kind == CONDITIONAL:
             return "load it by its location, or through a catalog without a lock"
+        if self.kind == CATALOG:
+            return (
+                f"load it through its {self.table or ''} catalog (aioiceberg.connect with that "
+                "catalog's URI; see docs/catalog.md): the catalog holds its current version"
+            )
         table = self.table or "<the DynamoDB table it was committed through>"
         lease = "?mode=lease" if self.mode == "lease" else ""
         return (

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aioiceberg.commit.protocols.base import CommitProtocol, TableState
-from aioiceberg.commit.protocols.commit_point import CONDITIONAL, CommitPoint, commit_point_of
+from aioiceberg.commit.protocols.commit_point import CATALOG, CONDITIONAL, CommitPoint, commit_point_of
 from aioiceberg.commit.protocols.conditional import ConditionalWriteProtocol
 from aioiceberg.errors import IcebergError, ValidationError
 from aioiceberg.io.base import FileIO
@@ -83,6 +83,13 @@ async def reopen(
     point = commit_point_of(state.metadata)
     if point is None:
         point = CommitPoint(CONDITIONAL)
+    if point.kind == CATALOG:
+        return OpenedTable(
+            state,
+            None,
+            f"{table_location} commits through a catalog ({point}), which holds its current "
+            f"version: opened read-only at {state.metadata_location}; to write, {point.how_to_write()}",
+        )
     if point.kind == "dynamodb" and point.table is None:
         return OpenedTable(
             state,

@@ -1,0 +1,51 @@
+"""Which catalog a ``connect()`` URI names: a warehouse root, or a catalog service.
+
+The service catalogs are imported only when used (each pulls in its client library).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from aioiceberg.catalogs.base import Catalog
+    from aioiceberg.runtime import Runtime
+
+__all__ = ["SERVICE_SCHEMES", "CatalogFactory", "catalog_class"]
+
+SERVICE_SCHEMES: dict[str, str] = {
+    "glue": "aioiceberg.catalogs.glue:GlueCatalog",
+    "s3tables": "aioiceberg.catalogs.s3tables:S3TablesCatalog",
+    "sqlite": "aioiceberg.catalogs.sql:SqlCatalog",
+    "rest+http": "aioiceberg.catalogs.rest:RestCatalog",
+    "rest+https": "aioiceberg.catalogs.rest:RestCatalog",
+}
+"""URI scheme -> the catalog class that serves it (``module:Class``)."""
+
+
+class CatalogFactory(Protocol):
+    def from_uri(
+        self,
+        uri: str,
+        *,
+        warehouse: str | None,
+        storage_options: Mapping[str, Any] | None,
+        runtime: Runtime | None,
+    ) -> Catalog: ...
+
+
+def catalog_class(uri: str) -> CatalogFactory | None:
+    """The service catalog ``uri`` names, or None for a warehouse root (a path or a store URL)."""
+    scheme, sep, _ = uri.partition("://")
+    if not sep:
+        scheme, sep, _ = uri.partition(":")  # s3tables:arn:... without slashes
+        if not sep or scheme.lower() not in SERVICE_SCHEMES:
+            return None
+    target = SERVICE_SCHEMES.get(scheme.lower())
+    if target is None:
+        return None
+    module, _, name = target.partition(":")
+    factory: CatalogFactory = getattr(importlib.import_module(module), name)
+    return factory
