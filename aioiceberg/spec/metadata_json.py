@@ -222,12 +222,12 @@ def table_metadata_from_dict(obj: Any) -> TableMetadata:
     current_snapshot_id = _opt_int(top, "current-snapshot-id", what)
     if current_snapshot_id == -1:
         current_snapshot_id = None
-    snapshots = tuple(_snapshot_from_json(item, version) for item in _list(top, "snapshots", what))
+    snapshots = tuple(snapshot_from_json(item, version) for item in _list(top, "snapshots", what))
 
     refs: dict[str, SnapshotRef] = {}
     if top.get("refs") is not None:
         for name, item in _object(top["refs"], "'refs'").items():
-            refs[name] = _ref_from_json(item, name)
+            refs[name] = ref_from_json(item, name)
     if current_snapshot_id is not None and MAIN_BRANCH not in refs:
         refs[MAIN_BRANCH] = SnapshotRef(current_snapshot_id, SnapshotRefType.BRANCH)
 
@@ -264,7 +264,7 @@ def table_metadata_from_dict(obj: Any) -> TableMetadata:
         sort_orders=sort_orders,
         default_sort_order_id=default_sort_order_id,
         refs=refs,
-        statistics=tuple(_statistics_from_json(i) for i in _list(top, "statistics", what)),
+        statistics=tuple(statistics_from_json(i) for i in _list(top, "statistics", what)),
         partition_statistics=tuple(
             _partition_statistics_from_json(i) for i in _list(top, "partition-statistics", what)
         ),
@@ -304,7 +304,7 @@ def _read_sort_orders(top: dict[str, Any], version: int, what: str) -> tuple[tup
     return (UNSORTED,), _int(top, "default-sort-order-id", what, default=UNSORTED.order_id)
 
 
-def _snapshot_from_json(item: Any, version: int) -> Snapshot:
+def snapshot_from_json(item: Any, version: int) -> Snapshot:
     obj = _object(item, "snapshot")
     snapshot_id = _int(obj, "snapshot-id", "snapshot")
     what = f"snapshot {snapshot_id}"
@@ -343,7 +343,7 @@ def _snapshot_from_json(item: Any, version: int) -> Snapshot:
     )
 
 
-def _ref_from_json(item: Any, name: str) -> SnapshotRef:
+def ref_from_json(item: Any, name: str) -> SnapshotRef:
     what = f"ref {name!r}"
     obj = _object(item, what)
     kind = _str(obj, "type", what)
@@ -363,7 +363,7 @@ def _ref_from_json(item: Any, name: str) -> SnapshotRef:
         _bad(f"{what}: {e}")
 
 
-def _statistics_from_json(item: Any) -> StatisticsFile:
+def statistics_from_json(item: Any) -> StatisticsFile:
     obj = _object(item, "statistics file")
     what = "statistics file"
     path = _str(obj, "statistics-path", what)
@@ -447,9 +447,9 @@ def table_metadata_to_dict(md: TableMetadata) -> dict[str, Any]:
     out["properties"] = dict(sorted(md.properties.items()))
     # -1 rather than null/absent: every reader of every version understands it.
     out["current-snapshot-id"] = md.current_snapshot_id if md.current_snapshot_id is not None else -1
-    out["refs"] = {name: _ref_to_json(md.refs[name]) for name in sorted(md.refs)}
-    out["snapshots"] = [_snapshot_to_json(s, version) for s in md.snapshots]
-    out["statistics"] = [_statistics_to_json(s) for s in md.statistics]
+    out["refs"] = {name: ref_to_json(md.refs[name]) for name in sorted(md.refs)}
+    out["snapshots"] = [snapshot_to_json(s, version) for s in md.snapshots]
+    out["statistics"] = [statistics_to_json(s) for s in md.statistics]
     out["partition-statistics"] = [
         {
             "snapshot-id": p.snapshot_id,
@@ -499,7 +499,7 @@ def _source_ids_for(fields: list[dict[str, Any]], version: int) -> list[dict[str
     return out
 
 
-def _snapshot_to_json(s: Snapshot, version: int) -> dict[str, Any]:
+def snapshot_to_json(s: Snapshot, version: int) -> dict[str, Any]:
     out: dict[str, Any] = {"snapshot-id": s.snapshot_id}
     if s.parent_snapshot_id is not None:
         out["parent-snapshot-id"] = s.parent_snapshot_id
@@ -525,7 +525,7 @@ def _snapshot_to_json(s: Snapshot, version: int) -> dict[str, Any]:
     return out
 
 
-def _ref_to_json(ref: SnapshotRef) -> dict[str, Any]:
+def ref_to_json(ref: SnapshotRef) -> dict[str, Any]:
     out: dict[str, Any] = {"snapshot-id": ref.snapshot_id, "type": ref.type.value}
     if ref.min_snapshots_to_keep is not None:
         out["min-snapshots-to-keep"] = ref.min_snapshots_to_keep
@@ -536,7 +536,7 @@ def _ref_to_json(ref: SnapshotRef) -> dict[str, Any]:
     return out
 
 
-def _statistics_to_json(s: StatisticsFile) -> dict[str, Any]:
+def statistics_to_json(s: StatisticsFile) -> dict[str, Any]:
     out: dict[str, Any] = {
         "snapshot-id": s.snapshot_id,
         "statistics-path": s.statistics_path,
