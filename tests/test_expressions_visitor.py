@@ -226,3 +226,22 @@ def test_metrics_evaluator_answers_the_same_through_precomputed_bound_checks() -
         "id = 7": True,
         "id < 6": True,
     }
+
+
+def test_long_chains_print_compare_hash_and_negate_without_recursing() -> None:
+    """A key filter of thousands of terms is printed (errors, plans), hashed (caches) and
+    negated (NOT IN rewrites) one term at a time; the grouping of a chain does not matter."""
+    n = 5000
+    keys = [parse(f"id = {i}") for i in range(n)]
+    left = t.or_(*keys)
+    right = keys[-1]
+    for key in reversed(keys[:-1]):
+        right = t.Or(key, right)  # the same terms, nested the other way
+    assert left == right and hash(left) == hash(right)
+    text = str(left)
+    assert text.count(" OR ") == n - 1 and parse(text) == left
+    negated = left.negate()
+    assert isinstance(negated, t.And) and t.chain_of(negated, t.And) == [k.negate() for k in keys]
+    assert str(negated).count(" AND ") == n - 1
+    assert t.and_(parse("a = 1"), parse("b = 2 OR c = 3")) != t.or_(parse("a = 1 AND b = 2"), parse("c = 3"))
+    assert str(parse("a = 1 AND (b = 2 OR c = 3)")) == "a = 1 AND (b = 2 OR c = 3)"

@@ -140,14 +140,13 @@ class And(Expression):
         object.__setattr__(self, "right", right)
 
     def _key(self) -> tuple[Any, ...]:
-        return (self.left, self.right)
+        return tuple(chain_of(self, And))
 
     def negate(self) -> Expression:
-        return Or(self.left.negate(), self.right.negate())
+        return _chained(Or, [term.negate() for term in chain_of(self, And)])
 
     def __str__(self) -> str:
-        # a right-nested AND keeps its parentheses so that str() parses back to the same tree
-        return f"{_paren(self.left, Or)} AND {_paren(self.right, Or | And)}"
+        return " AND ".join(_paren(term, Or) for term in chain_of(self, And))
 
 
 class Or(Expression):
@@ -160,13 +159,13 @@ class Or(Expression):
         object.__setattr__(self, "right", right)
 
     def _key(self) -> tuple[Any, ...]:
-        return (self.left, self.right)
+        return tuple(chain_of(self, Or))
 
     def negate(self) -> Expression:
-        return And(self.left.negate(), self.right.negate())
+        return _chained(And, [term.negate() for term in chain_of(self, Or)])
 
     def __str__(self) -> str:
-        return f"{self.left} OR {_paren(self.right, Or)}"
+        return " OR ".join(str(term) for term in chain_of(self, Or))
 
 
 class Not(Expression):
@@ -190,6 +189,32 @@ class Not(Expression):
 
 def _paren(expr: Expression, kind: Any) -> str:
     return f"({expr})" if isinstance(expr, kind) else str(expr)
+
+
+def chain_of(expr: Expression, kind: type[And] | type[Or]) -> list[Expression]:
+    """The terms of a chain of one connective, left to right, walked without recursion.
+
+    An upsert's key filter ORs thousands of keys: comparing, hashing, printing or negating
+    it one nested call per term would pass the recursion limit. A chain is compared by its
+    terms, so how it was grouped does not matter (``a AND (b AND c)`` equals ``(a AND b) AND c``).
+    """
+    terms: list[Expression] = []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if type(node) is kind:
+            stack.append(node.right)  # type: ignore[attr-defined]
+            stack.append(node.left)  # type: ignore[attr-defined]
+        else:
+            terms.append(node)
+    return terms
+
+
+def _chained(kind: type[And] | type[Or], terms: list[Expression]) -> Expression:
+    result = terms[0]
+    for term in terms[1:]:
+        result = kind(result, term)
+    return result
 
 
 # ---------------------------------------------------------------------------------------------
