@@ -20,6 +20,7 @@ import anyio.to_thread
 
 from aioiceberg.errors import ObjectNotFoundError, StoreError
 from aioiceberg.io.base import Capabilities, FileIO, ObjectInfo, RangeResult, unsupported
+from aioiceberg.io.etag import unquote_etag
 
 
 def _strip(protocol: str, location: str) -> str:
@@ -86,7 +87,7 @@ class FsspecFileIO(FileIO):
         when: float | None = modified.timestamp() if hasattr(modified, "timestamp") else modified
         if not etag:
             etag = f"{info.get('size')}-{when}"
-        return ObjectInfo(location, int(info.get("size") or 0), str(etag).strip('"'), when)
+        return ObjectInfo(location, int(info.get("size") or 0), unquote_etag(str(etag)), when)
 
     async def read(self, location: str) -> bytes:
         data: bytes = await self._call(location, "cat_file", self._path(location))

@@ -19,6 +19,7 @@ from aioiceberg._sync import runner
 from aioiceberg.io.resolve import resolve_io
 from aioiceberg.read import read_tasks
 from aioiceberg.spec.name_mapping import NameMapping, name_mapping_from_json
+from aioiceberg.spec.properties import TableProperties
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.tasks import FileScanTask, file_scan_task_from_json, file_scan_task_to_json
 
@@ -32,8 +33,8 @@ __all__ = [
     "task_weight",
 ]
 
-DEFAULT_SPLIT_SIZE = 128 * 1024 * 1024  # Iceberg's read.split.target-size default
-DEFAULT_OPEN_FILE_COST = 4 * 1024 * 1024  # read.split.open-file-cost: a tiny file still costs an open
+DEFAULT_SPLIT_SIZE = TableProperties.split_target_size.default
+DEFAULT_OPEN_FILE_COST = TableProperties.split_open_file_cost.default  # a tiny file still costs an open
 
 
 def task_weight(task: FileScanTask, open_file_cost: int = DEFAULT_OPEN_FILE_COST) -> int:
