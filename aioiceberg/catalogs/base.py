@@ -70,7 +70,12 @@ class Catalog(abc.ABC):
 
             runtime = Runtime()
         self.runtime = runtime
-        self.io = resolve_io(self.root, self.storage_options, self.runtime)
+        self.io = self._root_io()
+
+    def _root_io(self) -> FileIO:
+        """The FileIO for ``root``; a catalog whose root is a service's URL, not a store, picks
+        another (building one for an ``http://`` root would need fsspec, and reach nothing)."""
+        return resolve_io(self.root, self.storage_options, self.runtime)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.root!r})"
