@@ -505,9 +505,8 @@ async def load_table(
         state = await _read_state(io, newest)
         if state.metadata.location.rstrip("/") != target:
             return _read_only(io, state)
+        # read-only when its commit point cannot be reached: the reason says which (a catalog's)
         opened = await reopen(io, target, state, storage_options)
-        if opened.protocol is None:
-            return _read_only(io, state)
     return _table(None, target, opened, io)
 
 
