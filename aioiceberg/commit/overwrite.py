@@ -30,6 +30,7 @@ from aioiceberg.spec.manifest import (
     read_manifest,
 )
 from aioiceberg.spec.metadata import MAIN_BRANCH, Operation, TableMetadata
+from aioiceberg.spec.properties import TableProperties
 
 __all__ = ["RemovedFile", "RowLevelChange", "rowlevel_summary"]
 
@@ -107,7 +108,9 @@ class RowLevelChange(SnapshotProducer):
 
     def _manifest_path(self, base: TableMetadata) -> str:
         self._counter += 1
-        path = f"{base.location}/metadata/{self.commit_uuid}-m{self._counter}.avro"
+        path = TableProperties.of(base.properties).metadata_file(
+            base.location, f"{self.commit_uuid}-m{self._counter}.avro"
+        )
         self._written.append(path)
         return path
 

@@ -32,6 +32,7 @@ from aioiceberg.spec.manifest import (
 from aioiceberg.spec.manifest.writer import Codec, assign_first_row_ids
 from aioiceberg.spec.metadata import MAIN_BRANCH, Operation, Snapshot, Summary, TableMetadata
 from aioiceberg.spec.partitioning import PartitionSpec
+from aioiceberg.spec.properties import TableProperties
 
 __all__ = [
     "Change",
@@ -250,7 +251,9 @@ class SnapshotProducer:
             first_row_id = base.next_row_id or 0
             _, next_row_id = assign_first_row_ids(manifests, first_row_id)
             added_rows = next_row_id - first_row_id
-        path = f"{base.location}/metadata/snap-{self.snapshot_id}-{attempt}-{self.commit_uuid}.avro"
+        path = TableProperties.of(base.properties).metadata_file(
+            base.location, f"snap-{self.snapshot_id}-{attempt}-{self.commit_uuid}.avro"
+        )
         data = write_manifest_list(
             manifests,
             base.format_version,
@@ -305,7 +308,7 @@ class FastAppend(SnapshotProducer):
         spec = base.spec_by_id(spec_ids.pop())
         if spec is None:
             raise ValidationError("the data files' partition spec is not in the table")
-        path = f"{base.location}/metadata/{self.commit_uuid}-m0.avro"
+        path = TableProperties.of(base.properties).metadata_file(base.location, f"{self.commit_uuid}-m0.avro")
         entries = [ManifestEntry(ManifestEntryStatus.ADDED, None, None, None, f) for f in self.data_files]
         self.manifest = await self._write_manifest_file(io, base, path, spec, entries, ManifestContent.DATA)
         return self.manifest

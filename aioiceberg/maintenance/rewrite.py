@@ -24,6 +24,7 @@ from aioiceberg.spec.manifest import (
     write_manifest,
 )
 from aioiceberg.spec.metadata import MAIN_BRANCH, Operation, Snapshot, TableMetadata
+from aioiceberg.spec.properties import TableProperties
 
 __all__ = ["ManifestSink", "ReplaceSnapshot", "carried", "existing_entries", "merge_manifests"]
 
@@ -55,7 +56,9 @@ class ManifestSink:
         spec = self.base.spec_by_id(spec_id)
         if spec is None:
             raise ValidationError(f"partition spec {spec_id} is not in the table")
-        path = f"{self.base.location}/metadata/{self.prefix}-m{len(self.written)}.avro"
+        path = TableProperties.of(self.base.properties).metadata_file(
+            self.base.location, f"{self.prefix}-m{len(self.written)}.avro"
+        )
         data, manifest = write_manifest(
             entries,
             spec,

@@ -21,6 +21,7 @@ from aioiceberg.io.base import FileIO
 from aioiceberg.read import read_to_table
 from aioiceberg.scan import Planner
 from aioiceberg.spec.metadata import BlobMetadata, StatisticsFile, TableMetadata
+from aioiceberg.spec.properties import TableProperties
 from aioiceberg.spec.puffin import PuffinWriter
 from aioiceberg.spec.types import (
     DateType,
@@ -130,7 +131,8 @@ async def plan_compute_statistics(
             value_type=value_type,
         )
     data = writer.finish()
-    path = f"{md.location}/metadata/{snap.snapshot_id}-{uuid.uuid4()}.stats"
+    name = f"{snap.snapshot_id}-{uuid.uuid4()}.stats"
+    path = TableProperties.of(md.properties).metadata_file(md.location, name)
     await io.write(path, data)
     assert writer.footer_size is not None
     statistics = StatisticsFile(

@@ -153,6 +153,7 @@ class TableProperties:
         "write.parquet.compression-level", None, _optional_int, "an integer, or empty for the codec's default"
     )
     data_path: Prop[str | None] = Prop("write.data.path", None, _location, "a non-empty location")
+    metadata_path: Prop[str | None] = Prop("write.metadata.path", None, _location, "a non-empty location")
     # -- column metrics -----------------------------------------------------------------
     metrics_default: Prop[MetricsMode | None] = Prop(
         "write.metadata.metrics.default", None, parse_metrics_mode, _METRICS_MODES
@@ -238,6 +239,14 @@ class TableProperties:
 
     def is_set(self, prop: Prop[Any]) -> bool:
         return prop.key in self.raw
+
+    def metadata_file(self, table_location: str, file_name: str) -> str:
+        """Where a new metadata object (manifest, manifest list, statistics, a catalog
+        table's metadata JSON) goes: ``write.metadata.path``, else ``{location}/metadata``.
+        A warehouse table's version files stay in ``{location}/metadata``: they are its
+        commit point, found there by every reader (as Java's HadoopTableOperations does)."""
+        root = self.get(TableProperties.metadata_path) or f"{table_location.rstrip('/')}/metadata"
+        return f"{root}/{file_name}"
 
     @property
     def column_metrics(self) -> dict[str, MetricsMode]:

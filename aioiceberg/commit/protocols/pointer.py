@@ -31,6 +31,7 @@ from aioiceberg.errors import (
 from aioiceberg.io.base import FileIO
 from aioiceberg.spec.metadata import TableMetadata
 from aioiceberg.spec.metadata_json import parse_table_metadata, serialize_table_metadata
+from aioiceberg.spec.properties import TableProperties
 
 __all__ = [
     "MetadataPointer",
@@ -88,8 +89,8 @@ def version_of(metadata_location: str, metadata: TableMetadata) -> int:
 
 def new_metadata_location(metadata: TableMetadata, version: int) -> str:
     """Where version ``version`` goes: ``write.metadata.path`` when the table sets it."""
-    base = metadata.properties.get("write.metadata.path") or f"{metadata.location.rstrip('/')}/metadata"
-    return f"{base.rstrip('/')}/{version:05d}-{uuid.uuid4()}.metadata.json"
+    name = f"{version:05d}-{uuid.uuid4()}.metadata.json"
+    return TableProperties.of(metadata.properties).metadata_file(metadata.location, name)
 
 
 class PointerProtocol(CommitProtocol):
