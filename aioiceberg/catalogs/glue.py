@@ -1,0 +1,816 @@
+"""AWS Glue as an Iceberg catalog, table for table compatible with PyIceberg's and Java's.
+
+Namespaces are Glue databases (one level). A table is a Glue table of type
+``EXTERNAL_TABLE`` whose Parameters say ``table_type=ICEBERG`` and name the current
+metadata file (``metadata_location``, ``previous_metadata_location``); its
+StorageDescriptor carries the location and the columns, so Athena and other Glue
+consumers see the schema.
+
+A commit writes a new metadata file, re-reads the Glue table, refuses if it no longer
+points at the file the commit started from, and sends UpdateTable with the VersionId
+that read returned. Real Glue refuses a stale VersionId (ConcurrentModificationException),
+which closes the race between that read and the update; a Glue that ignores VersionId
+(moto does) leaves it open between writers in different processes. Writers in one
+process take turns per table (the runtime's commit turn) either way.
+
+Options come from the ``glue://?...`` URI, then the ``glue.*`` storage options (PyIceberg's
+names), then the standard AWS configuration (environment, including
+``AWS_ENDPOINT_URL_GLUE`` / ``AWS_ENDPOINT_URL``, profiles, the credential chain).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlsplit
+
+from aioiceberg.catalogs.base import identifier_parts, identifier_text
+from aioiceberg.catalogs.pointer import PointerCatalog, split_identifier
+from aioiceberg.commit.protocols.pointer import MetadataPointer, Pointer
+from aioiceberg.errors import (
+    CommitFailedError,
+    CommitStateUnknownError,
+    IcebergError,
+    InvalidMetadataError,
+    InvalidPropertyError,
+    NamespaceAlreadyExistsError,
+    NamespaceNotEmptyError,
+    NamespaceNotFoundError,
+    StoreError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    ValidationError,
+    WriteOutcomeUnknownError,
+)
+from aioiceberg.io.s3_client import S3Options
+from aioiceberg.retrying import Backoff, retry
+from aioiceberg.spec.types import (
+    BinaryType,
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FixedType,
+    FloatType,
+    IcebergType,
+    IntegerType,
+    ListType,
+    LongType,
+    MapType,
+    StringType,
+    StructType,
+    TimestampType,
+    TimestamptzType,
+    TimeType,
+    UUIDType,
+)
+
+if TYPE_CHECKING:
+    from aioiceberg.runtime import Runtime
+    from aioiceberg.spec.metadata import TableMetadata
+    from aioiceberg.table import Table
+
+__all__ = ["GLUE_URI_OPTIONS", "GlueCatalog", "GlueOptions", "GluePointer"]
+
+GLUE_URI_OPTIONS = {
+    "endpoint": "the Glue endpoint URL",
+    "region": "an AWS region name",
+    "profile": "an AWS profile name",
+    "catalog_id": "the Glue catalog id (an AWS account id)",
+    "skip_archive": "true or false",
+}
+"""The options a ``glue://?...`` URI may carry, with what each allows."""
+
+_BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+# Parameters and types as PyIceberg 0.12 and Java's GlueCatalog write them.
+TABLE_TYPE = "table_type"
+ICEBERG = "ICEBERG"
+METADATA_LOCATION = "metadata_location"
+PREVIOUS_METADATA_LOCATION = "previous_metadata_location"
+EXTERNAL_TABLE = "EXTERNAL_TABLE"
+LOCATION = "location"
+DESCRIPTION = "Description"
+
+_THROTTLES = {"ThrottlingException", "TooManyRequestsException", "RequestLimitExceeded"}
+_READS = Backoff("Glue call", base_delay_s=0.05, max_delay_s=2.0, max_attempts=8)
+# A write Glue refused by throttling was not applied: it may be sent again, a few times.
+_WRITES = Backoff("Glue write", base_delay_s=0.1, max_delay_s=2.0, max_attempts=5)
+
+# What GetTable returns that TableInput takes back (UpdateTable replaces the whole definition:
+# what is left out is lost, so another tool's settings are carried over).
+_TABLE_FIELDS = ("Owner", "Description", "Retention", "PartitionKeys", "TargetTable")
+_STORAGE_FIELDS = (
+    "Columns",
+    "Location",
+    "AdditionalLocations",
+    "InputFormat",
+    "OutputFormat",
+    "Compressed",
+    "NumberOfBuckets",
+    "SerdeInfo",
+    "BucketColumns",
+    "SortColumns",
+    "Parameters",
+    "SkewedInfo",
+    "StoredAsSubDirectories",
+    "SchemaReference",
+)
+_DATABASE_FIELDS = ("CreateTableDefaultPermissions", "TargetDatabase", "FederatedDatabase")
+
+
+@dataclass(frozen=True, slots=True)
+class GlueOptions:
+    """How to reach Glue; unset connection fields come from the standard AWS configuration."""
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    session_token: str | None = None
+    profile: str | None = None
+    catalog_id: str | None = None
+    skip_archive: bool = True
+
+    @classmethod
+    def from_uri(cls, uri: str, storage_options: Mapping[str, Any] | None = None) -> GlueOptions:
+        """``glue://?region=...&endpoint=...&profile=...&catalog_id=...&skip_archive=false``;
+        an unknown or repeated option is an error naming it (a typo must not mean the default)."""
+        parts = urlsplit(uri)
+        if parts.scheme.lower() != "glue" or parts.netloc or parts.path.strip("/"):
+            raise ValidationError(
+                f"{uri!r} is not a Glue catalog URI: expected 'glue://' with options after '?' "
+                f"(one of {', '.join(GLUE_URI_OPTIONS)})"
+            )
+        given: dict[str, str] = {}
+        for key, value in parse_qsl(parts.query, keep_blank_values=True):
+            if key not in GLUE_URI_OPTIONS:
+                allowed = "one of the options " + ", ".join(GLUE_URI_OPTIONS)
+                raise InvalidPropertyError(key, value, allowed, subject=f"{uri!r}: unknown option")
+            if key in given:
+                raise InvalidPropertyError(key, value, "the option once", subject=f"{uri!r}: repeated option")
+            if not value:
+                raise InvalidPropertyError(key, value, GLUE_URI_OPTIONS[key], subject=f"{uri!r}: option")
+            given[key] = value
+        options = dict(storage_options or {})
+
+        def setting(uri_key: str | None, *keys: str) -> str | None:
+            if uri_key is not None and uri_key in given:
+                return given[uri_key]
+            for key in keys:
+                if options.get(key) is not None and str(options[key]):
+                    return str(options[key])
+            return None
+
+        skip_text = setting("skip_archive", "glue.skip-archive")
+        skip_archive = True
+        if skip_text is not None:
+            found = _BOOLEANS.get(skip_text.strip().lower())
+            if found is None:
+                subject = f"{uri!r}: option" if "skip_archive" in given else "storage option"
+                key = "skip_archive" if "skip_archive" in given else "glue.skip-archive"
+                raise InvalidPropertyError(key, skip_text, GLUE_URI_OPTIONS["skip_archive"], subject=subject)
+            skip_archive = found
+        s3 = S3Options.from_storage_options(options)
+        profile = setting("profile", "glue.profile-name") or s3.profile
+        region = setting("region", "glue.region") or s3.region or _configured_region(profile)
+        return cls(
+            endpoint_url=setting("endpoint", "glue.endpoint"),
+            region=region,
+            access_key_id=setting(None, "glue.access-key-id") or s3.access_key_id,
+            secret_access_key=setting(None, "glue.secret-access-key") or s3.secret_access_key,
+            session_token=setting(None, "glue.session-token") or s3.session_token,
+            profile=profile,
+            catalog_id=setting("catalog_id", "glue.id"),
+            skip_archive=skip_archive,
+        )
+
+    def client_options(self) -> S3Options:
+        """The connection part, in the form the runtime's client cache takes."""
+        return S3Options(
+            endpoint_url=self.endpoint_url,
+            region=self.region,
+            access_key_id=self.access_key_id,
+            secret_access_key=self.secret_access_key,
+            session_token=self.session_token,
+            profile=self.profile,
+        )
+
+
+def _configured_region(profile: str | None) -> str | None:
+    """AWS_REGION, else botocore's own lookup (AWS_DEFAULT_REGION, the profile's region):
+    botocore reads no AWS_REGION, and Glue, unlike S3, cannot start without a region."""
+    if os.environ.get("AWS_REGION"):
+        return os.environ["AWS_REGION"]
+    import botocore.exceptions
+    import botocore.session
+
+    try:
+        region = botocore.session.Session(profile=profile).get_config_variable("region")
+    except botocore.exceptions.BotoCoreError:
+        return None  # an unknown profile: creating the client says so
+    return str(region) if region else None
+
+
+# -- calls ---------------------------------------------------------------------------------------
+class _Answer(Exception):
+    """Glue answered with a definite error (a 4xx it did not apply); mapped by each caller,
+    never raised past this module."""
+
+    def __init__(self, method: str, code: str, message: str) -> None:
+        self.method = method
+        self.code = code
+        self.message = message
+        super().__init__(f"Glue {method}: {code}: {message}")
+
+    def fallback(self, subject: str) -> IcebergError:
+        """The typed error for an answer the caller has no better meaning for."""
+        if self.code == "InvalidInputException":
+            return ValidationError(f"{subject}: Glue refused the request: {self.message}")
+        return StoreError(f"{subject}: Glue {self.method} refused ({self.code}): {self.message}")
+
+
+def _code(exc: BaseException) -> str:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        return str(response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def _status(exc: BaseException) -> int:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        return int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+    return 0
+
+
+def _message(exc: BaseException) -> str:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        return str(response.get("Error", {}).get("Message", "")) or str(exc)
+    return str(exc)
+
+
+class _Glue:
+    """Glue calls through the runtime's shared client: reads retried, writes sent once unless
+    Glue refused them by throttling; every failure typed."""
+
+    def __init__(self, options: GlueOptions, runtime: Runtime) -> None:
+        self.options = options
+        self.runtime = runtime
+        self.connection = options.client_options()
+
+    async def client(self) -> Any:
+        try:
+            return await self.runtime.clients.get(self.connection, "glue", holder=self)
+        except Exception as exc:  # a missing profile, an unknown region: nothing was sent
+            raise StoreError(f"cannot create a Glue client: {exc}") from exc
+
+    async def release(self) -> None:
+        await self.runtime.clients.release(self, self.connection, "glue")
+
+    async def _send(self, method: str, write: bool, kwargs: dict[str, Any]) -> dict[str, Any]:
+        import botocore.exceptions as bx
+
+        client = await self.client()
+        if self.options.catalog_id:
+            kwargs = {"CatalogId": self.options.catalog_id, **kwargs}
+        try:
+            response: dict[str, Any] = await getattr(client, method)(**kwargs)
+            return response
+        except bx.ClientError as exc:
+            code, status = _code(exc), _status(exc)
+            if code in _THROTTLES:
+                raise StoreError(f"Glue {method}: {code}", retryable=True, throttled=True) from exc
+            if status >= 500 or not status:
+                if write:  # a server error may come after the change was applied
+                    raise WriteOutcomeUnknownError(f"Glue {method}: {code} ({status})") from exc
+                raise StoreError(f"Glue {method}: {code} ({status})", retryable=True) from exc
+            raise _Answer(method, code, _message(exc)) from exc
+        except (bx.EndpointConnectionError, bx.ConnectTimeoutError) as exc:  # never sent
+            raise StoreError(f"Glue {method}: {exc}", retryable=True) from exc
+        except (bx.NoCredentialsError, bx.PartialCredentialsError, bx.NoRegionError) as exc:
+            raise StoreError(f"Glue {method}: {exc}") from exc
+        except bx.ParamValidationError as exc:
+            raise ValidationError(f"Glue {method}: {exc}") from exc
+        except Exception as exc:  # no answer: the connection dropped, a timeout
+            if write:
+                raise WriteOutcomeUnknownError(f"Glue {method}: no answer: {exc!r}") from exc
+            raise StoreError(f"Glue {method}: {exc!r}", retryable=True) from exc
+
+    async def read(self, method: str, **kwargs: Any) -> dict[str, Any]:
+        return await retry(lambda: self._send(method, False, kwargs), _READS)
+
+    async def write(self, method: str, **kwargs: Any) -> dict[str, Any]:
+        """Sent again only after a throttling refusal; ``WriteOutcomeUnknownError`` when the
+        request may have been applied."""
+        return await retry(lambda: self._send(method, True, kwargs), _WRITES)
+
+    async def get_table(self, database: str, name: str) -> dict[str, Any] | None:
+        try:
+            found = await self.read("get_table", DatabaseName=database, Name=name)
+        except _Answer as answer:
+            if answer.code == "EntityNotFoundException":
+                return None
+            raise answer.fallback(f"glue table {database}.{name}") from None
+        table: dict[str, Any] = found["Table"]
+        return table
+
+    async def get_database(self, database: str) -> dict[str, Any]:
+        try:
+            found = await self.read("get_database", Name=database)
+        except _Answer as answer:
+            if answer.code == "EntityNotFoundException":
+                raise NamespaceNotFoundError(f"glue database {database!r} does not exist") from None
+            raise answer.fallback(f"glue database {database!r}") from None
+        db: dict[str, Any] = found["Database"]
+        return db
+
+    async def tables(self, database: str, max_results: int | None = None) -> list[dict[str, Any]]:
+        """The database's tables (every page, or the first ``max_results``)."""
+        out: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"DatabaseName": database}
+            if token:
+                kwargs["NextToken"] = token
+            if max_results is not None:
+                kwargs["MaxResults"] = max_results
+            try:
+                page = await self.read("get_tables", **kwargs)
+            except _Answer as answer:
+                if answer.code == "EntityNotFoundException":
+                    raise NamespaceNotFoundError(f"glue database {database!r} does not exist") from None
+                raise answer.fallback(f"glue database {database!r}") from None
+            out.extend(page.get("TableList", []))
+            token = page.get("NextToken")
+            if not token or (max_results is not None and len(out) >= max_results):
+                return out
+
+
+# -- Glue structures -----------------------------------------------------------------------------
+_PRIMITIVES: dict[type[IcebergType], str] = {
+    BooleanType: "boolean",
+    IntegerType: "int",
+    LongType: "bigint",
+    FloatType: "float",
+    DoubleType: "double",
+    DateType: "date",
+    TimeType: "string",
+    StringType: "string",
+    UUIDType: "string",
+    TimestampType: "timestamp",
+    TimestamptzType: "timestamp",
+    FixedType: "binary",
+    BinaryType: "binary",
+}
+
+
+def glue_type(t: IcebergType) -> str:
+    """The Hive type name Glue shows for an Iceberg type (PyIceberg's mapping)."""
+    if isinstance(t, StructType):
+        return "struct<" + ",".join(f"{f.name}:{glue_type(f.field_type)}" for f in t.fields) + ">"
+    if isinstance(t, ListType):
+        return f"array<{glue_type(t.element_type)}>"
+    if isinstance(t, MapType):
+        return f"map<{glue_type(t.key_type)},{glue_type(t.value_type)}>"
+    if isinstance(t, DecimalType):
+        return f"decimal({t.precision},{t.scale})"
+    return _PRIMITIVES.get(type(t)) or str(t)
+
+
+def glue_columns(metadata: TableMetadata) -> list[dict[str, Any]]:
+    """The current schema's columns, then columns only older schemas have (marked not current)."""
+    columns: dict[str, dict[str, Any]] = {}
+    current = metadata.schema()
+    others = [s for s in metadata.schemas if s.schema_id != current.schema_id]
+    for schema, is_current in [(current, True), *((s, False) for s in others)]:
+        for f in schema.fields:
+            if f.name in columns:
+                continue
+            column: dict[str, Any] = {
+                "Name": f.name,
+                "Type": glue_type(f.field_type),
+                "Parameters": {
+                    "iceberg.field.id": str(f.field_id),
+                    "iceberg.field.optional": str(f.optional).lower(),
+                    "iceberg.field.current": str(is_current).lower(),
+                },
+            }
+            if f.doc:
+                column["Comment"] = f.doc
+            columns[f.name] = column
+    return list(columns.values())
+
+
+def _carried(found: Mapping[str, Any], fields: Sequence[str]) -> dict[str, Any]:
+    return {k: found[k] for k in fields if found.get(k) is not None}
+
+
+def table_input(
+    name: str,
+    metadata_location: str,
+    metadata: TableMetadata,
+    current: Mapping[str, Any] | None = None,
+    previous_metadata_location: str | None = None,
+) -> dict[str, Any]:
+    """The TableInput for a version of an Iceberg table: the current Glue table's other
+    settings kept, its Parameters updated with the pointer and the table's properties."""
+    found = current or {}
+    parameters = dict(found.get("Parameters") or {})
+    parameters.update({TABLE_TYPE: ICEBERG, METADATA_LOCATION: metadata_location})
+    if previous_metadata_location:
+        parameters[PREVIOUS_METADATA_LOCATION] = previous_metadata_location
+    parameters.update({k: str(v) for k, v in metadata.properties.items()})
+    storage = _carried(found.get("StorageDescriptor") or {}, _STORAGE_FIELDS)
+    storage.update(Columns=glue_columns(metadata), Location=metadata.location)
+    out = {
+        **_carried(found, _TABLE_FIELDS),
+        "Name": name,
+        "TableType": EXTERNAL_TABLE,
+        "Parameters": parameters,
+        "StorageDescriptor": storage,
+    }
+    if DESCRIPTION in metadata.properties:
+        out["Description"] = metadata.properties[DESCRIPTION]
+    return out
+
+
+def is_iceberg(table: Mapping[str, Any]) -> bool:
+    return str((table.get("Parameters") or {}).get(TABLE_TYPE, "")).lower() == ICEBERG.lower()
+
+
+def pointed_metadata(table: Mapping[str, Any], subject: str) -> str:
+    """The metadata file an Iceberg Glue table points at; a clear error for any other table."""
+    parameters = table.get("Parameters") or {}
+    kind = parameters.get(TABLE_TYPE)
+    if not is_iceberg(table):
+        raise TableNotFoundError(
+            f"{subject} is not an Iceberg table: its Parameters have table_type={kind!r}, not 'ICEBERG'"
+        )
+    location = parameters.get(METADATA_LOCATION)
+    if not location:
+        raise InvalidMetadataError(f"{subject} is an Iceberg table without a {METADATA_LOCATION} parameter")
+    return str(location)
+
+
+def database_input(
+    name: str, properties: Mapping[str, str], current: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """PyIceberg's mapping: ``Description`` and ``location`` are the database's own fields,
+    every other property a Parameter."""
+    out: dict[str, Any] = {**_carried(current or {}, _DATABASE_FIELDS), "Name": name}
+    parameters: dict[str, str] = {}
+    for key, value in properties.items():
+        if key == DESCRIPTION:
+            out["Description"] = value
+        elif key == LOCATION:
+            out["LocationUri"] = value
+        else:
+            parameters[key] = value
+    out["Parameters"] = parameters
+    return out
+
+
+def database_properties(database: Mapping[str, Any]) -> dict[str, str]:
+    properties = {str(k): str(v) for k, v in (database.get("Parameters") or {}).items()}
+    if database.get("LocationUri"):
+        properties[LOCATION] = str(database["LocationUri"])
+    if database.get("Description"):
+        properties[DESCRIPTION] = str(database["Description"])
+    return properties
+
+
+def _check_values(properties: Mapping[str, Any], what: str) -> None:
+    for key, value in properties.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ValidationError(f"{what}: property {key!r}={value!r}: keys and values must be strings")
+
+
+# -- the pointer ---------------------------------------------------------------------------------
+class GluePointer(MetadataPointer):
+    """One Glue table's ``metadata_location`` parameter; the token is the Glue VersionId read."""
+
+    def __init__(self, glue: _Glue, database: str, table: str) -> None:
+        self.glue = glue
+        self.database = database
+        self.table = table
+        self.name = f"glue table {database}.{table}"
+
+    async def read(self) -> Pointer | None:
+        found = await self.glue.get_table(self.database, self.table)
+        if found is None:
+            return None
+        return Pointer(pointed_metadata(found, self.name), found.get("VersionId"))
+
+    async def create(self, metadata_location: str, metadata: TableMetadata) -> Pointer:
+        try:
+            await self.glue.write(
+                "create_table",
+                DatabaseName=self.database,
+                TableInput=table_input(self.table, metadata_location, metadata),
+            )
+        except _Answer as answer:
+            if answer.code == "AlreadyExistsException":
+                raise TableAlreadyExistsError(f"{self.name} already exists") from None
+            if answer.code == "EntityNotFoundException":
+                raise NamespaceNotFoundError(f"glue database {self.database!r} does not exist") from None
+            raise answer.fallback(self.name) from None
+        except WriteOutcomeUnknownError as exc:
+            return await self._settle_create(metadata_location, exc)
+        return Pointer(metadata_location)
+
+    async def _settle_create(self, metadata_location: str, exc: WriteOutcomeUnknownError) -> Pointer:
+        """CreateTable got no answer: ours if the table points at our file, someone else's if
+        at another; absent, it may still be applied, so unknown."""
+        try:
+            found = await self.glue.get_table(self.database, self.table)
+        except StoreError as again:
+            raise CommitStateUnknownError(
+                f"{self.name}: no answer to CreateTable ({exc}) and it cannot be read back ({again})"
+            ) from exc
+        if found is None:
+            raise CommitStateUnknownError(
+                f"{self.name}: no answer to CreateTable ({exc}); the table does not exist yet but the "
+                "request may still be applied"
+            ) from exc
+        if (found.get("Parameters") or {}).get(METADATA_LOCATION) == metadata_location:
+            return Pointer(metadata_location, found.get("VersionId"))
+        raise TableAlreadyExistsError(f"{self.name} already exists (created by another writer)") from exc
+
+    async def swap(self, expected: Pointer, metadata_location: str, metadata: TableMetadata) -> Pointer:
+        try:
+            current = await self.glue.get_table(self.database, self.table)
+        except StoreError as exc:  # nothing sent yet: a refusal, the commit loop may retry
+            raise CommitFailedError(f"{self.name}: cannot read the table before the swap: {exc}") from exc
+        if current is None:
+            raise TableNotFoundError(f"{self.name} no longer exists")
+        found = pointed_metadata(current, self.name)
+        if found != expected.metadata_location:
+            raise CommitFailedError(f"{self.name} moved on from {expected.metadata_location} to {found}")
+        kwargs: dict[str, Any] = {
+            "DatabaseName": self.database,
+            "TableInput": table_input(self.table, metadata_location, metadata, current, found),
+            "SkipArchive": self.glue.options.skip_archive,
+        }
+        version_id = current.get("VersionId")
+        if version_id:  # Glue's optimistic lock: refused if the table changed since that read
+            kwargs["VersionId"] = version_id
+        try:
+            await self.glue.write("update_table", **kwargs)
+        except _Answer as answer:
+            if answer.code == "ConcurrentModificationException" or (
+                answer.code == "InvalidInputException" and "version" in answer.message.lower()
+            ):
+                raise CommitFailedError(
+                    f"{self.name} changed since version {version_id} was read: {answer.message}"
+                ) from None
+            if answer.code == "EntityNotFoundException":
+                raise TableNotFoundError(f"{self.name} no longer exists") from None
+            raise answer.fallback(self.name) from None
+        return Pointer(metadata_location)
+
+    async def delete(self) -> None:
+        try:
+            await self.glue.write("delete_table", DatabaseName=self.database, Name=self.table)
+        except _Answer as answer:
+            if answer.code == "EntityNotFoundException":
+                raise TableNotFoundError(f"{self.name} does not exist") from None
+            raise answer.fallback(self.name) from None
+        except WriteOutcomeUnknownError as exc:
+            if await self.glue.get_table(self.database, self.table) is not None:
+                raise StoreError(
+                    f"{self.name}: no answer to DeleteTable and the table is still there"
+                ) from exc
+
+
+# -- the catalog ---------------------------------------------------------------------------------
+def _warehouse(warehouse: str) -> str:
+    if "://" not in warehouse and not warehouse.startswith("file:"):
+        return os.path.abspath(warehouse).rstrip("/")
+    return warehouse.rstrip("/")
+
+
+class GlueCatalog(PointerCatalog):
+    """Iceberg tables in AWS Glue: ``aioiceberg.connect("glue://", warehouse="s3://bucket/wh")``.
+
+    New tables go to their database's location (``LocationUri``) when it has one, else to
+    ``{warehouse}/{database}.db/{table}``, as PyIceberg places them.
+    """
+
+    kind = "glue"
+
+    def __init__(
+        self,
+        options: GlueOptions | None = None,
+        *,
+        warehouse: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        runtime: Runtime | None = None,
+        uri: str = "glue://",
+    ) -> None:
+        self.warehouse = _warehouse(warehouse) if warehouse else None
+        # The catalog's own FileIO reaches its warehouse; without one, where tables go is each
+        # database's to say and the root is the URI (memory:// stands in for the unused FileIO).
+        super().__init__(self.warehouse or "memory://", storage_options=storage_options, runtime=runtime)
+        self.root = self.warehouse or uri
+        self.options = options or GlueOptions.from_uri("glue://", storage_options)
+        self.glue = _Glue(self.options, self.runtime)
+
+    @classmethod
+    def from_uri(
+        cls,
+        uri: str,
+        *,
+        warehouse: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        runtime: Runtime | None = None,
+    ) -> GlueCatalog:
+        return cls(
+            GlueOptions.from_uri(uri, storage_options),
+            warehouse=warehouse,
+            storage_options=storage_options,
+            runtime=runtime,
+            uri=uri,
+        )
+
+    async def _close_clients(self) -> None:
+        await self.glue.release()
+
+    # -- names ---------------------------------------------------------------------------------
+    @staticmethod
+    def _database(namespace: str | Sequence[str]) -> str:
+        parts = identifier_parts(namespace, "namespace")
+        if len(parts) != 1:
+            raise ValidationError(
+                f"namespace {identifier_text(namespace)!r}: Glue namespaces are databases, one level deep"
+            )
+        return parts[0]
+
+    def _split(self, identifier: str | Sequence[str]) -> tuple[str, str]:
+        namespace, name = split_identifier(identifier)
+        if len(namespace) != 1:
+            raise ValidationError(
+                f"table identifier {identifier_text(identifier)!r}: Glue tables are 'database.table'"
+            )
+        return namespace[0], name
+
+    def pointer(self, namespace: tuple[str, ...], name: str) -> GluePointer:
+        return GluePointer(self.glue, *self._split((*namespace, name)))
+
+    async def new_table_location(self, namespace: tuple[str, ...], name: str) -> str:
+        database = self._database(namespace)
+        location = (await self.glue.get_database(database)).get("LocationUri")
+        if location:
+            return f"{str(location).rstrip('/')}/{name}"
+        if self.warehouse is None:
+            raise ValidationError(
+                f"glue database {database!r} has no location and the catalog no warehouse: "
+                "pass warehouse= to connect(), or set the database's 'location' property"
+            )
+        return f"{self.warehouse}/{database}.db/{name}"
+
+    # -- tables --------------------------------------------------------------------------------
+    async def table_exists(self, identifier: str | Sequence[str]) -> bool:
+        """False for a missing table and for a Glue table that is not an Iceberg table."""
+        try:
+            return await super().table_exists(identifier)
+        except TableNotFoundError:
+            return False
+
+    async def list_tables(self, namespace: str | Sequence[str]) -> list[str]:
+        """The database's Iceberg tables (other Glue tables are not listed)."""
+        database = self._database(namespace)
+        return sorted(f"{database}.{t['Name']}" for t in await self.glue.tables(database) if is_iceberg(t))
+
+    async def rename_table(
+        self, from_identifier: str | Sequence[str], to_identifier: str | Sequence[str]
+    ) -> Table:
+        """Glue has no rename: a new entry with the same definition, then the old one deleted
+        (PyIceberg's way). A commit to the old name between the two is refused or lost only
+        if it lands after the check that the old entry still points where it did."""
+        source_db, source_name = self._split(from_identifier)
+        target_db, target_name = self._split(to_identifier)
+        source = GluePointer(self.glue, source_db, source_name)
+        found = await self.glue.get_table(source_db, source_name)
+        if found is None:
+            raise TableNotFoundError(f"{source.name} does not exist")
+        location = pointed_metadata(found, source.name)
+        target = GluePointer(self.glue, target_db, target_name)
+        entry = {
+            **_carried(found, _TABLE_FIELDS),
+            "Name": target_name,
+            "TableType": found.get("TableType") or EXTERNAL_TABLE,
+            "Parameters": dict(found.get("Parameters") or {}),
+            "StorageDescriptor": _carried(found.get("StorageDescriptor") or {}, _STORAGE_FIELDS),
+        }
+        try:
+            await self.glue.write("create_table", DatabaseName=target_db, TableInput=entry)
+        except _Answer as answer:
+            if answer.code == "AlreadyExistsException":
+                raise TableAlreadyExistsError(f"{target.name} already exists") from None
+            if answer.code == "EntityNotFoundException":
+                raise NamespaceNotFoundError(f"glue database {target_db!r} does not exist") from None
+            raise answer.fallback(target.name) from None
+        try:
+            now = await source.read()
+            if now is None or now.metadata_location != location:
+                raise CommitFailedError(f"{source.name} changed during the rename; try again")
+            await source.delete()
+        except BaseException as exc:
+            try:
+                await target.delete()  # the old entry stays the table
+            except IcebergError as undo:
+                exc.add_note(f"{target.name} could not be removed again ({undo}): delete it by hand")
+            raise
+        return await self.load_table((target_db, target_name))
+
+    # -- namespaces ----------------------------------------------------------------------------
+    async def create_namespace(
+        self, namespace: str | Sequence[str], properties: Mapping[str, str] | None = None
+    ) -> None:
+        database = self._database(namespace)
+        _check_values(properties or {}, f"glue database {database!r}")
+        try:
+            await self.glue.write("create_database", DatabaseInput=database_input(database, properties or {}))
+        except _Answer as answer:
+            if answer.code == "AlreadyExistsException":
+                raise NamespaceAlreadyExistsError(f"glue database {database!r} already exists") from None
+            raise answer.fallback(f"glue database {database!r}") from None
+        except WriteOutcomeUnknownError as exc:
+            if not await self.namespace_exists(database):
+                raise StoreError(f"glue database {database!r}: no answer to CreateDatabase") from exc
+
+    async def namespace_exists(self, namespace: str | Sequence[str]) -> bool:
+        try:
+            await self.glue.get_database(self._database(namespace))
+        except NamespaceNotFoundError:
+            return False
+        return True
+
+    async def list_namespaces(self, parent: str | Sequence[str] = ()) -> list[str]:
+        """Every database; a database has no namespaces below it (Glue has one level)."""
+        if parent:
+            await self.glue.get_database(self._database(parent))  # NamespaceNotFoundError
+            return []
+        names: list[str] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"NextToken": token} if token else {}
+            try:
+                page = await self.glue.read("get_databases", **kwargs)
+            except _Answer as answer:
+                raise answer.fallback("glue databases") from None
+            names.extend(str(d["Name"]) for d in page.get("DatabaseList", []))
+            token = page.get("NextToken")
+            if not token:
+                return sorted(names)
+
+    async def load_namespace_properties(self, namespace: str | Sequence[str]) -> dict[str, str]:
+        """The database's Parameters, with ``location`` (LocationUri) and ``Description``."""
+        return database_properties(await self.glue.get_database(self._database(namespace)))
+
+    async def update_namespace_properties(
+        self,
+        namespace: str | Sequence[str],
+        removals: Sequence[str] = (),
+        updates: Mapping[str, str] | None = None,
+    ) -> dict[str, str]:
+        """Remove then set; Glue replaces the whole definition, so a concurrent update of the
+        same database may be lost (Glue has no condition for UpdateDatabase)."""
+        database = self._database(namespace)
+        _check_values(updates or {}, f"glue database {database!r}")
+        found = await self.glue.get_database(database)
+        properties = database_properties(found)
+        for key in removals:
+            properties.pop(key, None)
+        properties.update(updates or {})
+        try:
+            await self.glue.write(
+                "update_database", Name=database, DatabaseInput=database_input(database, properties, found)
+            )
+        except _Answer as answer:
+            if answer.code == "EntityNotFoundException":
+                raise NamespaceNotFoundError(f"glue database {database!r} does not exist") from None
+            raise answer.fallback(f"glue database {database!r}") from None
+        return properties
+
+    async def drop_namespace(self, namespace: str | Sequence[str]) -> None:
+        """Refused while the database holds any table, Iceberg or not: Glue's DeleteDatabase
+        would delete them with it."""
+        database = self._database(namespace)
+        tables = await self.glue.tables(database, max_results=5)
+        if tables:
+            names = ", ".join(f"{database}.{t['Name']}" for t in tables[:5])
+            raise NamespaceNotEmptyError(f"glue database {database!r} is not empty: it holds {names}")
+        try:
+            await self.glue.write("delete_database", Name=database)
+        except _Answer as answer:
+            if answer.code == "EntityNotFoundException":
+                raise NamespaceNotFoundError(f"glue database {database!r} does not exist") from None
+            raise answer.fallback(f"glue database {database!r}") from None
+        except WriteOutcomeUnknownError as exc:
+            if await self.namespace_exists(database):
+                raise StoreError(f"glue database {database!r}: no answer to DeleteDatabase") from exc
