@@ -10,8 +10,8 @@ A commit writes a new metadata file, re-reads the Glue table, refuses if it no l
 points at the file the commit started from, and sends UpdateTable with the VersionId
 that read returned. Real Glue refuses a stale VersionId (ConcurrentModificationException),
 which closes the race between that read and the update; a Glue that ignores VersionId
-(moto does) leaves it open between writers in different processes. Writers in one
-process take turns per table (the runtime's commit turn) either way.
+(moto does) leaves it open between writers that do not share a runtime. Writers sharing
+one (one catalog, or catalogs handed the same runtime) take turns per table either way.
 
 Options come from the ``glue://?...`` URI, then the ``glue.*`` storage options (PyIceberg's
 names), then the standard AWS configuration (environment, including
