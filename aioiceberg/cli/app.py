@@ -606,3 +606,49 @@ def demo(state: State, rows: int, table_name: str, appends: int) -> None:
     from aioiceberg.cli.demo import run_demo
 
     run_demo(state.warehouse, state.storage_options or None, state.lock, table_name, rows, appends, console)
+
+
+# -- server ----------------------------------------------------------------------------------------
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=8181, show_default=True, help="0 picks a free port."
+)
+@click.option(
+    "--table-config",
+    "table_config",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Handed to clients with every table they load, e.g. s3.endpoint=http://... (repeatable).",
+)
+@click.option("--verbose", "-v", is_flag=True, help="Log every request (debug level) to stderr.")
+@pass_state
+def serve(state: State, host: str, port: int, table_config: tuple[str, ...], verbose: bool) -> None:
+    """Serve the warehouse as an Iceberg REST catalog until SIGINT / SIGTERM.
+
+    Commits go through each table's own commit point, so direct writers of the same
+    tables stay safe. Prints the URL it listens on.
+    """
+    try:
+        from aioiceberg.server import run_server
+    except ImportError as exc:
+        raise CliError(f"serve needs aiohttp: pip install 'aioiceberg[server]' ({exc})") from None
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("aioiceberg.server").setLevel(logging.DEBUG if verbose else logging.WARNING)
+
+    def ready(url: str) -> None:
+        click.echo(f"serving {state.warehouse} as an Iceberg REST catalog on {url}")
+        sys.stdout.flush()
+
+    run_server(
+        state.warehouse,
+        lock=state.lock,
+        storage_options=state.storage_options,
+        host=host,
+        port=port,
+        table_config=parse_key_values(table_config, "table config"),
+        ready=ready,
+    )
+    click.echo("stopped")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pathlib
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
@@ -12,6 +13,7 @@ import pytest
 from .localstack import LocalStackServer, localstack_python
 from .moto import FAKE_CREDENTIALS, MotoServer
 from .proxy import FaultProxy
+from .rest import RestServer
 
 logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
@@ -52,6 +54,14 @@ def fault_proxy(_session_proxy: FaultProxy) -> Iterator[FaultProxy]:
     _session_proxy.reset()
     yield _session_proxy
     _session_proxy.reset()
+
+
+@pytest.fixture
+def rest_server(tmp_path: pathlib.Path) -> Iterator[RestServer]:
+    """``aioiceberg serve`` over a fresh local warehouse (``tmp_path / "warehouse"``);
+    ``.url`` is its endpoint, ``.warehouse`` the root. For other warehouses use RestServer."""
+    with RestServer(str(tmp_path / "warehouse")) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

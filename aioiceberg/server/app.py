@@ -1,0 +1,91 @@
+"""``make_app(catalog)``: the Iceberg REST catalog protocol over any :class:`Catalog`.
+
+One catalog (and its runtime) per application, closed when the application shuts down.
+Every error leaves as the REST error object, never as an HTML page or a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+
+from aiohttp import web
+
+from aioiceberg.catalogs.base import Catalog
+from aioiceberg.server.commits import commit_routes
+from aioiceberg.server.errors import RestError, error_response, rest_error_for
+from aioiceberg.server.namespaces import namespace_routes
+from aioiceberg.server.state import SERVED, Served
+from aioiceberg.server.tables import table_routes
+
+__all__ = ["ENDPOINTS", "make_app"]
+
+log = logging.getLogger("aioiceberg.server")
+
+#: what ``/v1/config`` advertises, spelled exactly as the REST spec does: clients that read
+#: the list call only these (and use HEAD for existence checks)
+ENDPOINTS = (
+    "GET /v1/{prefix}/namespaces",
+    "POST /v1/{prefix}/namespaces",
+    "GET /v1/{prefix}/namespaces/{namespace}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}",
+    "POST /v1/{prefix}/namespaces/{namespace}/properties",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/namespaces/{namespace}/register",
+    "POST /v1/{prefix}/tables/rename",
+)
+
+_HTTP_KINDS = {404: "NotFoundException", 405: "MethodNotAllowedException", 413: "BadRequestException"}
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def _rest_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    started = time.perf_counter()
+    try:
+        response = await handler(request)
+    except web.HTTPException as exc:  # aiohttp's own answers: unknown route, wrong method
+        if exc.status < 400:
+            raise
+        fallback = "BadRequestException" if exc.status < 500 else "ServiceFailureException"
+        message = f"{request.method} {request.path}: {exc.reason}"
+        response = error_response(RestError(exc.status, _HTTP_KINDS.get(exc.status, fallback), message))
+    except Exception as exc:
+        response = error_response(rest_error_for(exc))
+    if log.isEnabledFor(logging.DEBUG):
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        log.debug("%s %s -> %d (%.1f ms)", request.method, request.path_qs, response.status, elapsed_ms)
+    return response
+
+
+async def _config(request: web.Request) -> web.Response:
+    return web.json_response({"defaults": {}, "overrides": {}, "endpoints": list(ENDPOINTS)})
+
+
+def make_app(
+    catalog: Catalog, *, table_config: Mapping[str, str] | None = None, close_catalog: bool = True
+) -> web.Application:
+    """An application serving ``catalog``; with ``close_catalog`` it closes the catalog on cleanup.
+
+    ``table_config`` goes to clients as ``config`` with every table they load (FileIO
+    settings such as ``s3.endpoint``): the server hands out no credentials of its own.
+    """
+    app = web.Application(middlewares=[_rest_errors])
+    app[SERVED] = Served(catalog, dict(table_config or {}))
+    app.router.add_get("/v1/config", _config, allow_head=False)
+    app.router.add_routes([*namespace_routes(), *table_routes(), *commit_routes()])
+    if close_catalog:
+
+        async def close(app: web.Application) -> None:
+            await catalog.aclose()
+
+        app.on_cleanup.append(close)
+    return app

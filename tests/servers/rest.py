@@ -1,0 +1,120 @@
+"""Start ``aioiceberg serve`` (our Iceberg REST catalog server) as a separate process.
+
+The server picks a free port itself (``--port 0``) and prints its URL, so there is no
+race for a port; the helper waits until ``/v1/config`` answers.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+
+from .moto import FAKE_CREDENTIALS, wait_http
+
+_URL = re.compile(r"http://\S+")
+_MAIN = "from aioiceberg.cli import main; main()"
+
+
+class RestServer:
+    """``with RestServer(warehouse) as rest: rest.url`` -> ``http://127.0.0.1:PORT``.
+
+    ``warehouse`` is any ``aioiceberg.connect`` URI; ``storage_options`` and ``lock`` are
+    passed as ``--storage-option`` / ``--lock``, ``table_config`` as ``--table-config``.
+    """
+
+    def __init__(
+        self,
+        warehouse: str,
+        *,
+        storage_options: Mapping[str, str] | None = None,
+        lock: str | None = None,
+        table_config: Mapping[str, str] | None = None,
+        extra_args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.warehouse = warehouse
+        self.storage_options = dict(storage_options or {})
+        self.lock = lock
+        self.table_config = dict(table_config or {})
+        self.extra_args = list(extra_args)
+        self.env = dict(env or {})
+        self.url = ""
+        self.process: subprocess.Popen[str] | None = None
+        self._stderr: tempfile._TemporaryFileWrapper[str] | None = None
+
+    def command(self) -> list[str]:
+        args = [sys.executable, "-c", _MAIN, "--warehouse", self.warehouse]
+        for key, value in self.storage_options.items():
+            args += ["--storage-option", f"{key}={value}"]
+        if self.lock is not None:
+            args += ["--lock", self.lock]
+        args += ["serve", "--host", "127.0.0.1", "--port", "0"]
+        for key, value in self.table_config.items():
+            args += ["--table-config", f"{key}={value}"]
+        return args + self.extra_args
+
+    def start(self, timeout: float = 30) -> RestServer:
+        env = {**os.environ, **FAKE_CREDENTIALS, **self.env, "PYTHONDONTWRITEBYTECODE": "1"}
+        # stderr to a file: a chatty server must never block on a full pipe
+        self._stderr = tempfile.NamedTemporaryFile("w+", prefix="aioiceberg-serve-", suffix=".log")
+        self.process = subprocess.Popen(
+            self.command(), env=env, stdout=subprocess.PIPE, stderr=self._stderr, text=True
+        )
+        try:
+            self.url = self._read_url(timeout)
+            wait_http(f"{self.url}/v1/config", timeout=timeout, process=self.process)  # type: ignore[arg-type]
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _read_url(self, timeout: float) -> str:
+        assert self.process is not None and self.process.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.process.stdout], [], [], 0.1)
+            if ready:
+                line = self.process.stdout.readline()
+                found = _URL.search(line)
+                if found is not None:
+                    return found.group(0)
+            if self.process.poll() is not None:
+                raise RuntimeError(f"aioiceberg serve exited with {self.process.returncode}: {self.stderr()}")
+        raise TimeoutError(f"aioiceberg serve did not print its URL within {timeout}s")
+
+    def stderr(self) -> str:
+        """What the server wrote to stderr so far (warnings, errors, with -v every request)."""
+        if self._stderr is None:
+            return ""
+        with open(self._stderr.name) as f:
+            return f.read().strip()
+
+    def stop(self, timeout: float = 10) -> int | None:
+        """SIGTERM, then SIGKILL after ``timeout``; returns the exit code."""
+        if self.process is None:
+            return None
+        process, self.process = self.process, None
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+        return process.returncode
+
+    def __enter__(self) -> RestServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
