@@ -183,6 +183,13 @@ async def test_namespaces_rename_and_drop_as_pyiceberg_sees_them(
         kept = await catalog.drop_table("db.inner.t2")
         assert kept == renamed.metadata_location
         assert not pyiceberg.table_exists("db.inner.t2")
+        # the kept metadata file brings it back, under any name
+        back = await catalog.register_table("db.inner.back", kept or "")
+        assert ids_of(pyiceberg.load_table("db.inner.back").scan().to_arrow()) == [0, 1, 2]
+        await back.append(rows("aio", [3]))
+        with pytest.raises(NamespaceNotFoundError):
+            await catalog.register_table("gone.t", kept or "")
+        await catalog.drop_table("db.inner.back")
         await catalog.drop_namespace("db.inner")
         await catalog.drop_namespace("db")
         assert await catalog.list_namespaces() == [] == pyiceberg.list_namespaces()
