@@ -6,7 +6,9 @@ One server per module (tests use their own namespaces) keeps the start-up cost t
 
 from __future__ import annotations
 
+import itertools
 import json
+import threading
 import urllib.error
 import urllib.request
 import uuid
@@ -31,6 +33,8 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType
 from servers.rest import RestServer
+
+import aioiceberg
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=True),
@@ -195,3 +199,199 @@ def test_staged_create_lands_with_its_first_snapshot(catalog: PyCatalog, ns: str
     catalog.create_table(f"{ns}.staged2", schema=SCHEMA)  # someone else creates the name first
     with pytest.raises(CommitFailedException):
         again.commit_transaction()
+
+
+# -- concurrency -------------------------------------------------------------------------------
+def test_concurrent_clients_and_a_direct_writer_each_land_exactly_once(
+    server: RestServer, catalog: PyCatalog, ns: str
+) -> None:
+    """4 PyIceberg clients x 3 appends through the server, while a direct aioiceberg writer
+    takes versions behind the server's back: every acknowledged append is there once, and
+    the history is one line."""
+    from aioiceberg import sync
+
+    properties = {
+        "commit.retry.num-retries": "50",
+        "commit.retry.min-wait-ms": "5",
+        "commit.retry.max-wait-ms": "200",
+    }
+    location = catalog.create_table(f"{ns}.hot", schema=SCHEMA, properties=properties).location()
+    acknowledged: list[int] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    start = threading.Barrier(5)
+
+    def through_server(worker: int) -> None:
+        try:
+            table = client(server).load_table(f"{ns}.hot")
+            start.wait()
+            for i in range(3):
+                row_id = worker * 100 + i
+                table.append(batch([row_id], [f"w{worker}"]))
+                with lock:
+                    acknowledged.append(row_id)
+        except BaseException as exc:
+            errors.append(exc)
+
+    def direct() -> None:
+        try:
+            table = sync.load_table(location)
+            start.wait()
+            for i in range(3):
+                table.append(batch([900 + i], ["direct"]))
+                with lock:
+                    acknowledged.append(900 + i)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=through_server, args=(w,)) for w in range(4)]
+    threads.append(threading.Thread(target=direct))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+    assert len(acknowledged) == 15
+
+    table = catalog.load_table(f"{ns}.hot")
+    assert sorted(r["id"] for r in rows(table)) == sorted(acknowledged)
+    snapshots = sorted(table.metadata.snapshots, key=lambda s: s.sequence_number)
+    assert len(snapshots) == 15
+    assert snapshots[0].parent_snapshot_id is None
+    for parent, child in itertools.pairwise(snapshots):
+        assert child.parent_snapshot_id == parent.snapshot_id
+    assert table.metadata.current_snapshot_id == snapshots[-1].snapshot_id
+
+
+# -- other readers and writers -----------------------------------------------------------------
+@pytest.mark.anyio
+async def test_server_written_table_reads_the_same_everywhere(
+    server: RestServer, catalog: PyCatalog, ns: str
+) -> None:
+    table = catalog.create_table(f"{ns}.shared", schema=SCHEMA, partition_spec=BY_REGION)
+    table.append(batch([1, 2, 3], ["eu", "us", "eu"]))
+    table.delete("id == 2")
+    table.append(batch([4], ["ap"]))
+    expected = [{"id": 1, "region": "eu"}, {"id": 3, "region": "eu"}, {"id": 4, "region": "ap"}]
+    assert rows(catalog.load_table(f"{ns}.shared")) == expected
+
+    direct = await aioiceberg.load_table(table.location())
+    assert direct.metadata_location == catalog.load_table(f"{ns}.shared").metadata_location
+    arrow = await direct.scan().to_arrow()
+    assert sorted(arrow.to_pylist(), key=lambda r: r["id"]) == expected
+
+    from read_helpers import duckdb_connection
+
+    con = duckdb_connection()
+    con.execute(f"ATTACH '' AS cat (TYPE ICEBERG, ENDPOINT '{server.url}', AUTHORIZATION_TYPE 'none')")
+    found = con.execute(f"SELECT id, region FROM cat.{ns}.shared ORDER BY id").fetchall()
+    assert found == [(r["id"], r["region"]) for r in expected]
+
+
+def test_duckdb_creates_and_inserts_through_the_server(
+    server: RestServer, catalog: PyCatalog, ns: str
+) -> None:
+    from read_helpers import duckdb_connection
+
+    con = duckdb_connection()
+    con.execute(f"ATTACH '' AS cat (TYPE ICEBERG, ENDPOINT '{server.url}', AUTHORIZATION_TYPE 'none')")
+    con.execute(f"CREATE TABLE cat.{ns}.made (id BIGINT, region VARCHAR)")
+    con.execute(f"INSERT INTO cat.{ns}.made VALUES (1, 'eu'), (2, 'us')")
+    con.execute(f"INSERT INTO cat.{ns}.made VALUES (3, 'ap')")
+    expected = [{"id": 1, "region": "eu"}, {"id": 2, "region": "us"}, {"id": 3, "region": "ap"}]
+    table = catalog.load_table(f"{ns}.made")
+    assert rows(table) == sorted(expected, key=lambda r: r["id"])
+    assert len(table.history()) == 2
+
+
+# -- the protocol's errors ---------------------------------------------------------------------
+def test_errors_are_rest_error_objects(server: RestServer, catalog: PyCatalog, ns: str) -> None:
+    table = catalog.create_table(f"{ns}.t", schema=SCHEMA)
+    table.append(batch([1], ["eu"]))
+    path = f"/v1/namespaces/{ns}/tables/t"
+
+    def error(status: int, body: Any) -> tuple[int, str, str]:
+        assert body["error"]["code"] == status
+        return status, body["error"]["type"], body["error"]["message"]
+
+    status, kind, message = error(*http(server, "POST", "/v1/namespaces", b"{not json"))
+    assert (status, kind) == (400, "BadRequestException") and "not valid JSON" in message
+    unknown = {"requirements": [], "updates": [{"action": "frobnicate"}]}
+    status, kind, message = error(*http(server, "POST", path, json.dumps(unknown).encode()))
+    assert (status, kind) == (400, "BadRequestException") and "frobnicate" in message
+    stale = {
+        "requirements": [{"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": 12345}],
+        "updates": [{"action": "set-properties", "updates": {"k": "v"}}],
+    }
+    status, kind, message = error(*http(server, "POST", path, json.dumps(stale).encode()))
+    assert (status, kind) == (409, "CommitFailedException") and "12345" in message
+    assert "k" not in catalog.load_table(f"{ns}.t").properties
+
+    assert error(*http(server, "GET", f"/v1/namespaces/{ns}/tables/nope"))[:2] == (
+        404,
+        "NoSuchTableException",
+    )
+    assert error(*http(server, "GET", "/v1/namespaces/no_such_ns"))[:2] == (404, "NoSuchNamespaceException")
+    assert error(*http(server, "DELETE", f"/v1/namespaces/{ns}"))[:2] == (409, "NamespaceNotEmptyException")
+    assert error(*http(server, "POST", "/v1/transactions/commit", b"{}"))[:2] == (
+        501,
+        "UnsupportedOperationException",
+    )
+    assert error(*http(server, "GET", "/v1/nowhere"))[:2] == (404, "NotFoundException")
+    assert error(*http(server, "PUT", "/v1/namespaces", b"{}"))[:2] == (405, "MethodNotAllowedException")
+    assert http(server, "HEAD", f"/v1/namespaces/{ns}/tables/nope")[0] == 404
+
+
+def test_serve_hands_out_table_config_and_stops_on_sigint(tmp_path: Path) -> None:
+    import signal
+
+    with RestServer(
+        str(tmp_path / "wh"), table_config={"py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO"}
+    ) as rest:
+        catalog = client(rest)
+        catalog.create_namespace("db")
+        table = catalog.create_table("db.t", schema=SCHEMA)
+        assert table.config == {"py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO"}
+        assert catalog.load_table("db.t").config == table.config
+        assert rest.process is not None
+        process = rest.process
+        process.send_signal(signal.SIGINT)
+        assert process.wait(10) == 0
+        assert process.stdout is not None and process.stdout.read().strip() == "stopped"
+
+
+@pytest.mark.anyio
+async def test_server_commit_rebases_on_versions_taken_outside_it(tmp_path: Path) -> None:
+    """The server's own retry, on a table object gone stale (a direct writer took the next
+    version): the request lands on the latest version while its requirements hold there,
+    and is a conflict once they do not."""
+    from aioiceberg.commit.requirements import AssertRefSnapshotId, AssertTableUUID
+    from aioiceberg.commit.updates import SetProperties
+    from aioiceberg.errors import CommitConflictError
+    from aioiceberg.server.commits import commit_with_retries
+
+    async with aioiceberg.connect(str(tmp_path / "wh")) as catalog:
+        await catalog.create_table("db.t", ARROW)
+        stale = await catalog.load_table("db.t")
+        other = await catalog.load_table("db.t")
+        await other.append(batch([1], ["eu"]))
+        assert stale.version == 1 and other.version == 2
+        moved = other.metadata.current_snapshot_id
+
+        # holds on both versions: the lost version costs a reload
+        same = [AssertTableUUID(stale.metadata.table_uuid)]
+        state = await commit_with_retries(stale, same, [SetProperties({"k": "v"})])
+        assert (state.version, state.metadata.properties["k"]) == (3, "v")
+        assert state.metadata.current_snapshot_id == moved
+
+        # fails on the version the request loaded, holds on the latest: judged again there
+        latest_only = [AssertRefSnapshotId("main", moved)]
+        state = await commit_with_retries(stale, latest_only, [SetProperties({"k1": "v"})])
+        assert (state.version, state.metadata.properties["k1"]) == (4, "v")
+
+        # broken by the other writer: a conflict, nothing committed
+        broken = [AssertRefSnapshotId("main", None)]
+        with pytest.raises(CommitConflictError):
+            await commit_with_retries(stale, broken, [SetProperties({"k2": "v"})])
+        latest = await catalog.load_table("db.t")
+        assert latest.version == 4 and "k2" not in latest.metadata.properties

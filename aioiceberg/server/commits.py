@@ -11,6 +11,7 @@ requirement is 409 CommitFailedException, which clients answer by rebasing.
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 import uuid
 from typing import Any
@@ -24,7 +25,13 @@ from aioiceberg.commit.apply import apply_updates
 from aioiceberg.commit.protocols.base import TableState, metadata_dir
 from aioiceberg.commit.requirements import AssertCreate, TableRequirement
 from aioiceberg.commit.rest_json import requirement_from_json, update_from_json
-from aioiceberg.commit.updates import TableUpdate
+from aioiceberg.commit.updates import (
+    AddSchema,
+    AssignUUID,
+    SetCurrentSchema,
+    TableUpdate,
+    UpgradeFormatVersion,
+)
 from aioiceberg.errors import (
     CommitConflictError,
     CommitFailedError,
@@ -45,6 +52,8 @@ from aioiceberg.spec.partitioning import PARTITION_DATA_ID_START
 from aioiceberg.table import Table
 
 __all__ = ["MAX_ATTEMPTS", "commit_routes"]
+
+log = logging.getLogger("aioiceberg.server")
 
 #: attempts at one request when writers outside this server keep taking the version
 MAX_ATTEMPTS = 8
@@ -72,7 +81,12 @@ def parse_changes(body: dict[str, Any]) -> tuple[list[TableRequirement], list[Ta
 async def commit_with_retries(
     table: Table, requirements: list[TableRequirement], updates: list[TableUpdate]
 ) -> TableState:
-    """Commit on the latest version, reloading after each version another writer took."""
+    """Commit on the latest version, reloading after each version another writer took.
+
+    The requirements are judged on the version this request loaded; when they fail there,
+    they are judged again on the latest one, so a writer outside the server that moved the
+    table on between the load and the commit costs a reload, not a client round trip.
+    """
     protocol = table.protocol
     if protocol is None:
         raise ReadOnlyTableError(table.read_only_reason or f"{table.location} is open read-only")
@@ -88,13 +102,18 @@ async def commit_with_retries(
             except CommitFailedError:
                 if attempt == MAX_ATTEMPTS:
                     raise
-            except ValidationError as exc:
-                if attempt == 1:
-                    raise
-                # the updates held on the version the client saw, not on the one that won
-                raise CommitConflictError(f"the table changed under the request: {exc}") from exc
-            await anyio.sleep(random.uniform(0, min(1.0, 0.01 * 2**attempt)))
-            state = await protocol.load(table.location, since=state)
+                log.debug("%s: a writer outside the server took the version; retrying", table.location)
+                await anyio.sleep(random.uniform(0, min(1.0, 0.01 * 2**attempt)))
+                state = await protocol.load(table.location, since=state)
+            except (CommitConflictError, ValidationError) as exc:
+                latest = await protocol.load(table.location, since=state)
+                if latest.metadata_location != state.metadata_location and attempt < MAX_ATTEMPTS:
+                    state = latest
+                    continue
+                if isinstance(exc, ValidationError) and attempt > 1:
+                    # the updates held on the version the client saw, not on the one that won
+                    raise CommitConflictError(f"the table changed under the request: {exc}") from exc
+                raise
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -115,6 +134,21 @@ def _empty_metadata() -> TableMetadata:
     )
 
 
+def _schema_first(updates: list[TableUpdate]) -> list[TableUpdate]:
+    """A new table's updates with the format version, then the schema, before the rest.
+
+    Specs bind to the current schema, but DuckDB sets the current schema last; on an empty
+    table nothing else depends on the order, so this changes only what can be checked when.
+    """
+
+    def rank(update: TableUpdate) -> int:
+        if isinstance(update, AssignUUID | UpgradeFormatVersion):
+            return 0
+        return 1 if isinstance(update, AddSchema | SetCurrentSchema) else 2
+
+    return sorted(updates, key=rank)  # stable: each group keeps the client's order
+
+
 async def create_by_commit(
     catalog: Catalog,
     identifier: tuple[str, ...],
@@ -128,7 +162,7 @@ async def create_by_commit(
     await require_namespace(catalog, identifier[:-1])
     location = where_new_table_goes(catalog, identifier, "creating a table by commit (assert-create)")
     try:
-        metadata = apply_updates(_empty_metadata(), updates)
+        metadata = apply_updates(_empty_metadata(), _schema_first(updates))
     except ValidationError as exc:
         raise bad_request(f"commit: the updates do not make a table: {exc}") from None
     if metadata.location.rstrip("/") != location:
