@@ -146,6 +146,8 @@ def test_tables_list_rename_drop_and_errors(catalog: PyCatalog, ns: str, server:
     table.append(batch([1], ["eu"]))
     catalog.create_table(f"{ns}.b", schema=SCHEMA)
     assert sorted(catalog.list_tables(ns)) == [(ns, "a"), (ns, "b")]
+    paged = load_catalog("paged", type="rest", uri=server.url, **{"rest-page-size": "1"})
+    assert sorted(paged.list_tables(ns)) == [(ns, "a"), (ns, "b")]
     assert catalog.table_exists(f"{ns}.a") and not catalog.table_exists(f"{ns}.nope")
 
     with pytest.raises(TableAlreadyExistsError):
@@ -340,6 +342,24 @@ def test_errors_are_rest_error_objects(server: RestServer, catalog: PyCatalog, n
     assert error(*http(server, "GET", "/v1/nowhere"))[:2] == (404, "NotFoundException")
     assert error(*http(server, "PUT", "/v1/namespaces", b"{}"))[:2] == (405, "MethodNotAllowedException")
     assert http(server, "HEAD", f"/v1/namespaces/{ns}/tables/nope")[0] == 404
+
+
+def test_commit_to_a_table_committing_elsewhere_is_forbidden_and_says_why(rest_server: RestServer) -> None:
+    """A table whose metadata names another commit point opens read-only: the server refuses
+    commits with 403 and the reason, instead of forking its history."""
+    from pyiceberg.exceptions import ForbiddenError
+
+    catalog = client(rest_server)
+    catalog.create_namespace("db")
+    table = catalog.create_table("db.t", schema=SCHEMA)
+    first = Path(table.location()) / "metadata" / "v1.metadata.json"
+    document = json.loads(first.read_text())
+    document["properties"]["aioiceberg.commit-point"] = "catalog:glue"
+    first.write_text(json.dumps(document))
+
+    with pytest.raises(ForbiddenError, match=r"read-only.*glue"):
+        catalog.load_table("db.t").append(batch([1], ["eu"]))
+    assert catalog.load_table("db.t").current_snapshot() is None
 
 
 def test_serve_hands_out_table_config_and_stops_on_sigint(tmp_path: Path) -> None:
