@@ -415,3 +415,36 @@ async def test_server_commit_rebases_on_versions_taken_outside_it(tmp_path: Path
             await commit_with_retries(stale, broken, [SetProperties({"k2": "v"})])
         latest = await catalog.load_table("db.t")
         assert latest.version == 4 and "k2" not in latest.metadata.properties
+
+
+def test_serves_an_s3_warehouse_with_client_config(moto_endpoint: str) -> None:
+    """Any connect URI: an S3 warehouse (moto) committing by conditional writes; clients get
+    the FileIO settings they need from ``--table-config``."""
+    import asyncio
+
+    from servers.backends import create_bucket
+    from servers.plugin import s3_storage_options
+
+    from aioiceberg import sync
+
+    bucket = asyncio.run(create_bucket(moto_endpoint))
+    options = s3_storage_options(moto_endpoint)
+    client_config = {
+        "s3.endpoint": moto_endpoint,
+        "s3.access-key-id": "testing",
+        "s3.secret-access-key": "testing",
+        "s3.region": "us-east-1",
+    }
+    with RestServer(f"s3://{bucket}/wh", storage_options=options, table_config=client_config) as rest:
+        catalog = client(rest)
+        catalog.create_namespace("db")
+        table = catalog.create_table("db.t", schema=SCHEMA, partition_spec=BY_REGION)
+        assert table.location() == f"s3://{bucket}/wh/db/t"
+        table.append(batch([1, 2], ["eu", "us"]))
+        table.append(batch([3], ["eu"]))
+        expected = [{"id": 1, "region": "eu"}, {"id": 2, "region": "us"}, {"id": 3, "region": "eu"}]
+        assert rows(catalog.load_table("db.t")) == expected
+
+    direct = sync.load_table(f"s3://{bucket}/wh/db/t", options)
+    assert sorted(direct.scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == expected
+    assert len(direct.snapshots()) == 2
