@@ -67,6 +67,8 @@ _MAPPING: tuple[tuple[type[BaseException], int, str], ...] = (
 
 def rest_error_for(exc: BaseException) -> RestError:
     """The REST answer for an exception raised while serving a request."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]  # a task group's one failure is that failure
     if isinstance(exc, RestError):
         return exc
     message = str(exc) or type(exc).__name__
