@@ -448,3 +448,29 @@ def test_serves_an_s3_warehouse_with_client_config(moto_endpoint: str) -> None:
     direct = sync.load_table(f"s3://{bucket}/wh/db/t", options)
     assert sorted(direct.scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == expected
     assert len(direct.snapshots()) == 2
+
+
+def test_serves_a_sql_catalog(tmp_path: Path) -> None:
+    """A catalog service behind the server (SQLite): tables commit through its pointer and
+    open the same directly; stage-create, which needs a location before the table exists,
+    is refused plainly because that catalog only decides it when creating."""
+    from aioiceberg import sync
+
+    uri = f"sqlite:///{tmp_path / 'catalog.db'}"
+    tables_in = str(tmp_path / "tables")
+    with RestServer(uri, extra_args=["--tables-in", tables_in]) as rest:
+        catalog = client(rest)
+        catalog.create_namespace("db")
+        table = catalog.create_table("db.t", schema=SCHEMA)
+        table.append(batch([1, 2], ["eu", "us"]))
+        table.append(batch([3], ["ap"]))
+        assert table.location() == f"{tables_in}/db/t"
+        with pytest.raises(NotImplementedError, match="stage-create"):
+            catalog.create_table_transaction("db.staged", schema=SCHEMA)
+
+    direct = sync.connect(uri, warehouse=tables_in)
+    try:
+        found = direct.load_table("db.t").scan().to_arrow().to_pylist()
+    finally:
+        direct.aclose()
+    assert sorted(r["id"] for r in found) == [1, 2, 3]

@@ -621,9 +621,17 @@ def demo(state: State, rows: int, table_name: str, appends: int) -> None:
     metavar="KEY=VALUE",
     help="Handed to clients with every table they load, e.g. s3.endpoint=http://... (repeatable).",
 )
+@click.option(
+    "--tables-in",
+    default=None,
+    metavar="DIR_OR_URL",
+    help="Where a catalog service (sqlite://, glue://) puts new tables: connect()'s warehouse.",
+)
 @click.option("--verbose", "-v", is_flag=True, help="Log every request (debug level) to stderr.")
 @pass_state
-def serve(state: State, host: str, port: int, table_config: tuple[str, ...], verbose: bool) -> None:
+def serve(
+    state: State, host: str, port: int, table_config: tuple[str, ...], tables_in: str | None, verbose: bool
+) -> None:
     """Serve the warehouse as an Iceberg REST catalog until SIGINT / SIGTERM.
 
     Commits go through each table's own commit point, so direct writers of the same
@@ -650,5 +658,6 @@ def serve(state: State, host: str, port: int, table_config: tuple[str, ...], ver
         port=port,
         table_config=parse_key_values(table_config, "table config"),
         ready=ready,
+        warehouse=tables_in,
     )
     click.echo("stopped")

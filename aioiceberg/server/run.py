@@ -73,12 +73,14 @@ def run_server(
     port: int = 8181,
     table_config: Mapping[str, str] | None = None,
     ready: Callable[[str], None] | None = None,
+    warehouse: str | None = None,
 ) -> None:
-    """``aioiceberg serve``: one event loop, one catalog over ``root`` (any ``connect`` URI)."""
+    """``aioiceberg serve``: one event loop, one catalog over ``root`` (any ``connect`` URI;
+    ``warehouse`` is where a catalog service puts new tables)."""
     from aioiceberg.catalog import connect
 
     async def main() -> None:
-        catalog = connect(root, lock, storage_options or None)
+        catalog = connect(root, lock, storage_options or None, warehouse=warehouse)
         await serve(catalog, host, port, table_config=table_config, ready=ready)
 
     asyncio.run(main())
