@@ -1,0 +1,839 @@
+"""A catalog behind the Iceberg REST protocol (``rest+http://HOST:PORT[/path]``), over aiohttp.
+
+The server holds each table's commit point: a commit sends requirements and updates and
+the server validates and applies them. Table files (data, manifests, manifest lists) are
+written here, with the storage options of the catalog and what the server hands out.
+
+Reads (GET, HEAD) are retried on 5xx, 429 and transport errors; writes are sent once,
+since a write whose answer was lost may have been applied. A commit that gets no clear
+answer is reported as ``CommitStateUnknownError`` unless reading the table back shows
+that it landed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import weakref
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
+
+from aioiceberg.catalogs.base import Catalog, identifier_parts, identifier_text
+from aioiceberg.commit.protocols.base import CommitProtocol, TableState
+from aioiceberg.commit.protocols.commit_point import CATALOG, CommitPoint
+from aioiceberg.commit.requirements import TableRequirement
+from aioiceberg.commit.rest_json import requirement_to_json, update_to_json
+from aioiceberg.commit.updates import AddSnapshot, TableUpdate
+from aioiceberg.errors import (
+    CommitFailedError,
+    CommitStateUnknownError,
+    IcebergError,
+    InvalidMetadataError,
+    InvalidPropertyError,
+    NamespaceAlreadyExistsError,
+    NamespaceNotEmptyError,
+    NamespaceNotFoundError,
+    StoreError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    UnsupportedError,
+    ValidationError,
+)
+from aioiceberg.io.base import FileIO
+from aioiceberg.io.resolve import resolve_io
+from aioiceberg.retrying import Backoff, retry
+from aioiceberg.spec.metadata import TableMetadata
+from aioiceberg.spec.metadata_json import new_table_metadata, table_metadata_from_dict
+from aioiceberg.spec.properties import check_property_values
+from aioiceberg.spec.schema_json import partition_spec_to_json, schema_to_json, sort_order_to_json
+from aioiceberg.spec.sorting import UNSORTED, SortOrder
+from aioiceberg.table import Table
+
+if TYPE_CHECKING:
+    import aiohttp
+    import pyarrow as pa
+
+    from aioiceberg.runtime import Runtime
+    from aioiceberg.spec.partitioning import PartitionSpec
+    from aioiceberg.spec.schema import Schema
+
+__all__ = ["REST_URI_OPTIONS", "RestCatalog", "RestProtocol", "RestUri"]
+
+REST_URI_OPTIONS = {
+    "prefix": "a path prefix inserted as /v1/{prefix}/... (the server's config may set one)",
+    "warehouse": "the warehouse the server should serve (sent to GET /v1/config)",
+    "token": "a bearer token sent with every request",
+    "timeout": "seconds one request may take, a positive number",
+}
+"""The options a ``rest+http://`` URI may carry, with what each allows."""
+
+DEFAULT_TIMEOUT_S = 60.0
+_READS = Backoff("REST read", base_delay_s=0.1, max_delay_s=2.0, max_attempts=5)
+_DEFAULT_SEPARATOR = "%1F"
+
+# Endpoints as the spec (and a config's "endpoints" list) spells them.
+CONFIG = "GET /v1/config"
+LIST_NAMESPACES = "GET /v1/{prefix}/namespaces"
+CREATE_NAMESPACE = "POST /v1/{prefix}/namespaces"
+LOAD_NAMESPACE = "GET /v1/{prefix}/namespaces/{namespace}"
+NAMESPACE_EXISTS = "HEAD /v1/{prefix}/namespaces/{namespace}"
+DROP_NAMESPACE = "DELETE /v1/{prefix}/namespaces/{namespace}"
+UPDATE_NAMESPACE = "POST /v1/{prefix}/namespaces/{namespace}/properties"
+LIST_TABLES = "GET /v1/{prefix}/namespaces/{namespace}/tables"
+CREATE_TABLE = "POST /v1/{prefix}/namespaces/{namespace}/tables"
+REGISTER_TABLE = "POST /v1/{prefix}/namespaces/{namespace}/register"
+LOAD_TABLE = "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}"
+TABLE_EXISTS = "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}"
+UPDATE_TABLE = "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}"
+DROP_TABLE = "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}"
+RENAME_TABLE = "POST /v1/{prefix}/tables/rename"
+
+# What a server that lists no endpoints offers (the spec's default set: no HEAD checks).
+_DEFAULT_ENDPOINTS = frozenset(
+    {
+        LIST_NAMESPACES,
+        CREATE_NAMESPACE,
+        LOAD_NAMESPACE,
+        DROP_NAMESPACE,
+        UPDATE_NAMESPACE,
+        LIST_TABLES,
+        CREATE_TABLE,
+        REGISTER_TABLE,
+        LOAD_TABLE,
+        UPDATE_TABLE,
+        DROP_TABLE,
+        RENAME_TABLE,
+    }
+)
+
+_NUMBERED = re.compile(r"/(?:v(\d+)|(\d+)-[^/]*)(?:\.gz)?\.metadata\.json(?:\.gz)?$")
+
+
+@dataclass(frozen=True, slots=True)
+class RestUri:
+    """``rest+http://HOST:PORT[/path]?prefix=...&warehouse=...&token=...&timeout=...``, parsed.
+    An unknown option is an error naming it: a typo must not quietly mean the default."""
+
+    base_url: str
+    prefix: str | None = None
+    warehouse: str | None = None
+    token: str | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+    @classmethod
+    def parse(cls, uri: str) -> RestUri:
+        parts = urlsplit(uri)
+        scheme = parts.scheme.lower()
+        if scheme not in ("rest+http", "rest+https") or not parts.netloc:
+            raise ValidationError(
+                f"{uri!r} is not a REST catalog URI: expected 'rest+http://HOST:PORT[/path]'"
+            )
+        options: dict[str, str] = {}
+        for key, value in parse_qsl(parts.query, keep_blank_values=True):
+            if key not in REST_URI_OPTIONS:
+                allowed = "one of the options " + ", ".join(REST_URI_OPTIONS)
+                raise InvalidPropertyError(key, value, allowed, subject=f"{_redacted(uri)!r}: unknown option")
+            if key in options:
+                raise InvalidPropertyError(
+                    key, value, "the option once", subject=f"{_redacted(uri)!r}: repeated option"
+                )
+            if not value:
+                raise InvalidPropertyError(key, value, REST_URI_OPTIONS[key], subject=f"{uri!r}: option")
+            options[key] = value
+        timeout_s = DEFAULT_TIMEOUT_S
+        if "timeout" in options:
+            try:
+                timeout_s = float(options["timeout"])
+            except ValueError:
+                timeout_s = -1.0
+            if not timeout_s > 0:
+                raise InvalidPropertyError(
+                    "timeout", options["timeout"], REST_URI_OPTIONS["timeout"], subject=f"{uri!r}: option"
+                )
+        base = f"{scheme.removeprefix('rest+')}://{parts.netloc}{parts.path.rstrip('/')}"
+        prefix = options.get("prefix")
+        return cls(
+            base,
+            prefix.strip("/") if prefix else None,
+            options.get("warehouse"),
+            options.get("token"),
+            timeout_s,
+        )
+
+
+def _redacted(uri: str) -> str:
+    return re.sub(r"(token=)[^&]*", r"\1***", uri)
+
+
+def _version(metadata_location: str, metadata: TableMetadata) -> int:
+    """The version number in ``v{N}.metadata.json`` or ``{N:05d}-...``, else the log's length."""
+    m = _NUMBERED.search(metadata_location)
+    if m is not None:
+        return int(m.group(1) or m.group(2))
+    return len(metadata.metadata_log)
+
+
+def _split_table(identifier: str | Sequence[str]) -> tuple[tuple[str, ...], str]:
+    parts = identifier_parts(identifier, "table identifier")
+    if len(parts) < 2:
+        raise ValidationError(f"table identifier {identifier!r} needs a namespace and a name")
+    return tuple(parts[:-1]), parts[-1]
+
+
+def _namespace(namespace: str | Sequence[str]) -> tuple[str, ...]:
+    return tuple(identifier_parts(namespace, "namespace"))
+
+
+def _error_body(data: bytes) -> tuple[str, str]:
+    """(message, type) of a spec error body ``{"error": {"message", "type", "code"}}``."""
+    try:
+        body = json.loads(data)
+        error = body["error"]
+        return str(error.get("message") or ""), str(error.get("type") or "")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        text = data[:200].decode("utf-8", "replace").strip()
+        return text, ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    """How one call reads an error status: what a bare 404 / 409 means, and whether the call
+    was a commit (5xx: the server may have applied it) or another write (not retried)."""
+
+    not_found: type[IcebergError] = TableNotFoundError
+    conflict: type[IcebergError] = CommitFailedError
+    write: bool = False
+    commit: bool = False
+
+
+def _error(status: int, data: bytes, what: str, failure: _Failure) -> IcebergError:
+    """The typed error for a non-2xx answer, named by status and the body's ``type``."""
+    message, kind = _error_body(data)
+    detail = f"{what}: {message or 'no message'} (HTTP {status}{', ' + kind if kind else ''})"
+    if status == 404:
+        if kind == "NoSuchNamespaceException":
+            return NamespaceNotFoundError(detail)
+        if kind == "NoSuchTableException":
+            return TableNotFoundError(detail)
+        return failure.not_found(detail)
+    if status == 409:
+        if kind == "NamespaceNotEmptyException":
+            return NamespaceNotEmptyError(detail)
+        if kind == "CommitFailedException":
+            return CommitFailedError(detail)
+        return failure.conflict(detail)
+    if status in (400, 422):
+        return ValidationError(detail)
+    if status in (401, 403, 419):
+        return StoreError(f"not authorised: {detail}", retryable=False)
+    if status in (406, 501):
+        return UnsupportedError(detail)
+    if status == 429:
+        return StoreError(detail, retryable=True, throttled=True)  # refused, not applied
+    if status >= 500:
+        if failure.commit:
+            return CommitStateUnknownError(f"{detail}; the commit may have landed: nothing was deleted")
+        if failure.write:
+            return StoreError(f"{detail}; it may have been applied: check before repeating it")
+        return StoreError(detail, retryable=True, throttled=status == 503)
+    return StoreError(f"unexpected answer: {detail}", retryable=False)
+
+
+class _Sent(Exception):
+    """A transport error after the request may have reached the server."""
+
+
+class _Sessions:
+    """One aiohttp session per running loop (aiohttp sessions belong to a loop), each closed
+    with the catalog or, if it is never closed, when its loop shuts down."""
+
+    def __init__(self, headers: Mapping[str, str], timeout_s: float) -> None:
+        self._headers = dict(headers)
+        self._timeout_s = timeout_s
+        self._loops: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[aiohttp.ClientSession, AsyncGenerator[None]]
+        ] = weakref.WeakKeyDictionary()
+
+    async def get(self) -> aiohttp.ClientSession:
+        import aiohttp
+
+        loop = asyncio.get_running_loop()
+        found = self._loops.get(loop)
+        if found is not None:
+            return found[0]
+        session = aiohttp.ClientSession(
+            headers=self._headers, timeout=aiohttp.ClientTimeout(total=self._timeout_s)
+        )
+        # aiohttp resends an idempotent request (DELETE) once on a dropped connection: a drop
+        # of a table would then be sent twice. Every repetition belongs to our own retries.
+        session._retry_connection = False
+        closer = self._closed_at_shutdown(loop)
+        await closer.__anext__()
+        self._loops[loop] = (session, closer)
+        return session
+
+    async def _closed_at_shutdown(self, loop: asyncio.AbstractEventLoop) -> AsyncGenerator[None]:
+        """Parked for the loop's lifetime: ``shutdown_asyncgens`` closes the session."""
+        try:
+            yield
+        finally:
+            found = self._loops.pop(loop, None)
+            if found is not None:
+                await found[0].close()
+
+    async def close(self) -> None:
+        found = self._loops.pop(asyncio.get_running_loop(), None)
+        if found is not None:
+            await found[0].close()
+            await found[1].aclose()
+
+
+class RestProtocol(CommitProtocol):
+    """The commit protocol of one table of a REST catalog: the server validates the
+    requirements and applies the updates; this client never writes metadata files."""
+
+    moves_with_files = False
+
+    def __init__(self, catalog: RestCatalog, namespace: tuple[str, ...], name: str, io: FileIO) -> None:
+        self.catalog = catalog
+        self.namespace = namespace
+        self.name = name
+        self.io = io
+
+    @property
+    def commit_point(self) -> CommitPoint:
+        return CommitPoint(CATALOG, "rest")
+
+    @property
+    def what(self) -> str:
+        return f"REST table {'.'.join((*self.namespace, self.name))}"
+
+    def accepts(self, metadata: TableMetadata) -> bool:
+        """The server holds the commit point, whatever the metadata records for its own use."""
+        return True
+
+    def check_commit_point(self, metadata: TableMetadata, table_location: str) -> None:
+        return None
+
+    async def load(self, table_location: str, *, since: TableState | None = None) -> TableState:
+        reply = await self.catalog._load_reply(self.namespace, self.name)
+        return self.catalog._state(reply, self.what, since=since)
+
+    async def commit_table(
+        self, base: TableState, requirements: list[TableRequirement], updates: list[TableUpdate]
+    ) -> TableState:
+        body = {
+            "identifier": {"namespace": list(self.namespace), "name": self.name},
+            "requirements": [requirement_to_json(r) for r in requirements],
+            "updates": [update_to_json(u) for u in updates],
+        }
+        failure = _Failure(not_found=TableNotFoundError, conflict=CommitFailedError, write=True, commit=True)
+        try:
+            reply = await self.catalog._write(
+                UPDATE_TABLE, self.what, failure, body, namespace=self.namespace, table=self.name
+            )
+        except _Sent as exc:
+            landed = await self._landed(updates)
+            if landed is None:
+                raise CommitStateUnknownError(
+                    f"{self.what}: no answer to the commit ({exc}); it may have landed: nothing was deleted"
+                ) from exc
+            return landed
+        try:
+            return self.catalog._state(reply, self.what)
+        except IcebergError as exc:
+            # the server said yes: the commit landed, whatever its reply looks like
+            landed = await self._landed(updates)
+            if landed is None:
+                raise CommitStateUnknownError(
+                    f"{self.what}: the commit was accepted but its reply is unreadable ({exc}), "
+                    "and reading the table back failed: nothing was deleted"
+                ) from exc
+            return landed
+
+    async def _landed(self, updates: list[TableUpdate]) -> TableState | None:
+        """The table, when reading it back shows every snapshot the commit added; None when
+        that cannot be told (no snapshot to look for, or the read fails)."""
+        ids = [u.snapshot.snapshot_id for u in updates if isinstance(u, AddSnapshot)]
+        if not ids:
+            return None
+        try:
+            state = await self.load("")
+        except IcebergError:
+            return None
+        if all(state.metadata.snapshot_by_id(i) is not None for i in ids):
+            return state
+        return None
+
+    async def create(self, table_location: str, metadata: TableMetadata) -> TableState:
+        raise UnsupportedError(f"{self.what}: tables are created through the catalog (create_table)")
+
+    async def _swap(self, base: TableState, metadata: TableMetadata) -> TableState:
+        raise UnsupportedError(f"{self.what}: the server applies commits; there is no metadata swap here")
+
+
+class RestCatalog(Catalog):
+    """Namespaces and tables of an Iceberg REST catalog service.
+
+    The server's ``GET /v1/config`` is read once, on first use: its ``defaults`` and
+    ``overrides`` may set the path ``prefix``, the namespace separator and ``s3.*`` storage
+    settings (defaults below the caller's storage options, overrides above them, and the
+    ``config`` of a table's load reply above all, as PyIceberg does).
+    """
+
+    def __init__(
+        self,
+        uri: RestUri,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        runtime: Runtime | None = None,
+    ) -> None:
+        self.uri = uri
+        super().__init__(uri.base_url, storage_options=storage_options, runtime=runtime)
+        headers = {
+            "Content-Type": "application/json",
+            "X-Iceberg-Access-Delegation": "vended-credentials",
+        }
+        if uri.token is not None:
+            headers["Authorization"] = f"Bearer {uri.token}"
+        self._sessions = _Sessions(headers, uri.timeout_s)
+        self._config: dict[str, str] | None = None
+        self._config_lock: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._prefix = uri.prefix
+        self._separator = _DEFAULT_SEPARATOR
+        self._endpoints: frozenset[str] = _DEFAULT_ENDPOINTS
+        self._config_storage: tuple[dict[str, str], dict[str, str]] = ({}, {})
+
+    @classmethod
+    def from_uri(
+        cls,
+        uri: str,
+        *,
+        warehouse: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        runtime: Runtime | None = None,
+    ) -> RestCatalog:
+        parsed = RestUri.parse(uri)
+        if warehouse is not None:
+            if parsed.warehouse is not None and parsed.warehouse != warehouse:
+                raise ValidationError(
+                    f"warehouse={warehouse!r} differs from the URI's warehouse={parsed.warehouse!r}"
+                )
+            parsed = RestUri(parsed.base_url, parsed.prefix, warehouse, parsed.token, parsed.timeout_s)
+        return cls(parsed, storage_options=storage_options, runtime=runtime)
+
+    def __repr__(self) -> str:
+        return f"RestCatalog({self.root!r})"
+
+    def _root_io(self) -> FileIO:
+        # the root is the service; a warehouse given as a storage location is where files go
+        warehouse = self.uri.warehouse
+        where = warehouse if warehouse is not None and "://" in warehouse else "file:///"
+        return resolve_io(where, self.storage_options, self.runtime)
+
+    async def _close_clients(self) -> None:
+        await self._sessions.close()
+
+    # -- HTTP ----------------------------------------------------------------------------------
+    async def _ensure_config(self) -> None:
+        if self._config is not None:
+            return
+        lock = self._config_lock.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+        async with lock:
+            if self._config is not None:
+                return
+            params = {"warehouse": self.uri.warehouse} if self.uri.warehouse is not None else None
+            what = f"REST catalog {self.root}: config"
+            reply = await self._read_once(CONFIG, what, _Failure(not_found=StoreError), params)
+            if not isinstance(reply, dict):
+                raise InvalidMetadataError(
+                    f"REST catalog {self.root}: GET /v1/config did not answer an object"
+                )
+            defaults = _string_map(reply.get("defaults"), "defaults", self.root)
+            overrides = _string_map(reply.get("overrides"), "overrides", self.root)
+            merged = {**defaults, **({"prefix": self.uri.prefix} if self.uri.prefix else {}), **overrides}
+            prefix = merged.get("prefix")
+            self._prefix = prefix.strip("/") if prefix else None
+            self._separator = merged.get("namespace-separator") or _DEFAULT_SEPARATOR
+            endpoints = reply.get("endpoints")
+            if endpoints is not None:
+                if not isinstance(endpoints, list) or not all(isinstance(e, str) for e in endpoints):
+                    raise InvalidMetadataError(
+                        f"REST catalog {self.root}: config 'endpoints' must be a list of strings"
+                    )
+                self._endpoints = frozenset(" ".join(e.split()) for e in endpoints)
+            self._config_storage = (
+                {k: v for k, v in defaults.items() if k.startswith("s3.")},
+                {k: v for k, v in overrides.items() if k.startswith("s3.")},
+            )
+            self._config = merged
+
+    def _offers(self, endpoint: str) -> bool:
+        return endpoint in self._endpoints
+
+    def _url(
+        self,
+        endpoint: str,
+        namespace: tuple[str, ...] | None = None,
+        table: str | None = None,
+    ) -> tuple[str, str]:
+        """(method, URL) of ``endpoint``, its path parts percent-encoded."""
+        method, _, path = endpoint.partition(" ")
+        path = path.replace("{prefix}/", f"{self._prefix}/" if self._prefix else "")
+        if namespace is not None:
+            path = path.replace("{namespace}", self._separator.join(quote(p, safe="") for p in namespace))
+        if table is not None:
+            path = path.replace("{table}", quote(table, safe=""))
+        return method, self.uri.base_url + path
+
+    async def _exchange(
+        self, method: str, url: str, params: Mapping[str, str] | None, body: Any
+    ) -> tuple[int, bytes]:
+        """One request; a transport error becomes a retryable ``StoreError`` when the request
+        cannot have reached the server, else ``_Sent``."""
+        import aiohttp
+        from yarl import URL
+
+        session = await self._sessions.get()
+        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        try:
+            async with session.request(method, URL(url, encoded=True), params=params, data=data) as resp:
+                return resp.status, await resp.read()
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
+            raise StoreError(f"{method} {url}: cannot connect ({exc})", retryable=True) from exc
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise _Sent(f"{method} {url}: {type(exc).__name__}: {exc}") from exc
+
+    async def _read_once(
+        self,
+        endpoint: str,
+        what: str,
+        failure: _Failure,
+        params: Mapping[str, str] | None = None,
+        *,
+        namespace: tuple[str, ...] | None = None,
+        table: str | None = None,
+        head: bool = False,
+    ) -> Any:
+        method, url = self._url(endpoint, namespace, table)
+
+        async def attempt() -> Any:
+            try:
+                status, data = await self._exchange(method, url, params, None)
+            except _Sent as exc:  # a read changes nothing: try again
+                raise StoreError(str(exc), retryable=True) from exc
+            if 200 <= status < 300:
+                if head or status == 204 or not data:
+                    return None
+                try:
+                    return json.loads(data)
+                except ValueError as exc:
+                    raise InvalidMetadataError(f"{what}: the server's answer is not JSON ({exc})") from exc
+            raise _error(status, data, what, failure)
+
+        return await retry(attempt, _READS)
+
+    async def _read(
+        self,
+        endpoint: str,
+        what: str,
+        failure: _Failure,
+        params: Mapping[str, str] | None = None,
+        *,
+        namespace: tuple[str, ...] | None = None,
+        table: str | None = None,
+        head: bool = False,
+    ) -> Any:
+        await self._ensure_config()
+        self._require(endpoint, what)
+        return await self._read_once(
+            endpoint, what, failure, params, namespace=namespace, table=table, head=head
+        )
+
+    async def _write(
+        self,
+        endpoint: str,
+        what: str,
+        failure: _Failure,
+        body: Any,
+        params: Mapping[str, str] | None = None,
+        *,
+        namespace: tuple[str, ...] | None = None,
+        table: str | None = None,
+    ) -> Any:
+        """Send a write once: a lost answer raises ``_Sent`` (commits settle it) or, for other
+        writes, a ``StoreError`` saying it may have been applied."""
+        await self._ensure_config()
+        self._require(endpoint, what)
+        method, url = self._url(endpoint, namespace, table)
+        try:
+            status, data = await self._exchange(method, url, params, body)
+        except _Sent as exc:
+            if failure.commit:
+                raise
+            raise StoreError(
+                f"{what}: no answer ({exc}); it may have been applied: check before repeating it"
+            ) from exc
+        if 200 <= status < 300:
+            if status == 204 or not data:
+                return None
+            try:
+                return json.loads(data)
+            except ValueError as exc:
+                raise InvalidMetadataError(f"{what}: the server's answer is not JSON ({exc})") from exc
+        raise _error(status, data, what, failure)
+
+    def _require(self, endpoint: str, what: str) -> None:
+        if not self._offers(endpoint):
+            raise UnsupportedError(f"{what}: {self.root} does not offer {endpoint}")
+
+    # -- tables --------------------------------------------------------------------------------
+    async def _load_reply(self, namespace: tuple[str, ...], name: str) -> dict[str, Any]:
+        what = f"REST table {'.'.join((*namespace, name))}"
+        reply = await self._read(
+            LOAD_TABLE, what, _Failure(not_found=TableNotFoundError), namespace=namespace, table=name
+        )
+        if not isinstance(reply, dict):
+            raise InvalidMetadataError(f"{what}: the load reply is not an object")
+        return reply
+
+    def _state(self, reply: Any, what: str, *, since: TableState | None = None) -> TableState:
+        """The state a load, create or commit reply describes (``since`` when unchanged)."""
+        if not isinstance(reply, dict):
+            raise InvalidMetadataError(f"{what}: the reply is not an object")
+        location = reply.get("metadata-location")
+        if not isinstance(location, str) or not location:
+            raise InvalidMetadataError(f"{what}: the reply has no 'metadata-location'")
+        if since is not None and since.metadata_location == location:
+            return since
+        try:
+            metadata = table_metadata_from_dict(reply.get("metadata"))
+        except InvalidMetadataError as exc:
+            raise InvalidMetadataError(
+                f"{what}: bad 'metadata' in the reply: {exc}", location=location
+            ) from exc
+        return TableState(metadata, location, _version(location, metadata))
+
+    def _table_io(self, location: str, config: Any) -> FileIO:
+        defaults, overrides = self._config_storage
+        vended = (
+            {k: str(v) for k, v in config.items() if isinstance(k, str) and k.startswith("s3.")}
+            if isinstance(config, dict)
+            else {}
+        )
+        options = {**defaults, **self.storage_options, **overrides, **vended}
+        return resolve_io(location, options, self.runtime)
+
+    def _table(self, identifier: str | Sequence[str], reply: dict[str, Any]) -> Table:
+        namespace, name = _split_table(identifier)
+        protocol_what = f"REST table {'.'.join((*namespace, name))}"
+        state = self._state(reply, protocol_what)
+        location = state.metadata.location
+        io = self._table_io(location, reply.get("config"))
+        protocol = RestProtocol(self, namespace, name, io)
+        return Table(identifier_text(identifier), location, state, io, protocol)
+
+    async def create_table(
+        self,
+        identifier: str | Sequence[str],
+        schema: pa.Schema | Schema,
+        partition_by: Sequence[str] | PartitionSpec | None = None,
+        properties: Mapping[str, str] | None = None,
+        format_version: int = 2,
+        sort_order: SortOrder = UNSORTED,
+    ) -> Table:
+        """A new table where the server puts it; ids are assigned fresh, as every engine does."""
+        from aioiceberg.catalog import parse_partition_by, to_schema
+
+        namespace, name = _split_table(identifier)
+        iceberg_schema = to_schema(schema)
+        spec = parse_partition_by(partition_by, iceberg_schema)
+        check_property_values(properties or {})
+        # fresh ids and checks (types for the format version) as for any new table; the
+        # location is the server's to choose, so a placeholder stands in for it here
+        fresh = new_table_metadata(
+            iceberg_schema, spec, sort_order, f"{self.root}/{name}", {}, format_version
+        )
+        body = {
+            "name": name,
+            "schema": schema_to_json(fresh.schema()),
+            "partition-spec": partition_spec_to_json(fresh.spec(), format_version),
+            "write-order": sort_order_to_json(fresh.sort_order()),
+            "properties": {**(properties or {}), "format-version": str(format_version)},
+            "stage-create": False,
+        }
+        what = f"REST table {'.'.join((*namespace, name))}"
+        failure = _Failure(not_found=NamespaceNotFoundError, conflict=TableAlreadyExistsError, write=True)
+        reply = await self._write(CREATE_TABLE, what, failure, body, namespace=namespace)
+        return self._table(identifier, reply)
+
+    async def load_table(self, identifier: str | Sequence[str]) -> Table:
+        namespace, name = _split_table(identifier)
+        return self._table(identifier, await self._load_reply(namespace, name))
+
+    async def table_exists(self, identifier: str | Sequence[str]) -> bool:
+        namespace, name = _split_table(identifier)
+        await self._ensure_config()
+        try:
+            if self._offers(TABLE_EXISTS):
+                what = f"REST table {identifier_text(identifier)}"
+                await self._read(TABLE_EXISTS, what, _Failure(), namespace=namespace, table=name, head=True)
+            else:
+                await self._load_reply(namespace, name)
+        except (TableNotFoundError, NamespaceNotFoundError):
+            return False
+        return True
+
+    async def register_table(self, identifier: str | Sequence[str], metadata_location: str) -> Table:
+        namespace, name = _split_table(identifier)
+        what = f"REST table {'.'.join((*namespace, name))}"
+        failure = _Failure(not_found=NamespaceNotFoundError, conflict=TableAlreadyExistsError, write=True)
+        body = {"name": name, "metadata-location": metadata_location}
+        reply = await self._write(REGISTER_TABLE, what, failure, body, namespace=namespace)
+        return self._table(identifier, reply)
+
+    async def list_tables(self, namespace: str | Sequence[str]) -> list[str]:
+        ns = _namespace(namespace)
+        what = f"REST namespace {'.'.join(ns)}"
+        found: list[str] = []
+        async for page in self._pages(LIST_TABLES, what, "identifiers", namespace=ns):
+            for item in page:
+                if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+                    raise InvalidMetadataError(f"{what}: bad table identifier {item!r} in the listing")
+                found.append(".".join((*_parts_of(item.get("namespace"), what), item["name"])))
+        return sorted(found)
+
+    async def drop_table(self, identifier: str | Sequence[str], purge: bool = False) -> str | None:
+        """Drop the table; the server deletes its files when ``purge`` (``purgeRequested=true``).
+        Without purge, returns the metadata file it had just before the drop."""
+        namespace, name = _split_table(identifier)
+        what = f"REST table {'.'.join((*namespace, name))}"
+        last: str | None = None
+        if not purge:
+            reply = await self._load_reply(namespace, name)
+            found = reply.get("metadata-location")
+            last = found if isinstance(found, str) else None
+        failure = _Failure(not_found=TableNotFoundError, conflict=StoreError, write=True)
+        params = {"purgeRequested": "true" if purge else "false"}
+        await self._write(DROP_TABLE, what, failure, None, params, namespace=namespace, table=name)
+        return last
+
+    async def rename_table(
+        self, from_identifier: str | Sequence[str], to_identifier: str | Sequence[str]
+    ) -> Table:
+        source, source_name = _split_table(from_identifier)
+        destination, destination_name = _split_table(to_identifier)
+        body = {
+            "source": {"namespace": list(source), "name": source_name},
+            "destination": {"namespace": list(destination), "name": destination_name},
+        }
+        what = f"REST rename of {identifier_text(from_identifier)} to {identifier_text(to_identifier)}"
+        failure = _Failure(not_found=TableNotFoundError, conflict=TableAlreadyExistsError, write=True)
+        await self._write(RENAME_TABLE, what, failure, body)
+        return await self.load_table(to_identifier)
+
+    # -- namespaces ----------------------------------------------------------------------------
+    async def _pages(
+        self,
+        endpoint: str,
+        what: str,
+        key: str,
+        *,
+        namespace: tuple[str, ...] | None = None,
+        params: Mapping[str, str] | None = None,
+    ) -> AsyncGenerator[list[Any]]:
+        token: str | None = None
+        while True:
+            query = dict(params or {})
+            if token:
+                query["pageToken"] = token
+            reply = await self._read(
+                endpoint, what, _Failure(not_found=NamespaceNotFoundError), query or None, namespace=namespace
+            )
+            if not isinstance(reply, dict) or not isinstance(reply.get(key), list):
+                raise InvalidMetadataError(f"{what}: the listing has no '{key}' list")
+            yield reply[key]
+            next_token = reply.get("next-page-token")
+            if not next_token or not isinstance(next_token, str) or next_token == token:
+                return
+            token = next_token
+
+    async def create_namespace(
+        self, namespace: str | Sequence[str], properties: Mapping[str, str] | None = None
+    ) -> None:
+        ns = _namespace(namespace)
+        what = f"REST namespace {'.'.join(ns)}"
+        failure = _Failure(not_found=NamespaceNotFoundError, conflict=NamespaceAlreadyExistsError, write=True)
+        body = {"namespace": list(ns), "properties": dict(properties or {})}
+        await self._write(CREATE_NAMESPACE, what, failure, body)
+
+    async def namespace_exists(self, namespace: str | Sequence[str]) -> bool:
+        ns = _namespace(namespace)
+        await self._ensure_config()
+        try:
+            if self._offers(NAMESPACE_EXISTS):
+                what = f"REST namespace {'.'.join(ns)}"
+                failure = _Failure(not_found=NamespaceNotFoundError)
+                await self._read(NAMESPACE_EXISTS, what, failure, namespace=ns, head=True)
+            else:
+                await self.load_namespace_properties(ns)
+        except NamespaceNotFoundError:
+            return False
+        return True
+
+    async def list_namespaces(self, parent: str | Sequence[str] = ()) -> list[str]:
+        ns = _namespace(parent) if parent else ()
+        what = f"REST namespaces under {'.'.join(ns) or 'the top level'}"
+        params = {"parent": unquote(self._separator).join(ns)} if ns else {}
+        found: list[str] = []
+        async for page in self._pages(LIST_NAMESPACES, what, "namespaces", params=params):
+            found.extend(".".join(_parts_of(item, what)) for item in page)
+        return sorted(found)
+
+    async def load_namespace_properties(self, namespace: str | Sequence[str]) -> dict[str, str]:
+        ns = _namespace(namespace)
+        what = f"REST namespace {'.'.join(ns)}"
+        reply = await self._read(
+            LOAD_NAMESPACE, what, _Failure(not_found=NamespaceNotFoundError), namespace=ns
+        )
+        if not isinstance(reply, dict):
+            raise InvalidMetadataError(f"{what}: the reply is not an object")
+        return _string_map(reply.get("properties"), "properties", what)
+
+    async def update_namespace_properties(
+        self,
+        namespace: str | Sequence[str],
+        removals: Sequence[str] = (),
+        updates: Mapping[str, str] | None = None,
+    ) -> dict[str, str]:
+        ns = _namespace(namespace)
+        what = f"REST namespace {'.'.join(ns)}"
+        body = {"removals": list(removals), "updates": dict(updates or {})}
+        failure = _Failure(not_found=NamespaceNotFoundError, conflict=ValidationError, write=True)
+        await self._write(UPDATE_NAMESPACE, what, failure, body, namespace=ns)
+        return await self.load_namespace_properties(ns)
+
+    async def drop_namespace(self, namespace: str | Sequence[str]) -> None:
+        ns = _namespace(namespace)
+        what = f"REST namespace {'.'.join(ns)}"
+        failure = _Failure(not_found=NamespaceNotFoundError, conflict=NamespaceNotEmptyError, write=True)
+        await self._write(DROP_NAMESPACE, what, failure, None, namespace=ns)
+
+
+def _string_map(value: Any, key: str, what: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidMetadataError(f"{what}: '{key}' must be an object")
+    return {str(k): str(v) for k, v in value.items() if v is not None}
+
+
+def _parts_of(value: Any, what: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        raise InvalidMetadataError(f"{what}: bad namespace {value!r} in the listing")
+    return tuple(value)
