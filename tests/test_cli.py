@@ -241,3 +241,21 @@ def test_a_dynamodb_table_appended_by_location_commits_through_dynamodb(
     run("append", f"s3://{bucket}/wh/db/t", str(tmp_path / "a.parquet"), cwd=tmp_path, env=env)
     history = run("--lock", lock, "history", "db.t", cwd=tmp_path, env=env).stdout
     assert "2 snapshot(s)" in history
+
+
+def test_a_sql_catalog_by_its_uri_with_tables_in_a_warehouse(tmp_path: Path) -> None:
+    """``--warehouse`` takes any catalog URI; ``--tables-in`` says where a service puts new
+    tables. PyIceberg's SqlCatalog on the same database sees what the CLI made."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    db = tmp_path / "catalog.db"
+    env = {"AIOICEBERG_WAREHOUSE": f"sqlite:///{db}", "AIOICEBERG_TABLES_IN": str(tmp_path / "tables")}
+    pq.write_table(events(0, 30), tmp_path / "a.parquet")
+    fails("create", "db.events", "--schema", "id long", cwd=tmp_path, env={**env, "AIOICEBERG_TABLES_IN": ""})
+    run("namespace", "db", "--property", "team=data", cwd=tmp_path, env=env)
+    run("create", "db.events", "--schema", str(tmp_path / "a.parquet"), cwd=tmp_path, env=env)
+    run("append", "db.events", str(tmp_path / "a.parquet"), cwd=tmp_path, env=env)
+    assert "db.events" in run("list", "db", cwd=tmp_path, env=env).stdout
+    assert (tmp_path / "tables" / "db" / "events" / "metadata").is_dir()
+    peer = SqlCatalog("default", uri=f"sqlite:///{db}", warehouse=f"file://{tmp_path / 'tables'}")
+    assert peer.load_table("db.events").scan().to_arrow().num_rows == 30

@@ -458,7 +458,7 @@ def test_serves_a_sql_catalog(tmp_path: Path) -> None:
 
     uri = f"sqlite:///{tmp_path / 'catalog.db'}"
     tables_in = str(tmp_path / "tables")
-    with RestServer(uri, extra_args=["--tables-in", tables_in]) as rest:
+    with RestServer(uri, tables_in=tables_in) as rest:
         catalog = client(rest)
         catalog.create_namespace("db")
         table = catalog.create_table("db.t", schema=SCHEMA)

@@ -45,10 +45,13 @@ class CliError(Exception):
 class State:
     """What the group options set up; the catalog is opened on first use and closed at exit."""
 
-    def __init__(self, warehouse: str, storage_options: dict[str, str], lock: str | None) -> None:
+    def __init__(
+        self, warehouse: str, storage_options: dict[str, str], lock: str | None, tables_in: str | None = None
+    ) -> None:
         self.warehouse = warehouse
         self.storage_options = storage_options
         self.lock = lock
+        self.tables_in = tables_in
         self._catalog: Any = None
 
     @property
@@ -56,7 +59,9 @@ class State:
         if self._catalog is None:
             from aioiceberg import sync
 
-            self._catalog = sync.connect(self.warehouse, self.lock, self.storage_options or None)
+            self._catalog = sync.connect(
+                self.warehouse, self.lock, self.storage_options or None, warehouse=self.tables_in
+            )
         return self._catalog
 
     def close(self) -> None:
@@ -155,7 +160,15 @@ def _require(table: Any, name: str, what: str) -> Any:
     envvar="AIOICEBERG_WAREHOUSE",
     default="./warehouse",
     show_default=True,
-    help="Warehouse root: a directory, s3://bucket/prefix or an fsspec URL (env AIOICEBERG_WAREHOUSE).",
+    help="Warehouse root (a directory, s3://bucket/prefix, an fsspec URL) or a catalog's URI "
+    "(sqlite:///PATH, glue://, s3tables://ARN, rest+http://HOST): env AIOICEBERG_WAREHOUSE.",
+)
+@click.option(
+    "--tables-in",
+    envvar="AIOICEBERG_TABLES_IN",
+    default=None,
+    metavar="DIR_OR_URL",
+    help="Where a catalog service (sqlite://, glue://) puts new tables (env AIOICEBERG_TABLES_IN).",
 )
 @click.option(
     "--storage-option",
@@ -171,9 +184,15 @@ def _require(table: Any, name: str, what: str) -> Any:
 )
 @click.version_option(package_name="aioiceberg")
 @click.pass_context
-def cli(ctx: click.Context, warehouse: str, storage_options: tuple[str, ...], lock: str | None) -> None:
+def cli(
+    ctx: click.Context,
+    warehouse: str,
+    tables_in: str | None,
+    storage_options: tuple[str, ...],
+    lock: str | None,
+) -> None:
     """aioiceberg: Apache Iceberg tables on any object store, from the command line."""
-    state = State(warehouse, parse_key_values(storage_options, "storage option"), lock)
+    state = State(warehouse, parse_key_values(storage_options, "storage option"), lock, tables_in)
     ctx.obj = state
     ctx.call_on_close(state.close)
 
@@ -621,17 +640,9 @@ def demo(state: State, rows: int, table_name: str, appends: int) -> None:
     metavar="KEY=VALUE",
     help="Handed to clients with every table they load, e.g. s3.endpoint=http://... (repeatable).",
 )
-@click.option(
-    "--tables-in",
-    default=None,
-    metavar="DIR_OR_URL",
-    help="Where a catalog service (sqlite://, glue://) puts new tables: connect()'s warehouse.",
-)
 @click.option("--verbose", "-v", is_flag=True, help="Log every request (debug level) to stderr.")
 @pass_state
-def serve(
-    state: State, host: str, port: int, table_config: tuple[str, ...], tables_in: str | None, verbose: bool
-) -> None:
+def serve(state: State, host: str, port: int, table_config: tuple[str, ...], verbose: bool) -> None:
     """Serve the warehouse as an Iceberg REST catalog until SIGINT / SIGTERM.
 
     Commits go through each table's own commit point, so direct writers of the same
@@ -658,6 +669,6 @@ def serve(
         port=port,
         table_config=parse_key_values(table_config, "table config"),
         ready=ready,
-        warehouse=tables_in,
+        warehouse=state.tables_in,
     )
     click.echo("stopped")

@@ -35,6 +35,7 @@ class RestServer:
         storage_options: Mapping[str, str] | None = None,
         lock: str | None = None,
         table_config: Mapping[str, str] | None = None,
+        tables_in: str | None = None,
         extra_args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
     ) -> None:
@@ -42,6 +43,7 @@ class RestServer:
         self.storage_options = dict(storage_options or {})
         self.lock = lock
         self.table_config = dict(table_config or {})
+        self.tables_in = tables_in
         self.extra_args = list(extra_args)
         self.env = dict(env or {})
         self.url = ""
@@ -54,6 +56,8 @@ class RestServer:
             args += ["--storage-option", f"{key}={value}"]
         if self.lock is not None:
             args += ["--lock", self.lock]
+        if self.tables_in is not None:
+            args += ["--tables-in", self.tables_in]
         args += ["serve", "--host", "127.0.0.1", "--port", "0"]
         for key, value in self.table_config.items():
             args += ["--table-config", f"{key}={value}"]
