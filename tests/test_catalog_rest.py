@@ -8,15 +8,21 @@ scripts, in the bodies the REST spec defines; it records every request it got.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pyarrow as pa
 import pytest
 from aiohttp import web
+from servers.rest import RestServer
 
 import aioiceberg
 from aioiceberg.catalogs.rest import RestCatalog
@@ -296,7 +302,7 @@ async def test_drop_purge_rename_and_register_shapes(tmp_path: Path) -> None:
         return 204, None  # rename
 
     async with spec_peer(SpecPeer(script=script)) as peer, RestCatalog.from_uri(peer.url) as catalog:
-        assert await catalog.drop_table("db.t") == fake.reply()["metadata-location"]
+        assert await catalog.drop_table("db.t") is None
         assert await catalog.drop_table("db.t", purge=True) is None
         renamed = await catalog.rename_table("db.t", "db2.u")
         assert renamed.identifier == "db2.u"
@@ -434,3 +440,241 @@ async def test_storage_settings_from_config_and_load_reply_reach_the_table_io() 
         "vended",
         True,
     )
+
+
+# -- against our own server ----------------------------------------------------------------------
+
+EVENTS = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("region", pa.string()),
+    ]
+)
+NOTED = EVENTS.append(pa.field("note", pa.string()))
+HOT_PROPERTIES = {
+    "commit.retry.num-retries": "60",
+    "commit.retry.min-wait-ms": "5",
+    "commit.retry.max-wait-ms": "200",
+}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestServer]:
+    """One server for the module: each test uses namespaces of its own."""
+    with RestServer(str(tmp_path_factory.mktemp("rest") / "warehouse")) as rest:
+        yield rest
+
+
+def pyiceberg_client(server: RestServer) -> Any:
+    from pyiceberg.catalog import load_catalog
+
+    return load_catalog("rest", type="rest", uri=server.url)
+
+
+def sorted_rows(arrow: pa.Table) -> list[dict[str, Any]]:
+    return sorted(arrow.to_pylist(), key=lambda r: r["id"])
+
+
+def events(ids: list[int], regions: list[str]) -> pa.Table:
+    return pa.table({"id": ids, "region": regions}, schema=EVENTS)
+
+
+@pytest.mark.anyio
+async def test_workflow_through_connect_matches_pyiceberg_on_the_same_server(server: RestServer) -> None:
+    async with aioiceberg.connect(f"rest+{server.url}") as catalog:
+        await catalog.create_namespace("wf", {"owner": "ana"})
+        await catalog.create_namespace(("wf", "raw"), {"tier": "bronze"})
+        assert "wf" in await catalog.list_namespaces()
+        assert await catalog.list_namespaces("wf") == ["wf.raw"]
+        assert await catalog.list_namespaces("wf.raw") == []
+        updated = await catalog.update_namespace_properties("wf", ["owner"], {"team": "data"})
+        assert updated == {"team": "data"}
+        assert await catalog.load_namespace_properties("wf.raw") == {"tier": "bronze"}
+
+        table = await catalog.create_table("wf.raw.events", EVENTS, partition_by=["region", "bucket(4, id)"])
+        assert table.spec().fields[0].name == "region"
+        assert await catalog.list_tables("wf.raw") == ["wf.raw.events"]
+        await table.append(events([1, 2, 3, 4], ["eu", "us", "eu", "ap"]))
+        await table.delete("id = 3")
+        async with table.update_schema() as update:
+            update.add_column("note", "string")
+        await table.append(pa.table({"id": [5], "region": ["us"], "note": ["late"]}, schema=NOTED))
+        expected = [
+            {"id": 1, "region": "eu", "note": None},
+            {"id": 2, "region": "us", "note": None},
+            {"id": 4, "region": "ap", "note": None},
+            {"id": 5, "region": "us", "note": "late"},
+        ]
+        assert sorted_rows(await table.scan().to_arrow()) == expected
+        assert sorted_rows(await (await catalog.load_table("wf.raw.events")).scan().to_arrow()) == expected
+
+        theirs = pyiceberg_client(server).load_table("wf.raw.events")
+        assert sorted_rows(theirs.scan().to_arrow()) == expected
+        assert theirs.metadata_location == table.metadata_location
+        theirs.append(pa.table({"id": [6], "region": ["eu"], "note": ["py"]}, schema=NOTED))
+
+        await table.refresh()
+        assert sorted_rows(await table.scan().to_arrow()) == [
+            *expected,
+            {"id": 6, "region": "eu", "note": "py"},
+        ]
+        assert [s.operation for s in table.history()] == ["append", "delete", "append", "append"]
+
+        with pytest.raises(TableAlreadyExistsError):
+            await catalog.create_table("wf.raw.events", EVENTS)
+        with pytest.raises(NamespaceNotEmptyError):
+            await catalog.drop_namespace("wf.raw")
+        with pytest.raises(TableNotFoundError):
+            await catalog.load_table("wf.raw.nothing")
+        with pytest.raises(NamespaceNotFoundError):
+            await catalog.create_table("nowhere.t", EVENTS)
+
+
+@pytest.mark.anyio
+async def test_rename_drop_and_register_on_the_server(server: RestServer) -> None:
+    async with aioiceberg.connect(f"rest+{server.url}") as catalog:
+        await catalog.create_namespace("life")
+        table = await catalog.create_table("life.a", EVENTS)
+        await table.append(events([1], ["eu"]))
+        moved = await catalog.rename_table("life.a", "life.b")
+        assert moved.metadata.table_uuid == table.metadata.table_uuid  # (a warehouse moves its files)
+        assert await catalog.table_exists("life.a") is False
+        assert await catalog.drop_table("life.b") is None
+        assert await catalog.list_tables("life") == []
+        with pytest.raises(TableNotFoundError):
+            await catalog.drop_table("life.b")
+
+        # the warehouse behind the server kept a copy of the last metadata file
+        (kept,) = Path(server.warehouse, "life", "b", "metadata").glob("*-dropped-*.metadata.json")
+        back = await catalog.register_table("life.b", str(kept))
+        assert sorted_rows(await back.scan().to_arrow()) == [{"id": 1, "region": "eu"}]
+        await back.append(events([2], ["us"]))  # a registered table commits through the server
+        assert len((await catalog.load_table("life.b")).snapshots()) == 2
+        await catalog.purge_table("life.b")
+        assert await catalog.table_exists("life.b") is False
+        assert not Path(server.warehouse, "life", "b").exists() or not any(
+            Path(server.warehouse, "life", "b").rglob("*.parquet")
+        )
+        await catalog.drop_namespace("life")
+        assert await catalog.namespace_exists("life") is False
+
+
+WRITER = """
+import sys
+import pyarrow as pa
+from aioiceberg import sync
+
+url, identifier, worker = sys.argv[1], sys.argv[2], int(sys.argv[3])
+schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("region", pa.string())])
+with sync.connect(url) as catalog:
+    table = catalog.load_table(identifier)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    for i in range(3):
+        row_id = worker * 100 + i
+        table.append(pa.table({"id": [row_id], "region": [f"p{worker}"]}, schema=schema))
+        print(row_id, flush=True)
+"""
+
+
+@pytest.mark.anyio
+async def test_tasks_processes_and_pyiceberg_appending_at_once_each_land_once(server: RestServer) -> None:
+    """8 tasks x 3 appends through one catalog, 3 processes x 3 appends and PyIceberg x 3,
+    all at once: every acknowledged append is there exactly once, and the history is a line."""
+    url = f"rest+{server.url}"
+    acknowledged: list[int] = []
+    async with aioiceberg.connect(url) as catalog:
+        await catalog.create_namespace("hot")
+        await catalog.create_table("hot.t", EVENTS, properties=HOT_PROPERTIES)
+        writers = [
+            subprocess.Popen(
+                [sys.executable, "-c", WRITER, url, "hot.t", str(w)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+            )
+            for w in (1, 2, 3)
+        ]
+        try:
+            for w in writers:
+                assert w.stdout is not None
+                assert (await anyio.to_thread.run_sync(w.stdout.readline)).strip() == "ready"
+
+            async def task(n: int) -> None:
+                table = await catalog.load_table("hot.t")
+                for i in range(3):
+                    row_id = 1000 + n * 10 + i
+                    await table.append(events([row_id], [f"t{n}"]))
+                    acknowledged.append(row_id)
+
+            def pyiceberg_appends() -> None:
+                theirs = pyiceberg_client(server).load_table("hot.t")
+                for i in range(3):
+                    theirs.append(events([9000 + i], ["py"]))
+                    acknowledged.append(9000 + i)
+
+            for w in writers:
+                assert w.stdin is not None
+                w.stdin.write("go\n")
+                w.stdin.flush()
+            async with anyio.create_task_group() as tg:
+                for n in range(8):
+                    tg.start_soon(task, n)
+                tg.start_soon(anyio.to_thread.run_sync, pyiceberg_appends)
+            for w in writers:
+                out, _ = await anyio.to_thread.run_sync(w.communicate, None, 60)
+                assert w.returncode == 0
+                acknowledged.extend(int(line) for line in out.split())
+        finally:
+            for w in writers:
+                if w.poll() is None:
+                    w.kill()
+                    w.wait()
+
+        assert len(acknowledged) == 8 * 3 + 3 * 3 + 3
+        table = await catalog.load_table("hot.t")
+        assert sorted(r["id"] for r in (await table.scan().to_arrow()).to_pylist()) == sorted(acknowledged)
+        snapshots = sorted(table.snapshots(), key=lambda s: s.sequence_number)
+        assert len(snapshots) == len(acknowledged)
+        assert snapshots[0].parent_snapshot_id is None
+        for parent, child in itertools.pairwise(snapshots):
+            assert child.parent_snapshot_id == parent.snapshot_id
+        assert table.metadata.current_snapshot_id == snapshots[-1].snapshot_id
+
+
+def test_blocking_connect(server: RestServer) -> None:
+    from aioiceberg import sync
+
+    with sync.connect(f"rest+{server.url}") as catalog:
+        catalog.create_namespace("blocking")
+        table = catalog.create_table("blocking.t", EVENTS, partition_by=["region"])
+        table.append(events([2, 1], ["eu", "us"]))
+        assert catalog.list_tables("blocking") == ["blocking.t"]
+        again = catalog.load_table("blocking.t")
+        assert sorted_rows(again.scan().to_arrow()) == [{"id": 1, "region": "us"}, {"id": 2, "region": "eu"}]
+
+
+@pytest.mark.anyio
+async def test_an_s3_table_gets_its_storage_settings_from_the_server(moto_endpoint: str) -> None:
+    """The client is given no storage options: the endpoint and keys the server hands out
+    in the load reply's ``config`` are what its writes and reads reach moto with."""
+    from servers.backends import create_bucket
+    from servers.plugin import s3_storage_options
+
+    bucket = await create_bucket(moto_endpoint)
+    options = s3_storage_options(moto_endpoint)
+    with RestServer(f"s3://{bucket}/wh", storage_options=options, table_config=options) as rest:
+        async with aioiceberg.connect(f"rest+{rest.url}") as catalog:
+            await catalog.create_namespace("s3ns")
+            table = await catalog.create_table("s3ns.t", EVENTS)
+            assert table.location == f"s3://{bucket}/wh/s3ns/t"
+            assert table.io.options.endpoint_url == moto_endpoint  # type: ignore[attr-defined]
+            await table.append(events([1, 2], ["eu", "us"]))
+            again = await catalog.load_table("s3ns.t")
+            assert sorted_rows(await again.scan().to_arrow()) == [
+                {"id": 1, "region": "eu"},
+                {"id": 2, "region": "us"},
+            ]
+        theirs = pyiceberg_client(rest).load_table("s3ns.t")
+        assert sorted_rows(theirs.scan().to_arrow()) == [{"id": 1, "region": "eu"}, {"id": 2, "region": "us"}]

@@ -709,19 +709,17 @@ class RestCatalog(Catalog):
         return sorted(found)
 
     async def drop_table(self, identifier: str | Sequence[str], purge: bool = False) -> str | None:
-        """Drop the table; the server deletes its files when ``purge`` (``purgeRequested=true``).
-        Without purge, returns the metadata file it had just before the drop."""
+        """Drop the table; with ``purge`` the server deletes its files (``purgeRequested=true``).
+
+        Returns None: the protocol's answer does not say which metadata file, if any, the
+        server keeps (a warehouse behind our own server keeps a copy under another name).
+        """
         namespace, name = _split_table(identifier)
         what = f"REST table {'.'.join((*namespace, name))}"
-        last: str | None = None
-        if not purge:
-            reply = await self._load_reply(namespace, name)
-            found = reply.get("metadata-location")
-            last = found if isinstance(found, str) else None
         failure = _Failure(not_found=TableNotFoundError, conflict=StoreError, write=True)
         params = {"purgeRequested": "true" if purge else "false"}
         await self._write(DROP_TABLE, what, failure, None, params, namespace=namespace, table=name)
-        return last
+        return None
 
     async def rename_table(
         self, from_identifier: str | Sequence[str], to_identifier: str | Sequence[str]
