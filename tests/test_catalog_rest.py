@@ -173,6 +173,9 @@ def test_unknown_uri_option_is_named() -> None:
         aioiceberg.connect("rest+http://127.0.0.1:1?colour=blue")
     with pytest.raises(InvalidPropertyError, match="timeout"):
         aioiceberg.connect("rest+http://127.0.0.1:1?timeout=soon")
+    with pytest.raises(InvalidPropertyError, match="repeated") as caught:
+        aioiceberg.connect("rest+http://127.0.0.1:1?token=s3cret&token=s3cret")
+    assert "s3cret" not in str(caught.value)
     with pytest.raises(ValidationError, match="differs"):
         aioiceberg.connect("rest+http://127.0.0.1:1?warehouse=a", warehouse="b")
 
@@ -418,6 +421,25 @@ async def test_commit_with_lost_answer_is_unknown_unless_read_back_shows_it(tmp_
 
 
 @pytest.mark.anyio
+async def test_commit_accepted_with_an_unreadable_reply_goes_on_from_the_table_read_back(
+    tmp_path: Path,
+) -> None:
+    fake = FakeTable(tmp_path / "t")
+
+    def script(seen: Seen) -> Answer:
+        if seen.method == "GET":
+            return 200, fake.reply()
+        fake.apply(seen.body)
+        return 200, {"metadata-location": 42}
+
+    async with spec_peer(SpecPeer(script=script)) as peer, RestCatalog.from_uri(peer.url) as catalog:
+        table = await catalog.load_table("db.t")
+        await table.append(ROWS)
+        assert table.version == 1 and len(peer.calls("POST")) == 1
+        assert (await table.scan().to_arrow()).sort_by("id").equals(ROWS)
+
+
+@pytest.mark.anyio
 async def test_storage_settings_from_config_and_load_reply_reach_the_table_io() -> None:
     """Config defaults < the caller's storage options < config overrides < the load reply's config."""
     schema = arrow_to_schema_assign_ids(ARROW_SCHEMA)
@@ -487,6 +509,10 @@ async def test_workflow_through_connect_matches_pyiceberg_on_the_same_server(ser
         assert "wf" in await catalog.list_namespaces()
         assert await catalog.list_namespaces("wf") == ["wf.raw"]
         assert await catalog.list_namespaces("wf.raw") == []
+        await catalog.create_namespace("wf.raw.deep")
+        assert await catalog.list_namespaces("wf.raw") == ["wf.raw.deep"]
+        await catalog.drop_namespace(("wf", "raw", "deep"))
+        assert await catalog.namespace_exists("wf.raw.deep") is False
         updated = await catalog.update_namespace_properties("wf", ["owner"], {"team": "data"})
         assert updated == {"team": "data"}
         assert await catalog.load_namespace_properties("wf.raw") == {"tier": "bronze"}

@@ -129,19 +129,22 @@ class RestUri:
         scheme = parts.scheme.lower()
         if scheme not in ("rest+http", "rest+https") or not parts.netloc:
             raise ValidationError(
-                f"{uri!r} is not a REST catalog URI: expected 'rest+http://HOST:PORT[/path]'"
+                f"{_redacted(uri)!r} is not a REST catalog URI: expected 'rest+http://HOST:PORT[/path]'"
             )
+        shown = _redacted(uri)
+
+        def bad(key: str, value: str, allowed: str, what: str) -> InvalidPropertyError:
+            value = "***" if key == "token" else value
+            return InvalidPropertyError(key, value, allowed, subject=f"{shown!r}: {what}")
+
         options: dict[str, str] = {}
         for key, value in parse_qsl(parts.query, keep_blank_values=True):
             if key not in REST_URI_OPTIONS:
-                allowed = "one of the options " + ", ".join(REST_URI_OPTIONS)
-                raise InvalidPropertyError(key, value, allowed, subject=f"{_redacted(uri)!r}: unknown option")
+                raise bad(key, value, "one of the options " + ", ".join(REST_URI_OPTIONS), "unknown option")
             if key in options:
-                raise InvalidPropertyError(
-                    key, value, "the option once", subject=f"{_redacted(uri)!r}: repeated option"
-                )
+                raise bad(key, value, "the option once", "repeated option")
             if not value:
-                raise InvalidPropertyError(key, value, REST_URI_OPTIONS[key], subject=f"{uri!r}: option")
+                raise bad(key, value, REST_URI_OPTIONS[key], "option")
             options[key] = value
         timeout_s = DEFAULT_TIMEOUT_S
         if "timeout" in options:
@@ -150,9 +153,7 @@ class RestUri:
             except ValueError:
                 timeout_s = -1.0
             if not timeout_s > 0:
-                raise InvalidPropertyError(
-                    "timeout", options["timeout"], REST_URI_OPTIONS["timeout"], subject=f"{uri!r}: option"
-                )
+                raise bad("timeout", options["timeout"], REST_URI_OPTIONS["timeout"], "option")
         base = f"{scheme.removeprefix('rest+')}://{parts.netloc}{parts.path.rstrip('/')}"
         prefix = options.get("prefix")
         return cls(
@@ -271,8 +272,8 @@ class _Sessions:
         # of a table would then be sent twice. Every repetition belongs to our own retries.
         session._retry_connection = False
         closer = self._closed_at_shutdown(loop)
+        self._loops[loop] = (session, closer)  # before any await: concurrent first uses share it
         await closer.__anext__()
-        self._loops[loop] = (session, closer)
         return session
 
     async def _closed_at_shutdown(self, loop: asyncio.AbstractEventLoop) -> AsyncGenerator[None]:
@@ -345,14 +346,15 @@ class RestProtocol(CommitProtocol):
         try:
             return self.catalog._state(reply, self.what)
         except IcebergError as exc:
-            # the server said yes: the commit landed, whatever its reply looks like
-            landed = await self._landed(updates)
-            if landed is None:
+            # the server said yes: the commit landed, whatever its reply looks like, so the
+            # table as read now (ours or later) is the state to go on from
+            try:
+                return await self.load("")
+            except IcebergError as again:
                 raise CommitStateUnknownError(
                     f"{self.what}: the commit was accepted but its reply is unreadable ({exc}), "
-                    "and reading the table back failed: nothing was deleted"
+                    f"and reading the table back failed ({again}): nothing was deleted"
                 ) from exc
-            return landed
 
     async def _landed(self, updates: list[TableUpdate]) -> TableState | None:
         """The table, when reading it back shows every snapshot the commit added; None when
