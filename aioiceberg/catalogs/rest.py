@@ -421,6 +421,12 @@ class RestCatalog(Catalog):
         runtime: Runtime | None = None,
     ) -> RestCatalog:
         parsed = RestUri.parse(uri)
+        try:
+            import aiohttp  # noqa: F401
+        except ImportError as exc:
+            raise UnsupportedError(
+                "the REST catalog client needs aiohttp: pip install 'aioiceberg[server]' (or aiohttp)"
+            ) from exc
         if warehouse is not None:
             if parsed.warehouse is not None and parsed.warehouse != warehouse:
                 raise ValidationError(
