@@ -425,7 +425,7 @@ class RestCatalog(Catalog):
             import aiohttp  # noqa: F401
         except ImportError as exc:
             raise UnsupportedError(
-                "the REST catalog client needs aiohttp: pip install 'aioiceberg[server]' (or aiohttp)"
+                "the REST catalog client needs aiohttp: pip install 'aioiceberg[rest]' (or aiohttp)"
             ) from exc
         if warehouse is not None:
             if parsed.warehouse is not None and parsed.warehouse != warehouse:
