@@ -24,10 +24,11 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 from aioiceberg.catalogs.base import identifier_parts, identifier_text
 from aioiceberg.catalogs.pointer import PointerCatalog, split_identifier
+from aioiceberg.commit.protocols.commit_point import uri_options
 from aioiceberg.commit.protocols.pointer import MetadataPointer, Pointer
 from aioiceberg.errors import (
     CommitFailedError,
@@ -144,16 +145,7 @@ class GlueOptions:
                 f"{uri!r} is not a Glue catalog URI: expected 'glue://' with options after '?' "
                 f"(one of {', '.join(GLUE_URI_OPTIONS)})"
             )
-        given: dict[str, str] = {}
-        for key, value in parse_qsl(parts.query, keep_blank_values=True):
-            if key not in GLUE_URI_OPTIONS:
-                allowed = "one of the options " + ", ".join(GLUE_URI_OPTIONS)
-                raise InvalidPropertyError(key, value, allowed, subject=f"{uri!r}: unknown option")
-            if key in given:
-                raise InvalidPropertyError(key, value, "the option once", subject=f"{uri!r}: repeated option")
-            if not value:
-                raise InvalidPropertyError(key, value, GLUE_URI_OPTIONS[key], subject=f"{uri!r}: option")
-            given[key] = value
+        given = uri_options(parts.query, GLUE_URI_OPTIONS, uri)
         options = dict(storage_options or {})
 
         def setting(uri_key: str | None, *keys: str) -> str | None:

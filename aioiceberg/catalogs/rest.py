@@ -19,11 +19,11 @@ import weakref
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, quote, unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from aioiceberg.catalogs.base import Catalog, identifier_parts, identifier_text
 from aioiceberg.commit.protocols.base import CommitProtocol, TableState
-from aioiceberg.commit.protocols.commit_point import CATALOG, CommitPoint
+from aioiceberg.commit.protocols.commit_point import CATALOG, CommitPoint, uri_options
 from aioiceberg.commit.requirements import TableRequirement
 from aioiceberg.commit.rest_json import requirement_to_json, update_to_json
 from aioiceberg.commit.updates import AddSnapshot, TableUpdate
@@ -137,15 +137,7 @@ class RestUri:
             value = "***" if key == "token" else value
             return InvalidPropertyError(key, value, allowed, subject=f"{shown!r}: {what}")
 
-        options: dict[str, str] = {}
-        for key, value in parse_qsl(parts.query, keep_blank_values=True):
-            if key not in REST_URI_OPTIONS:
-                raise bad(key, value, "one of the options " + ", ".join(REST_URI_OPTIONS), "unknown option")
-            if key in options:
-                raise bad(key, value, "the option once", "repeated option")
-            if not value:
-                raise bad(key, value, REST_URI_OPTIONS[key], "option")
-            options[key] = value
+        options = uri_options(parts.query, REST_URI_OPTIONS, shown, secret=frozenset({"token"}))
         timeout_s = DEFAULT_TIMEOUT_S
         if "timeout" in options:
             try:

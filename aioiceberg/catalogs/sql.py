@@ -26,18 +26,18 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import parse_qsl, unquote
+from urllib.parse import unquote
 
 import anyio.to_thread
 
 from aioiceberg.catalogs.base import identifier_parts
 from aioiceberg.catalogs.pointer import PointerCatalog, split_identifier
+from aioiceberg.commit.protocols.commit_point import uri_options
 from aioiceberg.commit.protocols.pointer import MetadataPointer, Pointer
 from aioiceberg.errors import (
     CommitConflictError,
     CommitFailedError,
     CommitStateUnknownError,
-    InvalidPropertyError,
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
     NamespaceNotFoundError,
@@ -110,17 +110,8 @@ class SqliteUri:
                 f"{uri!r} is not a SQLite catalog URI: expected 'sqlite:///relative/path.db' or "
                 "'sqlite:////absolute/path.db' (no host)"
             )
-        options: dict[str, str] = {}
-        for key, value in parse_qsl(m.group("query") or "", keep_blank_values=True):
-            if key not in URI_OPTIONS:
-                allowed = "one of the options " + ", ".join(URI_OPTIONS)
-                raise InvalidPropertyError(key, value, allowed, subject=f"{uri!r}: unknown option")
-            if key in options:
-                raise InvalidPropertyError(key, value, "the option once", subject=f"{uri!r}: repeated option")
-            options[key] = value
+        options = uri_options(m.group("query") or "", URI_OPTIONS, uri)
         catalog = options.get("catalog", "default")
-        if not catalog:
-            raise InvalidPropertyError("catalog", catalog, URI_OPTIONS["catalog"], subject=f"{uri!r}: option")
         database = unquote(m.group("database") or "")
         if database in ("", ":memory:"):
             return cls(None, catalog)

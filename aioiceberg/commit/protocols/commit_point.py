@@ -14,6 +14,7 @@ endpoints or credentials: those belong to the process that opens the table.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlsplit
 
@@ -28,6 +29,7 @@ __all__ = [
     "CommitPoint",
     "DynamoDbUri",
     "commit_point_of",
+    "uri_options",
 ]
 
 COMMIT_POINT_PROPERTY = "aioiceberg.commit-point"
@@ -48,6 +50,29 @@ DYNAMODB_URI_OPTIONS = {
     "region": "an AWS region name",
 }
 """The options a ``dynamodb://TABLE?...`` URI may carry, with what each allows."""
+
+
+def uri_options(
+    query: str, allowed: Mapping[str, str], shown: str, *, secret: frozenset[str] = frozenset()
+) -> dict[str, str]:
+    """The ``?key=value`` options of a catalog or lock URI, each known, given once and not
+    empty; ``allowed`` maps each to what it takes. A typo must be an error naming it, never
+    quietly the default. Values of ``secret`` options are not repeated in errors."""
+    options: dict[str, str] = {}
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        named = "***" if key in secret else value
+        if key not in allowed:
+            raise InvalidPropertyError(
+                key, named, "one of the options " + ", ".join(allowed), subject=f"{shown!r}: unknown option"
+            )
+        if key in options:
+            raise InvalidPropertyError(key, named, "the option once", subject=f"{shown!r}: repeated option")
+        if not value:
+            raise InvalidPropertyError(key, named, allowed[key], subject=f"{shown!r}: option")
+        options[key] = value
+    return options
+
+
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
@@ -72,14 +97,7 @@ class DynamoDbUri:
             raise ValidationError(
                 f"no DynamoDB table name in {uri!r}: expected 'dynamodb://TABLE[?mode=lease]'"
             )
-        options: dict[str, str] = {}
-        for key, value in parse_qsl(parts.query, keep_blank_values=True):
-            if key not in DYNAMODB_URI_OPTIONS:
-                allowed = "one of the options " + ", ".join(DYNAMODB_URI_OPTIONS)
-                raise InvalidPropertyError(key, value, allowed, subject=f"{uri!r}: unknown option")
-            if key in options:
-                raise InvalidPropertyError(key, value, "the option once", subject=f"{uri!r}: repeated option")
-            options[key] = value
+        options = uri_options(parts.query, DYNAMODB_URI_OPTIONS, uri)
 
         def bad(key: str) -> InvalidPropertyError:
             return InvalidPropertyError(
