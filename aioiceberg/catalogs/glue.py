@@ -45,6 +45,7 @@ from aioiceberg.errors import (
     ValidationError,
     WriteOutcomeUnknownError,
 )
+from aioiceberg.io.aws_errors import error_code, error_message, http_status
 from aioiceberg.io.s3_client import S3Options
 from aioiceberg.retrying import Backoff, retry
 from aioiceberg.spec.types import (
@@ -224,27 +225,6 @@ class _Answer(Exception):
         return StoreError(f"{subject}: Glue {self.method} refused ({self.code}): {self.message}")
 
 
-def _code(exc: BaseException) -> str:
-    response = getattr(exc, "response", None)
-    if isinstance(response, dict):
-        return str(response.get("Error", {}).get("Code", ""))
-    return ""
-
-
-def _status(exc: BaseException) -> int:
-    response = getattr(exc, "response", None)
-    if isinstance(response, dict):
-        return int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-    return 0
-
-
-def _message(exc: BaseException) -> str:
-    response = getattr(exc, "response", None)
-    if isinstance(response, dict):
-        return str(response.get("Error", {}).get("Message", "")) or str(exc)
-    return str(exc)
-
-
 class _Glue:
     """Glue calls through the runtime's shared client: reads retried, writes sent once unless
     Glue refused them by throttling; every failure typed."""
@@ -273,14 +253,14 @@ class _Glue:
             response: dict[str, Any] = await getattr(client, method)(**kwargs)
             return response
         except bx.ClientError as exc:
-            code, status = _code(exc), _status(exc)
+            code, status = error_code(exc), http_status(exc)
             if code in _THROTTLES:
                 raise StoreError(f"Glue {method}: {code}", retryable=True, throttled=True) from exc
             if status >= 500 or not status:
                 if write:  # a server error may come after the change was applied
                     raise WriteOutcomeUnknownError(f"Glue {method}: {code} ({status})") from exc
                 raise StoreError(f"Glue {method}: {code} ({status})", retryable=True) from exc
-            raise _Answer(method, code, _message(exc)) from exc
+            raise _Answer(method, code, error_message(exc)) from exc
         except (bx.EndpointConnectionError, bx.ConnectTimeoutError) as exc:  # never sent
             raise StoreError(f"Glue {method}: {exc}", retryable=True) from exc
         except (bx.NoCredentialsError, bx.PartialCredentialsError, bx.NoRegionError) as exc:

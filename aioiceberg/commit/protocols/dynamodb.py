@@ -53,6 +53,7 @@ from aioiceberg.errors import (
     TableNotFoundError,
     WriteOutcomeUnknownError,
 )
+from aioiceberg.io.aws_errors import error_code, http_status
 from aioiceberg.io.base import FileIO
 from aioiceberg.io.s3_client import S3Options
 from aioiceberg.retrying import Backoff, Retries, retry
@@ -133,29 +134,15 @@ _NO = frozenset({"false", "0", "no"})
 _VERSIONED_FILE = re.compile(r"^(\d{5,})-[0-9a-f]{32}\.metadata\.json$")
 
 
-def _code(exc: BaseException) -> str:
-    response = getattr(exc, "response", None)
-    if isinstance(response, dict):
-        return str(response.get("Error", {}).get("Code", ""))
-    return ""
-
-
-def _status(exc: BaseException) -> int:
-    response = getattr(exc, "response", None)
-    if isinstance(response, dict):
-        return int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
-    return 0
-
-
 def _transient(exc: BaseException) -> bool:
     """Throttled, a server error, or no answer at all: the same read may succeed later."""
-    code = _code(exc)
-    return not code or code in _THROTTLES or _status(exc) >= 500
+    code = error_code(exc)
+    return not code or code in _THROTTLES or http_status(exc) >= 500
 
 
 def _definite_refusal(exc: BaseException) -> bool:
     """The request was answered with an error that means it was not applied."""
-    status = _status(exc)
+    status = http_status(exc)
     return 400 <= status < 500
 
 
@@ -184,7 +171,7 @@ class _Dynamo:
             await client.describe_table(TableName=name)
             return
         except Exception as exc:
-            if _code(exc) != "ResourceNotFoundException" or not self.options.create_table:
+            if error_code(exc) != "ResourceNotFoundException" or not self.options.create_table:
                 raise StoreError(f"DynamoDB table {name}: {exc}", retryable=False) from exc
         try:
             await client.create_table(
@@ -200,7 +187,7 @@ class _Dynamo:
                 BillingMode="PAY_PER_REQUEST",
             )
         except Exception as exc:
-            if _code(exc) != "ResourceInUseException":  # created concurrently
+            if error_code(exc) != "ResourceInUseException":  # created concurrently
                 raise StoreError(f"cannot create DynamoDB table {name}: {exc}") from exc
         started = time.monotonic()
         for waited in itertools.count():
@@ -219,7 +206,7 @@ class _Dynamo:
             try:
                 return await getattr(client, method)(TableName=self.options.table_name, **kwargs)
             except Exception as exc:
-                throttled = _code(exc) in _THROTTLES
+                throttled = error_code(exc) in _THROTTLES
                 raise StoreError(
                     f"DynamoDB {method}: {exc}", retryable=_transient(exc), throttled=throttled
                 ) from exc
@@ -239,7 +226,7 @@ class _Dynamo:
                 )
                 return "written"
             except Exception as exc:
-                code = _code(exc)
+                code = error_code(exc)
                 if code == "ConditionalCheckFailedException":
                     return "exists"
                 if code in _THROTTLES:
@@ -369,7 +356,7 @@ class LeaseLock:
                 ExpressionAttributeValues={":new": {"S": new_id}, ":owner": {"S": self.owner}},
             )
         except Exception as exc:
-            if _code(exc) == "ConditionalCheckFailedException":
+            if error_code(exc) == "ConditionalCheckFailedException":
                 self.lost = True
                 return False
             return None  # may have landed: harmless, the deadline just is not extended
