@@ -38,11 +38,11 @@ class CatalogFactory(Protocol):
 
 def catalog_class(uri: str) -> CatalogFactory | None:
     """The service catalog ``uri`` names, or None for a warehouse root (a path or a store URL)."""
-    scheme, sep, _ = uri.partition("://")
+    # the scheme ends at the first ':' ("s3tables:arn:...", "glue://"): a later "://" may be
+    # an option's URL ("s3tables:arn:...?endpoint=http://host")
+    scheme, sep, _ = uri.partition(":")
     if not sep:
-        scheme, sep, _ = uri.partition(":")  # s3tables:arn:... without slashes
-        if not sep or scheme.lower() not in SERVICE_SCHEMES:
-            return None
+        return None
     target = SERVICE_SCHEMES.get(scheme.lower())
     if target is None:
         return None
