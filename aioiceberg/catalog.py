@@ -30,13 +30,16 @@ from aioiceberg.commit.protocols.base import (
     metadata_dir,
     version_hint_path,
 )
+from aioiceberg.commit.protocols.commit_point import CATALOG, commit_point_of
 from aioiceberg.commit.protocols.select import OpenedTable, open_table_state, protocol_for_lock, reopen
 from aioiceberg.errors import (
+    IcebergError,
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
     NamespaceNotFoundError,
     ObjectNotFoundError,
     PreconditionFailedError,
+    StoreError,
     TableAlreadyExistsError,
     TableNotFoundError,
     UnsupportedError,
@@ -499,7 +502,16 @@ async def load_table(
     try:
         opened = await open_table_state(io, target, opener, storage_options)
     except TableNotFoundError:
-        newest = await _newest_metadata_file(io, target)
+        try:
+            newest = await _newest_metadata_file(io, target)
+        except StoreError as exc:
+            if exc.retryable:
+                raise
+            raise StoreError(
+                f"{target}: no version files found and its metadata folder cannot be listed ({exc}); "
+                "a table whose storage refuses listing (S3 Tables) loads through its catalog, or "
+                "read-only by its metadata file"
+            ) from exc
         if newest is None:
             raise
         state = await _read_state(io, newest)
@@ -525,10 +537,14 @@ async def _read_state(io: FileIO, metadata_file: str) -> TableState:
 
 
 def _read_only(io: FileIO, state: TableState) -> Table:
-    reason = (
-        f"{state.metadata_location} was opened by its metadata file and is read-only; "
-        "load the table by its location to write"
-    )
+    advice = "load the table by its location to write"
+    try:
+        point = commit_point_of(state.metadata)
+    except IcebergError:  # an unreadable commit point property: the generic advice
+        point = None
+    if point is not None and point.kind == CATALOG:  # its location does not hold its version
+        advice = f"it commits through {point}: to write, {point.how_to_write()}"
+    reason = f"{state.metadata_location} was opened by its metadata file and is read-only; {advice}"
     return Table(None, state.metadata.location, state, io, None, read_only_reason=reason)
 
 
