@@ -1,0 +1,658 @@
+"""Amazon S3 Tables as an Iceberg catalog: one table bucket, its namespaces and tables.
+
+``aioiceberg.connect("s3tables://arn:aws:s3tables:REGION:ACCOUNT:bucket/NAME")``.
+
+S3 Tables decides where a table's files go: CreateTable reserves the name and assigns the
+table its own storage (``warehouseLocation``, an S3 bucket of the service's), and the
+table has no metadata until UpdateTableMetadataLocation first points it at a metadata
+file written there. Every later commit writes a new metadata file and moves the pointer
+with UpdateTableMetadataLocation, presenting the version token read with the pointer: the
+service refuses a stale token (ConflictException), so of two writers that started from
+the same version exactly one wins, whichever process or engine they run in. The loser
+rebases and retries.
+
+The storage accepts object reads and writes but no listing and no deletes (S3 Tables
+removes unreferenced files itself, by its maintenance): the metadata file of a refused
+commit stays behind until then, a table cannot be found by listing its location, and
+dropping a table (DeleteTable) deletes its files with it, so there is no drop that keeps
+them, and nothing to register back.
+
+Options come from the URI (``?endpoint=...&region=...&profile=...``), then the
+``s3tables.*`` storage options (credentials fall back to the ``s3.*`` ones), then the
+standard AWS configuration (``AWS_ENDPOINT_URL_S3TABLES`` / ``AWS_ENDPOINT_URL``, profiles,
+the credential chain); the region defaults to the ARN's. ``s3.*`` options reach the files.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from aioiceberg.catalogs.base import identifier_parts, identifier_text
+from aioiceberg.catalogs.pointer import PointerCatalog, split_identifier
+from aioiceberg.commit.protocols.commit_point import uri_options
+from aioiceberg.commit.protocols.pointer import MetadataPointer, Pointer
+from aioiceberg.errors import (
+    CommitFailedError,
+    CommitStateUnknownError,
+    IcebergError,
+    NamespaceAlreadyExistsError,
+    NamespaceNotEmptyError,
+    NamespaceNotFoundError,
+    StoreError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    UnsupportedError,
+    ValidationError,
+    WriteOutcomeUnknownError,
+)
+from aioiceberg.io.aws_errors import error_code, error_message, http_status
+from aioiceberg.io.s3_client import S3Options
+from aioiceberg.retrying import Backoff, retry
+
+if TYPE_CHECKING:
+    from aioiceberg.runtime import Runtime
+    from aioiceberg.spec.metadata import TableMetadata
+    from aioiceberg.table import Table
+
+__all__ = ["S3TABLES_URI_OPTIONS", "S3TablesCatalog", "S3TablesOptions", "S3TablesPointer"]
+
+S3TABLES_URI_OPTIONS = {
+    "endpoint": "the S3 Tables endpoint URL",
+    "region": "an AWS region name",
+    "profile": "an AWS profile name",
+}
+"""The options an ``s3tables://ARN?...`` URI may carry, with what each allows."""
+
+_ARN = re.compile(
+    r"^arn:(?P<partition>aws[a-z-]*):s3tables:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):"
+    r"bucket/(?P<bucket>[a-z0-9][a-z0-9_-]*)$"
+)
+_SHAPE = "'s3tables://arn:aws:s3tables:REGION:ACCOUNT:bucket/NAME' (the table bucket's ARN)"
+
+# S3 Tables' naming rules for namespaces and tables (the service refuses anything else).
+_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9_]{0,253}[a-z0-9])?$")
+_NAME_RULE = (
+    "1 to 255 lowercase letters, digits and underscores, beginning and ending with a letter "
+    "or digit, not starting with 'aws'"
+)
+
+_THROTTLES = {"TooManyRequestsException", "ThrottlingException", "SlowDown", "RequestLimitExceeded"}
+_READS = Backoff("S3 Tables call", base_delay_s=0.05, max_delay_s=2.0, max_attempts=8)
+# A write S3 Tables refused by throttling was not applied: it may be sent again, a few times.
+_WRITES = Backoff("S3 Tables write", base_delay_s=0.1, max_delay_s=2.0, max_attempts=5)
+
+
+@dataclass(frozen=True, slots=True)
+class S3TablesOptions:
+    """Which table bucket, and how to reach S3 Tables; unset connection fields come from the
+    standard AWS configuration."""
+
+    table_bucket_arn: str
+    endpoint_url: str | None = None
+    region: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    session_token: str | None = None
+    profile: str | None = None
+
+    @property
+    def bucket(self) -> str:
+        """The table bucket's name (the ARN's last part)."""
+        return self.table_bucket_arn.rsplit("/", 1)[-1]
+
+    @classmethod
+    def from_uri(cls, uri: str, storage_options: Mapping[str, Any] | None = None) -> S3TablesOptions:
+        """``s3tables://ARN?endpoint=...&region=...&profile=...`` (or ``s3tables:ARN``); an
+        unknown or repeated option is an error naming it (a typo must not mean the default)."""
+        scheme, _, rest = uri.partition(":")
+        if scheme.lower() != "s3tables":
+            raise ValidationError(f"{uri!r} is not an S3 Tables catalog URI: expected {_SHAPE}")
+        if rest.startswith("//"):
+            rest = rest[2:]
+        arn_text, _, query = rest.partition("?")
+        arn = unquote(arn_text).rstrip("/")
+        found = _ARN.match(arn)
+        if found is None:
+            raise ValidationError(
+                f"{uri!r} is not an S3 Tables catalog URI: expected {_SHAPE}, with options after "
+                f"'?' (one of {', '.join(S3TABLES_URI_OPTIONS)})"
+            )
+        given = uri_options(query, S3TABLES_URI_OPTIONS, uri)
+        options = dict(storage_options or {})
+
+        def setting(uri_key: str | None, *keys: str) -> str | None:
+            if uri_key is not None and uri_key in given:
+                return given[uri_key]
+            for key in keys:
+                if options.get(key) is not None and str(options[key]):
+                    return str(options[key])
+            return None
+
+        s3 = S3Options.from_storage_options(options)
+        return cls(
+            table_bucket_arn=arn,
+            endpoint_url=setting("endpoint", "s3tables.endpoint"),
+            # the bucket lives in the ARN's region: the S3 region applies to the files only
+            region=setting("region", "s3tables.region") or found.group("region"),
+            access_key_id=setting(None, "s3tables.access-key-id") or s3.access_key_id,
+            secret_access_key=setting(None, "s3tables.secret-access-key") or s3.secret_access_key,
+            session_token=setting(None, "s3tables.session-token") or s3.session_token,
+            profile=setting("profile", "s3tables.profile-name") or s3.profile,
+        )
+
+    def client_options(self) -> S3Options:
+        """The connection part, in the form the runtime's client cache takes."""
+        return S3Options(
+            endpoint_url=self.endpoint_url,
+            region=self.region,
+            access_key_id=self.access_key_id,
+            secret_access_key=self.secret_access_key,
+            session_token=self.session_token,
+            profile=self.profile,
+        )
+
+
+def check_name(kind: str, value: str) -> str:
+    """Refuse a name S3 Tables would refuse, saying its rule (the service's own message is
+    terser, and moto checks nothing)."""
+    if not _NAME.match(value) or value.startswith("aws"):
+        raise ValidationError(f"S3 Tables {kind} name {value!r} is not valid: it must be {_NAME_RULE}")
+    return value
+
+
+# -- calls ---------------------------------------------------------------------------------------
+class _Answer(Exception):
+    """S3 Tables answered with a definite error (a 4xx it did not apply); mapped by each
+    caller, never raised past this module."""
+
+    def __init__(self, method: str, code: str, message: str) -> None:
+        self.method = method
+        self.code = code
+        self.message = message
+        super().__init__(f"S3 Tables {method}: {code}: {message}")
+
+    def fallback(self, subject: str) -> IcebergError:
+        """The typed error for an answer the caller has no better meaning for."""
+        if self.code in {"BadRequestException", "ValidationException"}:
+            return ValidationError(f"{subject}: S3 Tables refused the request: {self.message}")
+        return StoreError(f"{subject}: S3 Tables {self.method} refused ({self.code}): {self.message}")
+
+
+class _S3Tables:
+    """S3 Tables calls on one table bucket through the runtime's shared client: reads
+    retried, writes sent once unless refused by throttling; every failure typed."""
+
+    def __init__(self, options: S3TablesOptions, runtime: Runtime) -> None:
+        self.options = options
+        self.arn = options.table_bucket_arn
+        self.runtime = runtime
+        self.connection = options.client_options()
+
+    async def client(self) -> Any:
+        try:
+            return await self.runtime.clients.get(self.connection, "s3tables", holder=self)
+        except Exception as exc:  # a missing profile, an unknown region: nothing was sent
+            raise StoreError(f"cannot create an S3 Tables client: {exc}") from exc
+
+    async def release(self) -> None:
+        await self.runtime.clients.release(self, self.connection, "s3tables")
+
+    async def _send(self, method: str, write: bool, kwargs: dict[str, Any]) -> dict[str, Any]:
+        import botocore.exceptions as bx
+
+        client = await self.client()
+        try:
+            response: dict[str, Any] = await getattr(client, method)(tableBucketARN=self.arn, **kwargs)
+            return response
+        except bx.ClientError as exc:
+            code, status = error_code(exc), http_status(exc)
+            if code in _THROTTLES or status == 429:
+                raise StoreError(f"S3 Tables {method}: {code}", retryable=True, throttled=True) from exc
+            if status >= 500 or not status:
+                if write:  # a server error may come after the change was applied
+                    raise WriteOutcomeUnknownError(f"S3 Tables {method}: {code} ({status})") from exc
+                raise StoreError(f"S3 Tables {method}: {code} ({status})", retryable=True) from exc
+            raise _Answer(method, code, error_message(exc)) from exc
+        except (bx.EndpointConnectionError, bx.ConnectTimeoutError) as exc:  # never sent
+            raise StoreError(f"S3 Tables {method}: {exc}", retryable=True) from exc
+        except (bx.NoCredentialsError, bx.PartialCredentialsError, bx.NoRegionError) as exc:
+            raise StoreError(f"S3 Tables {method}: {exc}") from exc
+        except bx.ParamValidationError as exc:
+            raise ValidationError(f"S3 Tables {method}: {exc}") from exc
+        except Exception as exc:  # no answer: the connection dropped, a timeout
+            if write:
+                raise WriteOutcomeUnknownError(f"S3 Tables {method}: no answer: {exc!r}") from exc
+            raise StoreError(f"S3 Tables {method}: {exc!r}", retryable=True) from exc
+
+    async def read(self, method: str, **kwargs: Any) -> dict[str, Any]:
+        return await retry(lambda: self._send(method, False, kwargs), _READS)
+
+    async def write(self, method: str, **kwargs: Any) -> dict[str, Any]:
+        """Sent again only after a throttling refusal; ``WriteOutcomeUnknownError`` when the
+        request may have been applied."""
+        return await retry(lambda: self._send(method, True, kwargs), _WRITES)
+
+    async def pages(self, method: str, key: str, **kwargs: Any) -> list[dict[str, Any]]:
+        """Every entry of a paged listing (``continuationToken``)."""
+        out: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            page = await self.read(method, **kwargs, **({"continuationToken": token} if token else {}))
+            out.extend(page.get(key, []))
+            token = page.get("continuationToken")
+            if not token:
+                return out
+
+    async def metadata_location(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """``{versionToken, metadataLocation, warehouseLocation}``; None for no such table."""
+        try:
+            return await self.read("get_table_metadata_location", namespace=namespace, name=name)
+        except _Answer as answer:
+            if answer.code == "NotFoundException":
+                return None
+            raise answer.fallback(f"s3tables table {namespace}.{name}") from None
+
+    def namespace_missing(self, namespace: str) -> NamespaceNotFoundError:
+        return NamespaceNotFoundError(
+            f"s3tables namespace {namespace!r} does not exist in table bucket {self.options.bucket!r}"
+        )
+
+
+# -- the pointer ---------------------------------------------------------------------------------
+class S3TablesPointer(MetadataPointer):
+    """One S3 Tables table's metadata location; the token is its version token.
+
+    ``reserved`` holds the version tokens of tables this catalog reserved with CreateTable
+    and has not yet given a metadata file (shared with the catalog, keyed by name).
+    """
+
+    def __init__(
+        self, service: _S3Tables, namespace: str, table: str, reserved: dict[tuple[str, str], str]
+    ) -> None:
+        self.service = service
+        self.namespace = namespace
+        self.table = table
+        self.reserved = reserved
+        self.name = f"s3tables table {namespace}.{table}"
+
+    def _where(self) -> dict[str, str]:
+        return {"namespace": self.namespace, "name": self.table}
+
+    async def read(self) -> Pointer | None:
+        found = await self.service.metadata_location(self.namespace, self.table)
+        if found is None:
+            return None
+        location = found.get("metadataLocation")
+        if not location:
+            raise TableNotFoundError(
+                f"{self.name} exists in S3 Tables without metadata: it is being created, or its "
+                "creation failed (drop it to reuse the name)"
+            )
+        return Pointer(str(location), found.get("versionToken"))
+
+    async def create(self, metadata_location: str, metadata: TableMetadata) -> Pointer:
+        """Give the table reserved by CreateTable its first metadata file."""
+        key = (self.namespace, self.table)
+        token = self.reserved.pop(key, None)
+        if token is None:
+            raise UnsupportedError(
+                f"{self.name}: S3 Tables tables are made with create_table, which has the service "
+                "assign their storage; an existing metadata file cannot be adopted"
+            )
+        try:
+            answer = await self.service.write(
+                "update_table_metadata_location",
+                **self._where(),
+                versionToken=token,
+                metadataLocation=metadata_location,
+            )
+        except _Answer as refused:
+            if refused.code == "ConflictException":  # another writer set it: not ours to undo
+                raise TableAlreadyExistsError(
+                    f"{self.name} was given metadata by another writer while being created"
+                ) from None
+            if refused.code == "NotFoundException":
+                raise TableNotFoundError(f"{self.name} was dropped while being created") from None
+            self.reserved[key] = token  # refused for good: the reservation may be undone
+            raise refused.fallback(self.name) from None
+        except WriteOutcomeUnknownError as exc:
+            return await self._settle_create(metadata_location, token, exc)
+        return Pointer(metadata_location, answer.get("versionToken"))
+
+    async def _settle_create(self, metadata_location: str, token: str, exc: StoreError) -> Pointer:
+        """The first UpdateTableMetadataLocation got no answer: ours if the table points at our
+        file; still without metadata, the request may yet be applied, so unknown."""
+        try:
+            found = await self.service.metadata_location(self.namespace, self.table)
+        except StoreError as again:
+            raise CommitStateUnknownError(
+                f"{self.name}: no answer to the first UpdateTableMetadataLocation ({exc}) and it "
+                f"cannot be read back ({again})"
+            ) from exc
+        if found is None:
+            raise TableNotFoundError(f"{self.name} was dropped while being created") from exc
+        if found.get("metadataLocation") == metadata_location:
+            return Pointer(metadata_location, found.get("versionToken"))
+        if found.get("metadataLocation"):
+            raise TableAlreadyExistsError(
+                f"{self.name} was given metadata by another writer while being created"
+            ) from exc
+        raise CommitStateUnknownError(
+            f"{self.name}: no answer to the first UpdateTableMetadataLocation ({exc}); the table "
+            f"has no metadata yet but the request may still be applied (if it stays so, drop it)"
+        ) from exc
+
+    async def swap(self, expected: Pointer, metadata_location: str, metadata: TableMetadata) -> Pointer:
+        token = expected.token
+        if token is None:  # no token kept from the load: read it, refusing a moved pointer
+            current = await self.read()
+            if current is None:
+                raise TableNotFoundError(f"{self.name} no longer exists")
+            if current.metadata_location != expected.metadata_location:
+                raise CommitFailedError(
+                    f"{self.name} moved on from {expected.metadata_location} to {current.metadata_location}"
+                )
+            token = current.token
+        try:
+            answer = await self.service.write(
+                "update_table_metadata_location",
+                **self._where(),
+                versionToken=token,
+                metadataLocation=metadata_location,
+            )
+        except _Answer as refused:
+            if refused.code == "ConflictException":
+                raise CommitFailedError(
+                    f"{self.name} moved on from {expected.metadata_location} (S3 Tables refused "
+                    f"its version token: {refused.message})"
+                ) from None
+            if refused.code == "NotFoundException":
+                raise TableNotFoundError(f"{self.name} no longer exists") from None
+            raise refused.fallback(self.name) from None
+        except WriteOutcomeUnknownError as exc:
+            raise CommitStateUnknownError(
+                f"{self.name}: no answer to UpdateTableMetadataLocation ({exc})"
+            ) from exc
+        return Pointer(metadata_location, answer.get("versionToken"))
+
+    async def delete(self) -> None:
+        """DeleteTable: S3 Tables deletes the table's files with it."""
+        try:
+            await self.service.write("delete_table", **self._where())
+        except _Answer as refused:
+            if refused.code == "NotFoundException":
+                raise TableNotFoundError(f"{self.name} does not exist") from None
+            raise refused.fallback(self.name) from None
+        except WriteOutcomeUnknownError as exc:
+            if await self.service.metadata_location(self.namespace, self.table) is not None:
+                raise StoreError(
+                    f"{self.name}: no answer to DeleteTable and the table is still there"
+                ) from exc
+
+
+# -- the catalog ---------------------------------------------------------------------------------
+class S3TablesCatalog(PointerCatalog):
+    """The tables of one S3 Tables table bucket:
+    ``aioiceberg.connect("s3tables://arn:aws:s3tables:REGION:ACCOUNT:bucket/NAME")``.
+
+    Namespaces are one level deep and carry no properties; the service places each table's
+    files, so there is no warehouse.
+    """
+
+    kind = "s3tables"
+
+    def __init__(
+        self,
+        options: S3TablesOptions,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        runtime: Runtime | None = None,
+    ) -> None:
+        # where tables go is the service's to say: the root is the bucket's URI, and memory://
+        # stands in for the FileIO a warehouse would have
+        super().__init__("memory://", storage_options=storage_options, runtime=runtime)
+        self.root = f"s3tables://{options.table_bucket_arn}"
+        self.options = options
+        self.service = _S3Tables(options, self.runtime)
+        self._reserved: dict[tuple[str, str], str] = {}
+
+    @classmethod
+    def from_uri(
+        cls,
+        uri: str,
+        *,
+        warehouse: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        runtime: Runtime | None = None,
+    ) -> S3TablesCatalog:
+        options = S3TablesOptions.from_uri(uri, storage_options)
+        if warehouse is not None:
+            raise ValidationError(
+                f"warehouse={warehouse!r}: S3 Tables places every table's files itself; "
+                f"connect to {uri!r} without a warehouse"
+            )
+        return cls(options, storage_options=storage_options, runtime=runtime)
+
+    async def _close_clients(self) -> None:
+        await self.service.release()
+
+    # -- names ---------------------------------------------------------------------------------
+    @staticmethod
+    def _namespace(namespace: str | Sequence[str]) -> str:
+        parts = identifier_parts(namespace, "namespace")
+        if len(parts) != 1:
+            raise ValidationError(
+                f"namespace {identifier_text(namespace)!r}: S3 Tables namespaces are one level deep"
+            )
+        return check_name("namespace", parts[0])
+
+    def _split(self, identifier: str | Sequence[str]) -> tuple[str, str]:
+        namespace, name = split_identifier(identifier)
+        if len(namespace) != 1:
+            raise ValidationError(
+                f"table identifier {identifier_text(identifier)!r}: S3 Tables tables are 'namespace.table'"
+            )
+        return check_name("namespace", namespace[0]), check_name("table", name)
+
+    def pointer(self, namespace: tuple[str, ...], name: str) -> S3TablesPointer:
+        return S3TablesPointer(self.service, *self._split((*namespace, name)), self._reserved)
+
+    async def new_table_location(self, namespace: tuple[str, ...], name: str) -> str:
+        """Reserve the name with CreateTable; the service answers with the table's storage."""
+        ns, table = self._split((*namespace, name))
+        subject = f"s3tables table {ns}.{table}"
+        try:
+            created = await self.service.write("create_table", namespace=ns, name=table, format="ICEBERG")
+        except _Answer as refused:
+            if refused.code == "ConflictException":
+                raise TableAlreadyExistsError(f"{subject} already exists") from None
+            if refused.code == "NotFoundException":
+                if "bucket" in refused.message.lower():
+                    raise StoreError(
+                        f"{subject}: {refused.message} ({self.options.table_bucket_arn})"
+                    ) from None
+                raise self.service.namespace_missing(ns) from None
+            raise refused.fallback(subject) from None
+        except WriteOutcomeUnknownError as exc:
+            raise CommitStateUnknownError(
+                f"{subject}: no answer to CreateTable ({exc}); the table may exist without metadata "
+                "(drop it, or create it again)"
+            ) from exc
+        self._reserved[(ns, table)] = str(created["versionToken"])
+        found = await self.service.metadata_location(ns, table)
+        if found is None or not found.get("warehouseLocation"):
+            raise StoreError(f"{subject}: S3 Tables assigned the new table no storage location")
+        return str(found["warehouseLocation"])
+
+    async def abandon_new_table(self, namespace: tuple[str, ...], name: str) -> None:
+        """Delete the reservation, with its version token: never a table another writer has
+        since given metadata."""
+        ns, table = self._split((*namespace, name))
+        token = self._reserved.pop((ns, table), None)
+        if token is None:
+            return
+        try:
+            await self.service.write("delete_table", namespace=ns, name=table, versionToken=token)
+        except _Answer:
+            return
+
+    # -- tables --------------------------------------------------------------------------------
+    async def table_exists(self, identifier: str | Sequence[str]) -> bool:
+        """False also for a table still without metadata (being created)."""
+        try:
+            return await super().table_exists(identifier)
+        except TableNotFoundError:
+            return False
+
+    async def register_table(self, identifier: str | Sequence[str], metadata_location: str) -> Table:
+        """S3 Tables has no register call: a table's metadata must lie in the storage the
+        service assigns when creating it, and an existing table's files name their own place."""
+        self._split(identifier)
+        raise UnsupportedError(
+            f"register_table({identifier_text(identifier)!r}, {metadata_location!r}): S3 Tables cannot "
+            "adopt an existing metadata file (it accepts only files inside the storage it assigns a "
+            "new table); create the table and append the data instead"
+        )
+
+    async def drop_table(self, identifier: str | Sequence[str], purge: bool = False) -> str | None:
+        """DeleteTable, with or without ``purge``: S3 Tables deletes the table's files with it,
+        so no metadata file is kept to register back (None)."""
+        ns, table = self._split(identifier)
+        await self.pointer((ns,), table).delete()
+        self._reserved.pop((ns, table), None)
+        return None
+
+    async def list_tables(self, namespace: str | Sequence[str]) -> list[str]:
+        ns = self._namespace(namespace)
+        try:
+            tables = await self.service.pages("list_tables", "tables", namespace=ns)
+        except _Answer as refused:
+            if refused.code == "NotFoundException":
+                raise self.service.namespace_missing(ns) from None
+            raise refused.fallback(f"s3tables namespace {ns!r}") from None
+        return sorted(f"{ns}.{t['name']}" for t in tables)
+
+    async def rename_table(
+        self, from_identifier: str | Sequence[str], to_identifier: str | Sequence[str]
+    ) -> Table:
+        """RenameTable: the table keeps its files, its storage and its version."""
+        source_ns, source = self._split(from_identifier)
+        target_ns, target = self._split(to_identifier)
+        subject = f"s3tables table {source_ns}.{source}"
+        kwargs: dict[str, str] = {}
+        if target_ns != source_ns:
+            kwargs["newNamespaceName"] = target_ns
+        if target != source:
+            kwargs["newName"] = target
+        if not kwargs:
+            raise ValidationError(f"rename of {subject} to itself")
+        try:
+            await self.service.write("rename_table", namespace=source_ns, name=source, **kwargs)
+        except _Answer as refused:
+            if refused.code == "ConflictException":
+                raise TableAlreadyExistsError(f"s3tables table {target_ns}.{target} already exists") from None
+            if refused.code == "NotFoundException":
+                if not await self.namespace_exists(target_ns):
+                    raise self.service.namespace_missing(target_ns) from None
+                raise TableNotFoundError(f"{subject} does not exist") from None
+            raise refused.fallback(subject) from None
+        except WriteOutcomeUnknownError as exc:
+            if await self.service.metadata_location(target_ns, target) is None:
+                raise StoreError(f"{subject}: no answer to RenameTable, and it has not been renamed") from exc
+        return await self.load_table((target_ns, target))
+
+    # -- namespaces ----------------------------------------------------------------------------
+    async def create_namespace(
+        self, namespace: str | Sequence[str], properties: Mapping[str, str] | None = None
+    ) -> None:
+        ns = self._namespace(namespace)
+        if properties:
+            raise UnsupportedError(
+                f"s3tables namespace {ns!r}: S3 Tables namespaces carry no properties "
+                f"(given {sorted(properties)})"
+            )
+        try:
+            await self.service.write("create_namespace", namespace=[ns])
+        except _Answer as refused:
+            if refused.code == "ConflictException":
+                raise NamespaceAlreadyExistsError(f"s3tables namespace {ns!r} already exists") from None
+            raise refused.fallback(f"s3tables namespace {ns!r}") from None
+        except WriteOutcomeUnknownError as exc:
+            if not await self.namespace_exists(ns):
+                raise StoreError(f"s3tables namespace {ns!r}: no answer to CreateNamespace") from exc
+
+    async def _get_namespace(self, ns: str) -> dict[str, Any]:
+        try:
+            return await self.service.read("get_namespace", namespace=ns)
+        except _Answer as refused:
+            if refused.code == "NotFoundException":
+                raise self.service.namespace_missing(ns) from None
+            raise refused.fallback(f"s3tables namespace {ns!r}") from None
+
+    async def namespace_exists(self, namespace: str | Sequence[str]) -> bool:
+        try:
+            await self._get_namespace(self._namespace(namespace))
+        except NamespaceNotFoundError:
+            return False
+        return True
+
+    async def list_namespaces(self, parent: str | Sequence[str] = ()) -> list[str]:
+        """Every namespace of the bucket; none lies below another (one level)."""
+        if parent:
+            await self._get_namespace(self._namespace(parent))
+            return []
+        try:
+            found = await self.service.pages("list_namespaces", "namespaces")
+        except _Answer as refused:
+            raise refused.fallback(f"table bucket {self.options.bucket!r}") from None
+        return sorted(".".join(n["namespace"]) for n in found)
+
+    async def load_namespace_properties(self, namespace: str | Sequence[str]) -> dict[str, str]:
+        """Always empty: S3 Tables namespaces carry no properties."""
+        await self._get_namespace(self._namespace(namespace))
+        return {}
+
+    async def update_namespace_properties(
+        self,
+        namespace: str | Sequence[str],
+        removals: Sequence[str] = (),
+        updates: Mapping[str, str] | None = None,
+    ) -> dict[str, str]:
+        """Refused when there is anything to change: S3 Tables namespaces carry no properties."""
+        ns = self._namespace(namespace)
+        if removals or updates:
+            raise UnsupportedError(
+                f"s3tables namespace {ns!r}: S3 Tables namespaces carry no properties to update"
+            )
+        return await self.load_namespace_properties(ns)
+
+    async def drop_namespace(self, namespace: str | Sequence[str]) -> None:
+        """Refused while the namespace holds any table (S3 Tables refuses too; moto does not)."""
+        ns = self._namespace(namespace)
+        try:
+            page = await self.service.read("list_tables", namespace=ns, maxTables=5)
+        except _Answer as refused:
+            if refused.code == "NotFoundException":
+                raise self.service.namespace_missing(ns) from None
+            raise refused.fallback(f"s3tables namespace {ns!r}") from None
+        tables = page.get("tables", [])
+        if tables:
+            names = ", ".join(f"{ns}.{t['name']}" for t in tables)
+            raise NamespaceNotEmptyError(f"s3tables namespace {ns!r} is not empty: it holds {names}")
+        try:
+            await self.service.write("delete_namespace", namespace=ns)
+        except _Answer as refused:
+            if refused.code == "NotFoundException":
+                raise self.service.namespace_missing(ns) from None
+            if refused.code == "ConflictException":
+                raise NamespaceNotEmptyError(
+                    f"s3tables namespace {ns!r} is not empty: {refused.message}"
+                ) from None
+            raise refused.fallback(f"s3tables namespace {ns!r}") from None
+        except WriteOutcomeUnknownError as exc:
+            if await self.namespace_exists(ns):
+                raise StoreError(f"s3tables namespace {ns!r}: no answer to DeleteNamespace") from exc
