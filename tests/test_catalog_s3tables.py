@@ -335,6 +335,7 @@ async def test_a_swap_without_an_answer_is_settled_by_reading_the_pointer_back(
         fault_proxy.configure(refuse_filter=_metadata_swap)
         with pytest.raises(CommitStateUnknownError, match="no answer to the swap"):
             await table.append(_rows([3]))
+        assert fault_proxy.stats.slowdowns == 1  # sent once: a 5xx write is never sent again
         fault_proxy.reset()
         after = await catalog.load_table("ns.t")
         assert after.metadata_location == reloaded.metadata_location

@@ -25,6 +25,7 @@ the credential chain); the region defaults to the ARN's. ``s3.*`` options reach 
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -483,9 +484,14 @@ class S3TablesCatalog(PointerCatalog):
                 "(drop it, or create it again)"
             ) from exc
         self._reserved[(ns, table)] = str(created["versionToken"])
-        found = await self.service.metadata_location(ns, table)
-        if found is None or not found.get("warehouseLocation"):
-            raise StoreError(f"{subject}: S3 Tables assigned the new table no storage location")
+        try:
+            found = await self.service.metadata_location(ns, table)
+            if found is None or not found.get("warehouseLocation"):
+                raise StoreError(f"{subject}: S3 Tables assigned the new table no storage location")
+        except BaseException:  # the caller undoes only what follows: give the name back here
+            with contextlib.suppress(StoreError):
+                await self.abandon_new_table(namespace, name)
+            raise
         return str(found["warehouseLocation"])
 
     async def abandon_new_table(self, namespace: tuple[str, ...], name: str) -> None:
