@@ -113,7 +113,8 @@ def _drive(root: str, lock: str | None, options: dict[str, Any], scratch: Path) 
             for line in lines[w.lines :]:
                 if b'"phase": "begin"' in line:
                     w.begun = now
-                    if run.kills < KILLS and rng.random() < 0.5:
+                    pending = sum(1 for other in live.values() if other.kill_at is not None)
+                    if run.kills + pending < KILLS and rng.random() < 0.5:
                         typical = sorted(durations)[len(durations) // 2]
                         w.kill_at = now + rng.uniform(0.0, 1.5 * typical)
                 elif b'"phase": "ack"' in line and w.begun is not None:
