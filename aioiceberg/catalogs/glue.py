@@ -45,9 +45,8 @@ from aioiceberg.errors import (
     ValidationError,
     WriteOutcomeUnknownError,
 )
-from aioiceberg.io.aws_errors import error_code, error_message, http_status
+from aioiceberg.io.aws_calls import AwsAnswer, AwsService
 from aioiceberg.io.s3_client import S3Options
-from aioiceberg.retrying import Backoff, retry
 from aioiceberg.spec.types import (
     BinaryType,
     BooleanType,
@@ -96,10 +95,6 @@ EXTERNAL_TABLE = "EXTERNAL_TABLE"
 LOCATION = "location"
 DESCRIPTION = "Description"
 
-_THROTTLES = {"ThrottlingException", "TooManyRequestsException", "RequestLimitExceeded"}
-_READS = Backoff("Glue call", base_delay_s=0.05, max_delay_s=2.0, max_attempts=8)
-# A write Glue refused by throttling was not applied: it may be sent again, a few times.
-_WRITES = Backoff("Glue write", base_delay_s=0.1, max_delay_s=2.0, max_attempts=5)
 
 # What GetTable returns that TableInput takes back (UpdateTable replaces the whole definition:
 # what is left out is lost, so another tool's settings are carried over).
@@ -208,77 +203,23 @@ def _configured_region(profile: str | None) -> str | None:
 
 
 # -- calls ---------------------------------------------------------------------------------------
-class _Answer(Exception):
-    """Glue answered with a definite error (a 4xx it did not apply); mapped by each caller,
-    never raised past this module."""
-
-    def __init__(self, method: str, code: str, message: str) -> None:
-        self.method = method
-        self.code = code
-        self.message = message
-        super().__init__(f"Glue {method}: {code}: {message}")
-
-    def fallback(self, subject: str) -> IcebergError:
-        """The typed error for an answer the caller has no better meaning for."""
-        if self.code == "InvalidInputException":
-            return ValidationError(f"{subject}: Glue refused the request: {self.message}")
-        return StoreError(f"{subject}: Glue {self.method} refused ({self.code}): {self.message}")
+_Answer = AwsAnswer
 
 
-class _Glue:
-    """Glue calls through the runtime's shared client: reads retried, writes sent once unless
-    Glue refused them by throttling; every failure typed."""
+class _Glue(AwsService):
+    """Glue calls through the runtime's shared client (with the catalog id, when given)."""
 
     def __init__(self, options: GlueOptions, runtime: Runtime) -> None:
+        fixed = {"CatalogId": options.catalog_id} if options.catalog_id else {}
+        super().__init__(
+            runtime,
+            options.client_options(),
+            service="glue",
+            label="Glue",
+            fixed=fixed,
+            invalid=frozenset({"InvalidInputException"}),
+        )
         self.options = options
-        self.runtime = runtime
-        self.connection = options.client_options()
-
-    async def client(self) -> Any:
-        try:
-            return await self.runtime.clients.get(self.connection, "glue", holder=self)
-        except Exception as exc:  # a missing profile, an unknown region: nothing was sent
-            raise StoreError(f"cannot create a Glue client: {exc}") from exc
-
-    async def release(self) -> None:
-        await self.runtime.clients.release(self, self.connection, "glue")
-
-    async def _send(self, method: str, write: bool, kwargs: dict[str, Any]) -> dict[str, Any]:
-        import botocore.exceptions as bx
-
-        client = await self.client()
-        if self.options.catalog_id:
-            kwargs = {"CatalogId": self.options.catalog_id, **kwargs}
-        try:
-            response: dict[str, Any] = await getattr(client, method)(**kwargs)
-            return response
-        except bx.ClientError as exc:
-            code, status = error_code(exc), http_status(exc)
-            if code in _THROTTLES:
-                raise StoreError(f"Glue {method}: {code}", retryable=True, throttled=True) from exc
-            if status >= 500 or not status:
-                if write:  # a server error may come after the change was applied
-                    raise WriteOutcomeUnknownError(f"Glue {method}: {code} ({status})") from exc
-                raise StoreError(f"Glue {method}: {code} ({status})", retryable=True) from exc
-            raise _Answer(method, code, error_message(exc)) from exc
-        except (bx.EndpointConnectionError, bx.ConnectTimeoutError) as exc:  # never sent
-            raise StoreError(f"Glue {method}: {exc}", retryable=True) from exc
-        except (bx.NoCredentialsError, bx.PartialCredentialsError, bx.NoRegionError) as exc:
-            raise StoreError(f"Glue {method}: {exc}") from exc
-        except bx.ParamValidationError as exc:
-            raise ValidationError(f"Glue {method}: {exc}") from exc
-        except Exception as exc:  # no answer: the connection dropped, a timeout
-            if write:
-                raise WriteOutcomeUnknownError(f"Glue {method}: no answer: {exc!r}") from exc
-            raise StoreError(f"Glue {method}: {exc!r}", retryable=True) from exc
-
-    async def read(self, method: str, **kwargs: Any) -> dict[str, Any]:
-        return await retry(lambda: self._send(method, False, kwargs), _READS)
-
-    async def write(self, method: str, **kwargs: Any) -> dict[str, Any]:
-        """Sent again only after a throttling refusal; ``WriteOutcomeUnknownError`` when the
-        request may have been applied."""
-        return await retry(lambda: self._send(method, True, kwargs), _WRITES)
 
     async def get_table(self, database: str, name: str) -> dict[str, Any] | None:
         try:

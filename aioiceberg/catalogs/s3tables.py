@@ -39,7 +39,6 @@ from aioiceberg.commit.protocols.pointer import MetadataPointer, Pointer
 from aioiceberg.errors import (
     CommitFailedError,
     CommitStateUnknownError,
-    IcebergError,
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
     NamespaceNotFoundError,
@@ -50,9 +49,8 @@ from aioiceberg.errors import (
     ValidationError,
     WriteOutcomeUnknownError,
 )
-from aioiceberg.io.aws_errors import error_code, error_message, http_status
+from aioiceberg.io.aws_calls import AwsAnswer, AwsService
 from aioiceberg.io.s3_client import S3Options
-from aioiceberg.retrying import Backoff, retry
 
 if TYPE_CHECKING:
     from aioiceberg.runtime import Runtime
@@ -80,11 +78,6 @@ _NAME_RULE = (
     "1 to 255 lowercase letters, digits and underscores, beginning and ending with a letter "
     "or digit, not starting with 'aws'"
 )
-
-_THROTTLES = {"TooManyRequestsException", "ThrottlingException", "SlowDown", "RequestLimitExceeded"}
-_READS = Backoff("S3 Tables call", base_delay_s=0.05, max_delay_s=2.0, max_attempts=8)
-# A write S3 Tables refused by throttling was not applied: it may be sent again, a few times.
-_WRITES = Backoff("S3 Tables write", base_delay_s=0.1, max_delay_s=2.0, max_attempts=5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,76 +159,22 @@ def check_name(kind: str, value: str) -> str:
 
 
 # -- calls ---------------------------------------------------------------------------------------
-class _Answer(Exception):
-    """S3 Tables answered with a definite error (a 4xx it did not apply); mapped by each
-    caller, never raised past this module."""
-
-    def __init__(self, method: str, code: str, message: str) -> None:
-        self.method = method
-        self.code = code
-        self.message = message
-        super().__init__(f"S3 Tables {method}: {code}: {message}")
-
-    def fallback(self, subject: str) -> IcebergError:
-        """The typed error for an answer the caller has no better meaning for."""
-        if self.code in {"BadRequestException", "ValidationException"}:
-            return ValidationError(f"{subject}: S3 Tables refused the request: {self.message}")
-        return StoreError(f"{subject}: S3 Tables {self.method} refused ({self.code}): {self.message}")
+_Answer = AwsAnswer
 
 
-class _S3Tables:
-    """S3 Tables calls on one table bucket through the runtime's shared client: reads
-    retried, writes sent once unless refused by throttling; every failure typed."""
+class _S3Tables(AwsService):
+    """S3 Tables calls on one table bucket through the runtime's shared client."""
 
     def __init__(self, options: S3TablesOptions, runtime: Runtime) -> None:
+        super().__init__(
+            runtime,
+            options.client_options(),
+            service="s3tables",
+            label="S3 Tables",
+            fixed={"tableBucketARN": options.table_bucket_arn},
+            invalid=frozenset({"BadRequestException", "ValidationException"}),
+        )
         self.options = options
-        self.arn = options.table_bucket_arn
-        self.runtime = runtime
-        self.connection = options.client_options()
-
-    async def client(self) -> Any:
-        try:
-            return await self.runtime.clients.get(self.connection, "s3tables", holder=self)
-        except Exception as exc:  # a missing profile, an unknown region: nothing was sent
-            raise StoreError(f"cannot create an S3 Tables client: {exc}") from exc
-
-    async def release(self) -> None:
-        await self.runtime.clients.release(self, self.connection, "s3tables")
-
-    async def _send(self, method: str, write: bool, kwargs: dict[str, Any]) -> dict[str, Any]:
-        import botocore.exceptions as bx
-
-        client = await self.client()
-        try:
-            response: dict[str, Any] = await getattr(client, method)(tableBucketARN=self.arn, **kwargs)
-            return response
-        except bx.ClientError as exc:
-            code, status = error_code(exc), http_status(exc)
-            if code in _THROTTLES or status == 429:
-                raise StoreError(f"S3 Tables {method}: {code}", retryable=True, throttled=True) from exc
-            if status >= 500 or not status:
-                if write:  # a server error may come after the change was applied
-                    raise WriteOutcomeUnknownError(f"S3 Tables {method}: {code} ({status})") from exc
-                raise StoreError(f"S3 Tables {method}: {code} ({status})", retryable=True) from exc
-            raise _Answer(method, code, error_message(exc)) from exc
-        except (bx.EndpointConnectionError, bx.ConnectTimeoutError) as exc:  # never sent
-            raise StoreError(f"S3 Tables {method}: {exc}", retryable=True) from exc
-        except (bx.NoCredentialsError, bx.PartialCredentialsError, bx.NoRegionError) as exc:
-            raise StoreError(f"S3 Tables {method}: {exc}") from exc
-        except bx.ParamValidationError as exc:
-            raise ValidationError(f"S3 Tables {method}: {exc}") from exc
-        except Exception as exc:  # no answer: the connection dropped, a timeout
-            if write:
-                raise WriteOutcomeUnknownError(f"S3 Tables {method}: no answer: {exc!r}") from exc
-            raise StoreError(f"S3 Tables {method}: {exc!r}", retryable=True) from exc
-
-    async def read(self, method: str, **kwargs: Any) -> dict[str, Any]:
-        return await retry(lambda: self._send(method, False, kwargs), _READS)
-
-    async def write(self, method: str, **kwargs: Any) -> dict[str, Any]:
-        """Sent again only after a throttling refusal; ``WriteOutcomeUnknownError`` when the
-        request may have been applied."""
-        return await retry(lambda: self._send(method, True, kwargs), _WRITES)
 
     async def pages(self, method: str, key: str, **kwargs: Any) -> list[dict[str, Any]]:
         """Every entry of a paged listing (``continuationToken``)."""
