@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from aioiceberg.catalogs.base import Catalog, identifier_parts, identifier_text
@@ -47,6 +47,7 @@ from aioiceberg.errors import (
 )
 from aioiceberg.io.base import FileIO
 from aioiceberg.io.resolve import resolve_io, scheme_of
+from aioiceberg.spec.metadata import TableMetadata
 from aioiceberg.spec.metadata_json import new_table_metadata, parse_table_metadata
 from aioiceberg.spec.partitioning import (
     PARTITION_DATA_ID_START,
@@ -71,6 +72,7 @@ __all__ = [
     "NamespaceNotEmptyError",
     "WarehouseCatalog",
     "connect",
+    "first_metadata",
     "load_table",
     "parse_partition_by",
     "to_schema",
@@ -121,6 +123,26 @@ def to_schema(schema: pa.Schema | Schema) -> Schema:
     from aioiceberg.spec.arrow import arrow_to_schema_assign_ids
 
     return arrow_to_schema_assign_ids(schema)
+
+
+def first_metadata(
+    schema: pa.Schema | Schema,
+    partition_by: Sequence[str] | PartitionSpec | None,
+    properties: Mapping[str, str] | None,
+    format_version: int,
+    sort_order: SortOrder,
+) -> Callable[[str], TableMetadata]:
+    """A new table's first metadata: checked now (schema, spec, property values), placed once
+    the catalog has chosen its location (a service may have to reserve it first)."""
+    iceberg_schema = to_schema(schema)
+    spec = parse_partition_by(partition_by, iceberg_schema)
+    check_property_values(properties or {})
+    props = dict(properties or {})
+
+    def place(location: str) -> TableMetadata:
+        return new_table_metadata(iceberg_schema, spec, sort_order, location, props, format_version)
+
+    return place
 
 
 def _root(root: str) -> str:
@@ -205,12 +227,7 @@ class WarehouseCatalog(Catalog):
     ) -> Table:
         """A new table (version 1); its namespace need not have been created first."""
         location = self.table_location(identifier)
-        iceberg_schema = to_schema(schema)
-        spec = parse_partition_by(partition_by, iceberg_schema)
-        check_property_values(properties or {})
-        metadata = new_table_metadata(
-            iceberg_schema, spec, sort_order, location, dict(properties or {}), format_version
-        )
+        metadata = first_metadata(schema, partition_by, properties, format_version, sort_order)(location)
         await self._refuse_leftovers(location)
         state = await self.protocol.create(location, metadata)
         return Table(_name(identifier), location, state, self.io, self.protocol)

@@ -16,8 +16,6 @@ from aioiceberg.catalogs.base import Catalog, identifier_parts, identifier_text
 from aioiceberg.commit.protocols.commit_point import CATALOG, CommitPoint
 from aioiceberg.commit.protocols.pointer import MetadataPointer, PointerProtocol
 from aioiceberg.errors import StoreError, TableNotFoundError, ValidationError
-from aioiceberg.spec.metadata_json import new_table_metadata
-from aioiceberg.spec.properties import check_property_values
 from aioiceberg.spec.sorting import UNSORTED, SortOrder
 from aioiceberg.table import Table
 
@@ -70,17 +68,13 @@ class PointerCatalog(Catalog):
         format_version: int = 2,
         sort_order: SortOrder = UNSORTED,
     ) -> Table:
-        from aioiceberg.catalog import parse_partition_by, to_schema
+        from aioiceberg.catalog import first_metadata
 
         namespace, name = split_identifier(identifier)
-        iceberg_schema = to_schema(schema)
-        spec = parse_partition_by(partition_by, iceberg_schema)
-        check_property_values(properties or {})
+        place = first_metadata(schema, partition_by, properties, format_version, sort_order)
         location = (await self.new_table_location(namespace, name)).rstrip("/")
         try:
-            metadata = new_table_metadata(
-                iceberg_schema, spec, sort_order, location, dict(properties or {}), format_version
-            )
+            metadata = place(location)
             protocol = self.protocol_for(namespace, name, location)
             state = await protocol.create(location, metadata)
         except BaseException:

@@ -46,8 +46,7 @@ from aioiceberg.io.base import FileIO
 from aioiceberg.io.resolve import resolve_io
 from aioiceberg.retrying import Backoff, retry
 from aioiceberg.spec.metadata import TableMetadata
-from aioiceberg.spec.metadata_json import new_table_metadata, table_metadata_from_dict
-from aioiceberg.spec.properties import check_property_values
+from aioiceberg.spec.metadata_json import table_metadata_from_dict
 from aioiceberg.spec.schema_json import partition_spec_to_json, schema_to_json, sort_order_to_json
 from aioiceberg.spec.sorting import UNSORTED, SortOrder
 from aioiceberg.table import Table
@@ -648,16 +647,13 @@ class RestCatalog(Catalog):
         sort_order: SortOrder = UNSORTED,
     ) -> Table:
         """A new table where the server puts it; ids are assigned fresh, as every engine does."""
-        from aioiceberg.catalog import parse_partition_by, to_schema
+        from aioiceberg.catalog import first_metadata
 
         namespace, name = _split_table(identifier)
-        iceberg_schema = to_schema(schema)
-        spec = parse_partition_by(partition_by, iceberg_schema)
-        check_property_values(properties or {})
         # fresh ids and checks (types for the format version) as for any new table; the
         # location is the server's to choose, so a placeholder stands in for it here
-        fresh = new_table_metadata(
-            iceberg_schema, spec, sort_order, f"{self.root}/{name}", {}, format_version
+        fresh = first_metadata(schema, partition_by, properties, format_version, sort_order)(
+            f"{self.root}/{name}"
         )
         body = {
             "name": name,
