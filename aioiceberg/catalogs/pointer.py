@@ -91,7 +91,7 @@ class PointerCatalog(Catalog):
             raise TableNotFoundError(f"{pointer.name} does not exist")
         io = self.io_for(found.metadata_location)
         protocol = PointerProtocol(io, pointer, CommitPoint(CATALOG, self.kind))
-        state = await protocol.load("")
+        state = await protocol.state_at(found)
         location = state.metadata.location
         if not protocol.accepts(state.metadata):
             from aioiceberg.commit.protocols.commit_point import commit_point_of
@@ -128,7 +128,7 @@ class PointerCatalog(Catalog):
                 self.io_for(found.metadata_location), pointer, CommitPoint(CATALOG, self.kind)
             )
             with contextlib.suppress(TableNotFoundError):
-                location = (await protocol.load("")).metadata.location
+                location = (await protocol.state_at(found)).metadata.location
         await pointer.delete()
         if purge and location:
             io = self.io_for(location)

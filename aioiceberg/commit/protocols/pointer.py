@@ -121,6 +121,10 @@ class PointerProtocol(CommitProtocol):
         pointer = await self.pointer.read()
         if pointer is None:
             raise TableNotFoundError(f"{self.pointer.name} does not exist")
+        return await self.state_at(pointer, since)
+
+    async def state_at(self, pointer: Pointer, since: TableState | None = None) -> TableState:
+        """The state ``pointer`` (just read from the catalog) names, without reading it again."""
         self._tokens[pointer.metadata_location] = pointer
         if since is not None and since.metadata_location == pointer.metadata_location:
             return since
