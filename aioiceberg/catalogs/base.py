@@ -59,9 +59,12 @@ class Catalog(abc.ABC):
         self,
         root: str,
         *,
+        files: str | None = None,
         storage_options: Mapping[str, Any] | None = None,
         runtime: Runtime | None = None,
     ) -> None:
+        """``files``: where the catalog's own FileIO points when ``root`` is not a store (a
+        service's URI names the catalog, and its tables' files live elsewhere)."""
         self.root = root
         self.storage_options = dict(storage_options or {})
         self._own_runtime = runtime is None
@@ -70,12 +73,7 @@ class Catalog(abc.ABC):
 
             runtime = Runtime()
         self.runtime = runtime
-        self.io = self._root_io()
-
-    def _root_io(self) -> FileIO:
-        """The FileIO for ``root``; a catalog whose root is a service's URL, not a store, picks
-        another (building one for an ``http://`` root would need fsspec, and reach nothing)."""
-        return resolve_io(self.root, self.storage_options, self.runtime)
+        self.io = resolve_io(root if files is None else files, self.storage_options, self.runtime)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.root!r})"

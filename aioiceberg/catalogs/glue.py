@@ -525,10 +525,13 @@ class GlueCatalog(PointerCatalog):
         uri: str = "glue://",
     ) -> None:
         self.warehouse = _warehouse(warehouse) if warehouse else None
-        # The catalog's own FileIO reaches its warehouse; without one, where tables go is each
-        # database's to say and the root is the URI (memory:// stands in for the unused FileIO).
-        super().__init__(self.warehouse or "memory://", storage_options=storage_options, runtime=runtime)
-        self.root = self.warehouse or uri
+        # without a warehouse, where tables go is each database's to say and the root is the URI
+        super().__init__(
+            self.warehouse or uri,
+            files=self.warehouse or "file:///",
+            storage_options=storage_options,
+            runtime=runtime,
+        )
         self.options = options or GlueOptions.from_uri("glue://", storage_options)
         self.glue = _Glue(self.options, self.runtime)
 

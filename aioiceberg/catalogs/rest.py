@@ -385,7 +385,10 @@ class RestCatalog(Catalog):
         runtime: Runtime | None = None,
     ) -> None:
         self.uri = uri
-        super().__init__(uri.base_url, storage_options=storage_options, runtime=runtime)
+        # the root is the service; a warehouse given as a storage location is where files go
+        warehouse = uri.warehouse
+        files = warehouse if warehouse is not None and "://" in warehouse else "file:///"
+        super().__init__(uri.base_url, files=files, storage_options=storage_options, runtime=runtime)
         headers = {
             "Content-Type": "application/json",
             "X-Iceberg-Access-Delegation": "vended-credentials",
@@ -428,12 +431,6 @@ class RestCatalog(Catalog):
 
     def __repr__(self) -> str:
         return f"RestCatalog({self.root!r})"
-
-    def _root_io(self) -> FileIO:
-        # the root is the service; a warehouse given as a storage location is where files go
-        warehouse = self.uri.warehouse
-        where = warehouse if warehouse is not None and "://" in warehouse else "file:///"
-        return resolve_io(where, self.storage_options, self.runtime)
 
     async def _close_clients(self) -> None:
         await self._sessions.close()

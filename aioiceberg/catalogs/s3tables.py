@@ -352,10 +352,13 @@ class S3TablesCatalog(PointerCatalog):
         storage_options: Mapping[str, Any] | None = None,
         runtime: Runtime | None = None,
     ) -> None:
-        # where tables go is the service's to say: the root is the bucket's URI, and memory://
-        # stands in for the FileIO a warehouse would have
-        super().__init__("memory://", storage_options=storage_options, runtime=runtime)
-        self.root = f"s3tables://{options.table_bucket_arn}"
+        # where tables go is the service's to say: the root is the bucket's URI
+        super().__init__(
+            f"s3tables://{options.table_bucket_arn}",
+            files="file:///",
+            storage_options=storage_options,
+            runtime=runtime,
+        )
         self.options = options
         self.service = _S3Tables(options, self.runtime)
         self._reserved: dict[tuple[str, str], str] = {}
