@@ -3,6 +3,7 @@
     import aioiceberg.spark
     aioiceberg.spark.register(spark)
     df = spark.read.format("aioiceberg").load("s3://bucket/warehouse/db/events")
+    df = aioiceberg.spark.read_table(spark, location)   # planned here, read by Spark's Parquet reader
     df.write.format("aioiceberg").mode("append").save("s3://bucket/warehouse/db/events")
     spark.readStream.format("aioiceberg").load(location)   # appended files, snapshot by snapshot
     stream.writeStream.format("aioiceberg").option("checkpointLocation", ck).start(location)
@@ -25,6 +26,7 @@ __all__ = [
     "caches_read_plan_per_relation",
     "group_tasks",
     "plan_partitions",
+    "read_table",
     "read_task_json",
     "read_tasks_json",
     "register",
@@ -61,6 +63,10 @@ def caches_read_plan_per_relation(spark: Any) -> bool:
 
 
 def __getattr__(name: str) -> Any:
+    if name == "read_table":
+        from aioiceberg.spark.dataframe import read_table
+
+        return read_table
     if name == "AioIcebergDataSource":
         from aioiceberg.spark.source import AioIcebergDataSource
 

@@ -71,6 +71,7 @@ __all__ = [
     "AioIcebergReader",
     "AioIcebergScanOnlySource",
     "AioIcebergWriter",
+    "read_partition",
     "spark_arrow_schema",
 ]
 
@@ -289,6 +290,23 @@ class AioIcebergDataSource(DataSource):
         return AioIcebergStreamWriter.for_source(self, schema, overwrite)
 
 
+def read_partition(
+    value: Mapping[str, Any], storage_options: Mapping[str, str], target: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """The rows of one planned partition (``tasks``, ``projected``, ``table_schema``,
+    ``name_mapping``), as Arrow batches of the Spark schema ``target``."""
+    mapping = value.get("name_mapping")
+    batches = read_tasks_json(
+        value["tasks"],
+        storage_options=storage_options,
+        projected_schema=schema_from_json(json.loads(value["projected"])),
+        table_schema=schema_from_json(json.loads(value["table_schema"])),
+        name_mapping=mapping if mapping else None,
+    )
+    for batch in batches:
+        yield pa.RecordBatch.from_arrays([batch.column(f.name).cast(f.type) for f in target], schema=target)
+
+
 class AioIcebergReader(DataSourceReader):
     """Plans in the planning worker (``partitions``) and reads task groups on executors (``read``).
 
@@ -344,19 +362,7 @@ class AioIcebergReader(DataSourceReader):
         value = partition.value
         if not value or not value.get("tasks"):
             return
-        mapping = value.get("name_mapping")
-        batches = read_tasks_json(
-            value["tasks"],
-            storage_options=self.options.storage_options,
-            projected_schema=schema_from_json(json.loads(value["projected"])),
-            table_schema=schema_from_json(json.loads(value["table_schema"])),
-            name_mapping=mapping if mapping else None,
-        )
-        target = self.arrow_schema
-        for batch in batches:
-            yield pa.RecordBatch.from_arrays(
-                [batch.column(f.name).cast(f.type) for f in target], schema=target
-            )
+        yield from read_partition(value, self.options.storage_options, self.arrow_schema)
 
 
 class AioIcebergPushdownReader(AioIcebergReader):
