@@ -138,11 +138,32 @@ def first_metadata(
     spec = parse_partition_by(partition_by, iceberg_schema)
     check_property_values(properties or {})
     props = dict(properties or {})
+    format_version = _requested_format_version(props, format_version)
 
     def place(location: str) -> TableMetadata:
         return new_table_metadata(iceberg_schema, spec, sort_order, location, props, format_version)
 
     return place
+
+
+FORMAT_VERSION_PROPERTY = "format-version"
+
+
+def _requested_format_version(props: dict[str, str], format_version: int) -> int:
+    """The ``format-version`` table property picks a new table's version, as in PyIceberg and
+    Java; it is reserved, so it is taken out of the stored properties."""
+    raw = props.pop(FORMAT_VERSION_PROPERTY, None)
+    if raw is None:
+        return format_version
+    try:
+        asked = int(raw)
+    except (TypeError, ValueError):
+        raise ValidationError(f"table property 'format-version' must be 1, 2 or 3, not {raw!r}") from None
+    if format_version not in (2, asked):  # 2 is the argument's default
+        raise ValidationError(
+            f"format_version={format_version} and table property 'format-version'={raw!r} disagree: give one"
+        )
+    return asked
 
 
 def _root(root: str) -> str:

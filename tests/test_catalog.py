@@ -213,3 +213,24 @@ async def test_drop_on_s3_leaves_only_what_is_documented(moto_endpoint: str) -> 
         assert not any(p.rsplit("/", 1)[-1].startswith("v") and "metadata.json" in p for p in left)
         assert any(p.startswith(f"{root}/db/a/data/") for p in left)
         assert await catalog.list_tables("db") == []
+
+
+@pytest.mark.anyio
+async def test_the_format_version_property_picks_the_version_and_is_not_stored(tmp_path: Path) -> None:
+    """As in PyIceberg and Java: ``format-version`` is a reserved property that chooses the version."""
+    catalog = aioiceberg.connect(str(tmp_path))
+    schema = pa.schema([("id", pa.int64())])
+    for version in (1, 3):
+        table = await catalog.create_table(
+            f"db.v{version}", schema=schema, properties={"format-version": str(version)}
+        )
+        reread = await aioiceberg.load_table(table.location)
+        assert reread.metadata.format_version == version
+        assert "format-version" not in reread.properties
+    with pytest.raises(ValidationError, match="'format-version' must be 1, 2 or 3, not 'x'"):
+        await catalog.create_table("db.bad", schema=schema, properties={"format-version": "x"})
+    with pytest.raises(ValidationError, match="disagree"):
+        await catalog.create_table(
+            "db.both", schema=schema, properties={"format-version": "1"}, format_version=3
+        )
+    assert sorted(await catalog.list_tables("db")) == ["db.v1", "db.v3"]  # nothing left of the refused ones

@@ -655,9 +655,9 @@ class RestCatalog(Catalog):
         body = {
             "name": name,
             "schema": schema_to_json(fresh.schema()),
-            "partition-spec": partition_spec_to_json(fresh.spec(), format_version),
+            "partition-spec": partition_spec_to_json(fresh.spec(), fresh.format_version),
             "write-order": sort_order_to_json(fresh.sort_order()),
-            "properties": {**(properties or {}), "format-version": str(format_version)},
+            "properties": {**fresh.properties, "format-version": str(fresh.format_version)},
             "stage-create": False,
         }
         what = f"REST table {'.'.join((*namespace, name))}"
