@@ -366,3 +366,32 @@ def aioiceberg_timestamp() -> Any:
     from aioiceberg.spec.types import TimestampType
 
     return TimestampType()
+
+
+def test_lists_maps_and_structs_inside_them_read_alike(spark: Any, tmp_path: Path) -> None:
+    item = pa.struct([("sku", pa.string()), ("qty", pa.int32())])
+    schema = pa.schema(
+        [("id", pa.int64()), ("items", pa.list_(item)), ("attrs", pa.map_(pa.string(), pa.int64()))]
+    )
+    table = sync.connect(str(tmp_path)).create_table("db.t", schema=schema)
+    table.append(
+        pa.Table.from_pylist(
+            [
+                {"id": 1, "items": [{"sku": "a", "qty": 1}, {"sku": "b", "qty": None}], "attrs": [("x", 1)]},
+                {"id": 2, "items": [], "attrs": []},
+                {"id": 3, "items": None, "attrs": None},
+            ],
+            schema=schema,
+        )
+    )
+    with table.update_schema() as u:
+        u.rename_column(("items", "element", "qty"), "quantity")
+        u.add_column(("items", "element", "note"), StringType())
+    rows = assert_reads_alike(spark, table)
+    assert len(rows) == 3
+    first = aioiceberg.spark.read_table(spark, table.location).where("id = 1").collect()[0]
+    assert [(i["sku"], i["quantity"], i["note"]) for i in first["items"]] == [
+        ("a", 1, None),
+        ("b", None, None),
+    ]
+    assert native_paths(aioiceberg.spark.read_table(spark, table.location)) == data_paths(table)
