@@ -395,3 +395,24 @@ def test_lists_maps_and_structs_inside_them_read_alike(spark: Any, tmp_path: Pat
         ("b", None, None),
     ]
     assert native_paths(aioiceberg.spark.read_table(spark, table.location)) == data_paths(table)
+
+
+def test_a_table_on_s3_is_read_through_aioiceberg_with_its_storage_options(
+    spark: Any, moto_endpoint: str
+) -> None:
+    import asyncio
+
+    from servers.backends import create_bucket
+    from servers.plugin import s3_storage_options
+
+    bucket = asyncio.run(create_bucket(moto_endpoint))
+    options = s3_storage_options(moto_endpoint)
+    schema = pa.schema([("id", pa.int64()), ("region", pa.string())])
+    table = sync.connect(f"s3://{bucket}/wh", storage_options=options).create_table(
+        "db.t", schema=schema, partition_by=["region"]
+    )
+    table.append(pa.table({"id": list(range(20)), "region": ["eu", "us"] * 10}, schema=schema))
+    df = aioiceberg.spark.read_table(spark, table.location, {**options, "filter": "region = 'us'"})
+    assert native_paths(df) == set()  # Spark here cannot reach s3:// itself
+    assert sorted(r["id"] for r in df.collect()) == list(range(1, 20, 2))
+    assert assert_reads_alike(spark, table, options) == canon([(i, ["eu", "us"][i % 2]) for i in range(20)])
