@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -454,6 +454,21 @@ def _check_rows(batch: pa.RecordBatch, expr: Any, names: Any, filter_text: str) 
         )
 
 
+async def _pulled(batches: Iterator[pa.RecordBatch]) -> AsyncIterator[pa.RecordBatch]:
+    """Spark's input batches, each awaited in a thread. Spark's iterator blocks until its next
+    batch arrives (from an upstream stage or UDF that may take minutes): called on the event
+    loop, it would hold up the encoding and uploads of the batches before it, so a task's
+    finished files would reach storage only when more input came, or at its end."""
+    import anyio.to_thread
+
+    end = object()
+    while True:
+        batch = await anyio.to_thread.run_sync(next, batches, end)
+        if batch is end:
+            return
+        yield batch
+
+
 class AioIcebergWriter(DataSourceArrowWriter):
     """Executors write data files; ``commit`` makes one snapshot; ``abort`` cleans up."""
 
@@ -466,7 +481,11 @@ class AioIcebergWriter(DataSourceArrowWriter):
         from aioiceberg.write import LocationProvider, write_data_files
 
         context = TaskContext.get()
-        task_id = context.partitionId() if context is not None else 0
+        # Spark's task attempt id, unique in the application (Java Iceberg's choice too): every
+        # attempt of a task writes files of its own. Named by partition, a retry rewrote the
+        # files of the attempt before it, and a speculative or zombie attempt could overwrite
+        # (or, failing, delete) the files of the attempt whose message was committed.
+        task_id = context.taskAttemptId() if context is not None else 0
         job = self.job
         if job.done_before:
             return AioIcebergCommitMessage([])
@@ -493,7 +512,7 @@ class AioIcebergWriter(DataSourceArrowWriter):
                 io,
                 schema,
                 spec,
-                batches,
+                _pulled(batches),
                 LocationProvider(job.location, job.properties, write_id=job.write_id),
                 job.properties,
                 cpu_workers=1,  # an executor's parallelism is Spark's tasks
