@@ -14,6 +14,7 @@ from .localstack import LocalStackServer, localstack_python
 from .moto import FAKE_CREDENTIALS, MotoServer
 from .proxy import FaultProxy
 from .rest import RestServer
+from .spark_cluster import SparkCluster
 
 logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
@@ -77,6 +78,16 @@ def localstack_server() -> Iterator[LocalStackServer]:
 @pytest.fixture(scope="session")
 def localstack_endpoint(localstack_server: LocalStackServer) -> str:
     return localstack_server.url
+
+
+@pytest.fixture(scope="module")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    """A Spark standalone master and two one-core workers on 127.0.0.1, from the pyspark
+    package; ``.master_url`` for a session (see ``spark_cluster.cluster_session``). Module-scoped:
+    one cluster per test module, stopped with its executors at the module's end."""
+    pytest.importorskip("pyspark")
+    with SparkCluster(tmp_path_factory.mktemp("spark-cluster")) as cluster:
+        yield cluster
 
 
 def s3_storage_options(endpoint: str) -> dict[str, str]:
