@@ -110,9 +110,9 @@ class SparkCluster:
             SPARK_NO_DAEMONIZE="1",
             SPARK_DAEMON_MEMORY="256m",
             PYSPARK_PYTHON=sys.executable,
-            # a port taken meanwhile fails the start (and it is retried) instead of moving
-            # a daemon to a port nobody waits on
-            # no REST submission server: its fixed port 6066 is one per machine
+            # a port taken meanwhile fails the start, with the log, instead of moving a daemon
+            # to a port nobody waits on (the master's start is retried on fresh ports); no REST
+            # submission server: its fixed port 6066 is one per machine
             SPARK_MASTER_OPTS="-Dspark.port.maxRetries=0 -Dspark.master.rest.enabled=false",
             SPARK_WORKER_OPTS="-Dspark.port.maxRetries=0",
         )
