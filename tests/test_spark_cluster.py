@@ -248,6 +248,27 @@ def file_attempt(location: str) -> int:
     return int(location.rsplit("/", 1)[1].split("-")[1])
 
 
+def test_read_table_on_the_cluster_local_files_by_spark_s3_files_by_executors(
+    spark: Any, moto_endpoint: str, tmp_path: Path
+) -> None:
+    """``read_table``: Spark's executors read the local files themselves, and the S3 table's files
+    through aioiceberg with the options given (the executors' environment names the other moto)."""
+    import aioiceberg.spark
+
+    local = sync.connect(str(tmp_path / "wh")).create_table("db.t", schema=SCHEMA, partition_by=["region"])
+    for k in range(2):
+        local.append(rows(k * 30, 30))
+    df = aioiceberg.spark.read_table(spark, local.location, {"filter": "region = 'us'"})
+    assert len(df.inputFiles()) == 2  # the us files, read by Spark's Parquet reader
+    assert spark_rows(df) == [r for r in sorted_rows(local.scan().to_arrow()) if r[1] == "us"]
+
+    table = s3_table(moto_endpoint)
+    options = s3_storage_options(moto_endpoint)
+    df = aioiceberg.spark.read_table(spark, table.location, options)
+    assert df.inputFiles() == []
+    assert spark_rows(df) == sorted_rows(table.scan().to_arrow())
+
+
 def test_a_write_survives_an_executor_killed_mid_write(
     spark: Any, moto_endpoint: str, tmp_path: Path
 ) -> None:
