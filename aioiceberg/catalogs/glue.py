@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from aioiceberg.catalogs.base import identifier_parts, identifier_text
 from aioiceberg.catalogs.pointer import PointerCatalog, split_identifier
-from aioiceberg.commit.protocols.commit_point import uri_options
+from aioiceberg.commit.protocols.commit_point import parse_boolean, uri_options
 from aioiceberg.commit.protocols.pointer import MetadataPointer, Pointer
 from aioiceberg.errors import (
     CommitFailedError,
@@ -46,7 +46,7 @@ from aioiceberg.errors import (
     WriteOutcomeUnknownError,
 )
 from aioiceberg.io.aws_calls import AwsAnswer, AwsService
-from aioiceberg.io.s3_client import S3Options
+from aioiceberg.io.aws_connection import AwsConnection, service_connection
 from aioiceberg.spec.types import (
     BinaryType,
     BooleanType,
@@ -84,8 +84,6 @@ GLUE_URI_OPTIONS = {
 }
 """The options a ``glue://?...`` URI may carry, with what each allows."""
 
-_BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
-
 # Parameters and types as PyIceberg 0.12 and Java's GlueCatalog write them.
 TABLE_TYPE = "table_type"
 ICEBERG = "ICEBERG"
@@ -118,16 +116,10 @@ _STORAGE_FIELDS = (
 _DATABASE_FIELDS = ("CreateTableDefaultPermissions", "TargetDatabase", "FederatedDatabase")
 
 
-@dataclass(frozen=True, slots=True)
-class GlueOptions:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GlueOptions(AwsConnection):
     """How to reach Glue; unset connection fields come from the standard AWS configuration."""
 
-    endpoint_url: str | None = None
-    region: str | None = None
-    access_key_id: str | None = None
-    secret_access_key: str | None = None
-    session_token: str | None = None
-    profile: str | None = None
     catalog_id: str | None = None
     skip_archive: bool = True
 
@@ -143,47 +135,28 @@ class GlueOptions:
             )
         given = uri_options(parts.query, GLUE_URI_OPTIONS, uri)
         options = dict(storage_options or {})
-
-        def setting(uri_key: str | None, *keys: str) -> str | None:
-            if uri_key is not None and uri_key in given:
-                return given[uri_key]
-            for key in keys:
-                if options.get(key) is not None and str(options[key]):
-                    return str(options[key])
-            return None
-
-        skip_text = setting("skip_archive", "glue.skip-archive")
+        skip_text = given.get("skip_archive") or options.get("glue.skip-archive")
         skip_archive = True
-        if skip_text is not None:
-            found = _BOOLEANS.get(skip_text.strip().lower())
+        if skip_text is not None and str(skip_text):
+            found = parse_boolean(str(skip_text))
             if found is None:
                 subject = f"{uri!r}: option" if "skip_archive" in given else "storage option"
                 key = "skip_archive" if "skip_archive" in given else "glue.skip-archive"
                 raise InvalidPropertyError(key, skip_text, GLUE_URI_OPTIONS["skip_archive"], subject=subject)
             skip_archive = found
-        s3 = S3Options.from_storage_options(options)
-        profile = setting("profile", "glue.profile-name") or s3.profile
-        region = setting("region", "glue.region") or s3.region or _configured_region(profile)
-        return cls(
-            endpoint_url=setting("endpoint", "glue.endpoint"),
-            region=region,
-            access_key_id=setting(None, "glue.access-key-id") or s3.access_key_id,
-            secret_access_key=setting(None, "glue.secret-access-key") or s3.secret_access_key,
-            session_token=setting(None, "glue.session-token") or s3.session_token,
-            profile=profile,
-            catalog_id=setting("catalog_id", "glue.id"),
-            skip_archive=skip_archive,
+        connection, s3 = service_connection(
+            "glue",
+            options,
+            endpoint=given.get("endpoint"),
+            region=given.get("region"),
+            profile=given.get("profile"),
         )
-
-    def client_options(self) -> S3Options:
-        """The connection part, in the form the runtime's client cache takes."""
-        return S3Options(
-            endpoint_url=self.endpoint_url,
-            region=self.region,
-            access_key_id=self.access_key_id,
-            secret_access_key=self.secret_access_key,
-            session_token=self.session_token,
-            profile=self.profile,
+        connection["region"] = connection["region"] or s3.region or _configured_region(connection["profile"])
+        catalog_id = given.get("catalog_id") or options.get("glue.id")
+        return cls(
+            **connection,
+            catalog_id=str(catalog_id) if catalog_id is not None and str(catalog_id) else None,
+            skip_archive=skip_archive,
         )
 
 

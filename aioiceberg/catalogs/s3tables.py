@@ -50,7 +50,7 @@ from aioiceberg.errors import (
     WriteOutcomeUnknownError,
 )
 from aioiceberg.io.aws_calls import AwsAnswer, AwsService
-from aioiceberg.io.s3_client import S3Options
+from aioiceberg.io.aws_connection import AwsConnection, service_connection
 
 if TYPE_CHECKING:
     from aioiceberg.runtime import Runtime
@@ -80,18 +80,12 @@ _NAME_RULE = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class S3TablesOptions:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class S3TablesOptions(AwsConnection):
     """Which table bucket, and how to reach S3 Tables; unset connection fields come from the
     standard AWS configuration."""
 
     table_bucket_arn: str
-    endpoint_url: str | None = None
-    region: str | None = None
-    access_key_id: str | None = None
-    secret_access_key: str | None = None
-    session_token: str | None = None
-    profile: str | None = None
 
     @property
     def bucket(self) -> str:
@@ -116,38 +110,16 @@ class S3TablesOptions:
                 f"'?' (one of {', '.join(S3TABLES_URI_OPTIONS)})"
             )
         given = uri_options(query, S3TABLES_URI_OPTIONS, uri)
-        options = dict(storage_options or {})
-
-        def setting(uri_key: str | None, *keys: str) -> str | None:
-            if uri_key is not None and uri_key in given:
-                return given[uri_key]
-            for key in keys:
-                if options.get(key) is not None and str(options[key]):
-                    return str(options[key])
-            return None
-
-        s3 = S3Options.from_storage_options(options)
-        return cls(
-            table_bucket_arn=arn,
-            endpoint_url=setting("endpoint", "s3tables.endpoint"),
-            # the bucket lives in the ARN's region: the S3 region applies to the files only
-            region=setting("region", "s3tables.region") or found.group("region"),
-            access_key_id=setting(None, "s3tables.access-key-id") or s3.access_key_id,
-            secret_access_key=setting(None, "s3tables.secret-access-key") or s3.secret_access_key,
-            session_token=setting(None, "s3tables.session-token") or s3.session_token,
-            profile=setting("profile", "s3tables.profile-name") or s3.profile,
+        connection, _ = service_connection(
+            "s3tables",
+            storage_options,
+            endpoint=given.get("endpoint"),
+            region=given.get("region"),
+            profile=given.get("profile"),
         )
-
-    def client_options(self) -> S3Options:
-        """The connection part, in the form the runtime's client cache takes."""
-        return S3Options(
-            endpoint_url=self.endpoint_url,
-            region=self.region,
-            access_key_id=self.access_key_id,
-            secret_access_key=self.secret_access_key,
-            session_token=self.session_token,
-            profile=self.profile,
-        )
+        # the bucket lives in the ARN's region: the S3 region applies to the files only
+        connection["region"] = connection["region"] or found.group("region")
+        return cls(table_bucket_arn=arn, **connection)
 
 
 def check_name(kind: str, value: str) -> str:

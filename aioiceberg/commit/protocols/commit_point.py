@@ -29,6 +29,7 @@ __all__ = [
     "CommitPoint",
     "DynamoDbUri",
     "commit_point_of",
+    "parse_boolean",
     "uri_options",
 ]
 
@@ -76,6 +77,12 @@ def uri_options(
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
+def parse_boolean(text: str) -> bool | None:
+    """``true``/``false`` (also ``1``/``0``, ``yes``/``no``, any case) as a URI option says it;
+    None for anything else, which the caller reports as the option's error."""
+    return _BOOLEANS.get(text.strip().lower())
+
+
 @dataclass(frozen=True, slots=True)
 class DynamoDbUri:
     """``dynamodb://TABLE?mode=lease&lease_ms=5000&create_table=false&endpoint=...&region=...``,
@@ -115,7 +122,7 @@ class DynamoDbUri:
             lease_ms = int(text)
         create_table = None
         if "create_table" in options:
-            create_table = _BOOLEANS.get(options["create_table"].lower())
+            create_table = parse_boolean(options["create_table"])
             if create_table is None:
                 raise bad("create_table")
         for key in ("endpoint", "region"):

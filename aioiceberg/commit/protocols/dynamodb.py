@@ -53,9 +53,9 @@ from aioiceberg.errors import (
     TableNotFoundError,
     WriteOutcomeUnknownError,
 )
+from aioiceberg.io.aws_connection import AwsConnection, service_connection
 from aioiceberg.io.aws_errors import error_code, http_status
 from aioiceberg.io.base import FileIO
-from aioiceberg.io.s3_client import S3Options
 from aioiceberg.retrying import Backoff, Retries, retry
 from aioiceberg.spec.metadata import TableMetadata
 from aioiceberg.spec.metadata_json import parse_table_metadata, serialize_table_metadata
@@ -80,17 +80,11 @@ _TABLE_ACTIVE = Backoff(
 _RESENDS = Backoff("DynamoDB commit item re-send", base_delay_s=0.05, max_delay_s=1.0, max_attempts=3)
 
 
-@dataclass(frozen=True, slots=True)
-class DynamoDbOptions:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DynamoDbOptions(AwsConnection):
     """Where the commit table lives; unset fields come from the standard AWS configuration."""
 
     table_name: str
-    endpoint_url: str | None = None
-    region: str | None = None
-    access_key_id: str | None = None
-    secret_access_key: str | None = None
-    session_token: str | None = None
-    profile: str | None = None
     create_table: bool = True
     mode: str = "commit"  # or "lease"
     lease_ms: int = 10_000
@@ -100,33 +94,19 @@ class DynamoDbOptions:
         """``dynamodb://TABLE?mode=lease&lease_ms=5000&create_table=false&endpoint=...``."""
         parsed = DynamoDbUri.parse(uri)
         options = dict(storage_options or {})
-        s3 = S3Options.from_storage_options(options)
-        endpoint = parsed.endpoint or options.get("dynamodb.endpoint")
+        connection, s3 = service_connection(
+            "dynamodb", options, endpoint=parsed.endpoint, region=parsed.region
+        )
+        connection["region"] = connection["region"] or s3.region
         create_table = parsed.create_table
         if create_table is None:
             create_table = str(options.get("dynamodb.create-table", "true")).lower() not in _NO
         return cls(
+            **connection,
             table_name=parsed.table,
-            endpoint_url=endpoint,
-            region=parsed.region or options.get("dynamodb.region") or s3.region,
-            access_key_id=options.get("dynamodb.access-key-id") or s3.access_key_id,
-            secret_access_key=options.get("dynamodb.secret-access-key") or s3.secret_access_key,
-            session_token=options.get("dynamodb.session-token") or s3.session_token,
-            profile=options.get("dynamodb.profile-name") or s3.profile,
             create_table=create_table,
             mode=parsed.mode,
             lease_ms=parsed.lease_ms if parsed.lease_ms is not None else 10_000,
-        )
-
-    def client_options(self) -> S3Options:
-        """The connection part, in the form the shared per-loop client cache takes."""
-        return S3Options(
-            endpoint_url=self.endpoint_url,
-            region=self.region,
-            access_key_id=self.access_key_id,
-            secret_access_key=self.secret_access_key,
-            session_token=self.session_token,
-            profile=self.profile,
         )
 
 
