@@ -201,6 +201,18 @@ class _Failure:
     commit: bool = False
 
 
+def _answer(status: int, data: bytes | None, what: str, failure: _Failure) -> Any:
+    """A reply's JSON (None when it has no body, or ``data`` is None: a HEAD), or its error."""
+    if not 200 <= status < 300:
+        raise _error(status, data or b"", what, failure)
+    if status == 204 or not data:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError as exc:
+        raise InvalidMetadataError(f"{what}: the server's answer is not JSON ({exc})") from exc
+
+
 def _error(status: int, data: bytes, what: str, failure: _Failure) -> IcebergError:
     """The typed error for a non-2xx answer, named by status and the body's ``type``."""
     message, kind = _error_body(data)
@@ -523,14 +535,7 @@ class RestCatalog(Catalog):
                 status, data = await self._exchange(method, url, params, None)
             except _Sent as exc:  # a read changes nothing: try again
                 raise StoreError(str(exc), retryable=True) from exc
-            if 200 <= status < 300:
-                if head or status == 204 or not data:
-                    return None
-                try:
-                    return json.loads(data)
-                except ValueError as exc:
-                    raise InvalidMetadataError(f"{what}: the server's answer is not JSON ({exc})") from exc
-            raise _error(status, data, what, failure)
+            return _answer(status, None if head else data, what, failure)
 
         return await retry(attempt, _READS)
 
@@ -575,14 +580,7 @@ class RestCatalog(Catalog):
             raise StoreError(
                 f"{what}: no answer ({exc}); it may have been applied: check before repeating it"
             ) from exc
-        if 200 <= status < 300:
-            if status == 204 or not data:
-                return None
-            try:
-                return json.loads(data)
-            except ValueError as exc:
-                raise InvalidMetadataError(f"{what}: the server's answer is not JSON ({exc})") from exc
-        raise _error(status, data, what, failure)
+        return _answer(status, data, what, failure)
 
     def _require(self, endpoint: str, what: str) -> None:
         if not self._offers(endpoint):
