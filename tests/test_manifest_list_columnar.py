@@ -1,0 +1,160 @@
+"""The columnar manifest-list reader builds exactly the rows fastavro's reader builds, or
+refuses (None) and leaves the list to it: on our lists (v1-v3), on PyIceberg's, on lists
+written with an Avro schema of their own (Java's v1 names, missing optional fields), and
+on damaged bytes."""
+
+from __future__ import annotations
+
+import io
+import random
+from typing import Any
+
+import fastavro
+import pytest
+from test_manifest import _local, pyiceberg_tables  # noqa: F401  (a fixture)
+
+from aioiceberg.errors import CorruptFileError
+from aioiceberg.spec.manifest import ManifestContent, ManifestFile, PartitionFieldSummary, write_manifest_list
+from aioiceberg.spec.manifest.columnar_list import decode_manifest_list, read_manifest_list_columnar
+from aioiceberg.spec.manifest.reader import read_manifest_list
+
+pytest.importorskip("polars")
+
+
+def _rows(n: int, version: int) -> list[ManifestFile]:
+    rng = random.Random(n * 10 + version)
+    out = []
+    for i in range(n):
+        summaries: tuple[PartitionFieldSummary, ...] | None = (
+            PartitionFieldSummary(False, None if i % 3 == 0 else False, i.to_bytes(4, "little"), None),
+            PartitionFieldSummary(i % 2 == 0, True, None, b"\xff" * (i % 5)),
+        )
+        if i % 7 == 0:
+            summaries = None
+        elif i % 11 == 0:
+            summaries = ()
+        deletes = version > 1 and i % 4 == 3
+        out.append(
+            ManifestFile(
+                f"s3://b/t/metadata/m{i}.avro",
+                1000 + rng.randrange(10**6),
+                i % 3,
+                ManifestContent.DELETES if deletes else ManifestContent.DATA,
+                None if version > 1 and i % 5 == 0 else i,
+                None if version > 1 and i % 5 == 0 else max(0, i - 2),
+                77 if i % 5 == 0 else 10 + i,
+                rng.randrange(100),
+                rng.randrange(100),
+                rng.randrange(3),
+                rng.randrange(10**9),
+                rng.randrange(10**9),
+                rng.randrange(10),
+                summaries,
+                b"km" if i % 13 == 0 else None,
+                None,
+            )
+        )
+    return out
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+@pytest.mark.parametrize("codec", ["deflate", "null"])
+def test_our_lists_read_the_same(version: int, codec: str) -> None:
+    data = write_manifest_list(_rows(300, version), version, 77, 76, 9, first_row_id=1000, codec=codec)  # type: ignore[arg-type]
+    want = read_manifest_list(data)
+    got = read_manifest_list_columnar(data)
+    assert got is not None and got == want
+    assert all(type(g) is ManifestFile for g in got)
+    assert decode_manifest_list(data) == want
+
+
+def test_short_lists_are_left_to_fastavro() -> None:
+    data = write_manifest_list(_rows(20, 2), 2, 77, 76, 9)
+    assert read_manifest_list_columnar(data) is None  # below min_rows: polars is not even imported
+    assert read_manifest_list_columnar(data, min_rows=0) == read_manifest_list(data)
+
+
+def test_pyiceberg_lists_read_the_same(pyiceberg_tables: list[Any]) -> None:  # noqa: F811
+    checked = 0
+    for table in pyiceberg_tables:
+        for snapshot in table.snapshots():
+            data = _local(snapshot.manifest_list).read_bytes()
+            got = read_manifest_list_columnar(data, min_rows=0)
+            assert got is not None
+            assert got == read_manifest_list(data)
+            checked += 1
+    assert checked > 0
+
+
+def _list_with_schema(
+    fields: list[dict[str, Any]], rows: list[dict[str, Any]], meta: dict[str, str]
+) -> bytes:
+    buf = io.BytesIO()
+    schema = {"type": "record", "name": "manifest_file", "fields": fields}
+    fastavro.writer(buf, fastavro.parse_schema(schema), rows, metadata=meta)
+    return buf.getvalue()
+
+
+BASE_FIELDS: list[dict[str, Any]] = [
+    {"name": "manifest_path", "type": "string"},
+    {"name": "manifest_length", "type": "long"},
+    {"name": "partition_spec_id", "type": "int"},
+    {"name": "added_snapshot_id", "type": ["null", "long"]},
+]
+
+
+def test_foreign_schemas_agree_or_refuse() -> None:
+    records = [
+        {"manifest_path": f"m{i}", "manifest_length": i, "partition_spec_id": 0, "added_snapshot_id": i}
+        for i in range(300)
+    ]
+    # a bare v1 list: no content, sequence numbers, counts or summaries
+    bare = _list_with_schema(BASE_FIELDS, records, {"format-version": "1"})
+    assert read_manifest_list_columnar(bare) == read_manifest_list(bare)
+    # Java's v1 names for the counts: a field this reader does not know is left to fastavro
+    java = _list_with_schema(
+        [*BASE_FIELDS, {"name": "added_data_files_count", "type": ["null", "int"]}],
+        [{**r, "added_data_files_count": 3} for r in records],
+        {"format-version": "1"},
+    )
+    assert read_manifest_list_columnar(java) is None
+    assert decode_manifest_list(java) == read_manifest_list(java)
+    # a known name with another type
+    odd = _list_with_schema(
+        [*BASE_FIELDS, {"name": "added_files_count", "type": "long"}],
+        [{**r, "added_files_count": 3} for r in records],
+        {"format-version": "2"},
+    )
+    assert read_manifest_list_columnar(odd) is None
+    # a content value outside its enum: refused here, reported by fastavro's reader
+    bad = _list_with_schema(
+        [*BASE_FIELDS, {"name": "content", "type": "int"}],
+        [{**r, "content": 5 if i == 150 else 0} for i, r in enumerate(records)],
+        {"format-version": "2"},
+    )
+    assert read_manifest_list_columnar(bad) is None
+    with pytest.raises(CorruptFileError):
+        decode_manifest_list(bad, "s3://b/list.avro")
+    # an unsupported format version
+    future = _list_with_schema(BASE_FIELDS, records, {"format-version": "9"})
+    assert read_manifest_list_columnar(future) is None
+
+
+def test_damaged_lists_raise_as_fastavro_says() -> None:
+    data = write_manifest_list(_rows(300, 2), 2, 77, 76, 9)
+    for cut in (len(data) // 2, len(data) - 5, 40):
+        damaged = data[:cut]
+        assert read_manifest_list_columnar(damaged) is None
+        with pytest.raises(CorruptFileError):
+            decode_manifest_list(damaged, "s3://b/list.avro")
+    flipped = bytearray(data)
+    flipped[len(data) // 2] ^= 0xFF
+    try:
+        want: list[ManifestFile] | BaseException = read_manifest_list(bytes(flipped))
+    except CorruptFileError as e:
+        want = e
+    got = read_manifest_list_columnar(bytes(flipped))
+    if isinstance(want, BaseException):
+        assert got is None
+    else:
+        assert got is None or got == want
