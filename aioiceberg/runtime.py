@@ -21,7 +21,7 @@ import os
 import sys
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Self
 
@@ -188,9 +188,13 @@ class Runtime:
             if warmed.is_set():
                 return
             warmed.set()
-        from aioiceberg.spec.manifest.columnar import warm_columnar
+        from aioiceberg.scan.decode import warm_columnar_decoder
 
-        warm_columnar()
+        # not a daemon: the interpreter waits for it at exit instead of tearing polars down
+        # mid-call, which aborted processes that ended right after a small plan (SIGABRT)
+        threading.Thread(
+            target=_warm_quietly, args=(warm_columnar_decoder,), name="aioiceberg-columnar-warm"
+        ).start()
 
     def dynamodb_lock(self) -> asyncio.Lock:
         return self._dynamodb_locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
@@ -248,3 +252,10 @@ def default_runtime() -> Runtime:
             if not _DEFAULT:
                 _DEFAULT.append(Runtime())
     return _DEFAULT[0]
+
+
+def _warm_quietly(warm: Callable[[], None]) -> None:
+    try:
+        warm()
+    except Exception:  # only a warm-up: the real decode reports its own failures
+        pass

@@ -19,7 +19,6 @@ import dataclasses
 import functools
 import importlib.util
 import io
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import repeat
@@ -45,7 +44,6 @@ __all__ = [
     "frozen_builder",
     "open_columnar",
     "open_columnar_batch",
-    "warm_columnar",
 ]
 
 _T = TypeVar("_T")
@@ -59,30 +57,6 @@ def _polars() -> Any:
     except ImportError:  # pragma: no cover - polars is a dependency
         return None
     return polars
-
-
-def warm_columnar() -> None:
-    """Import polars and make its first Avro decode in a thread of its own.
-
-    polars' first ``read_avro(...).to_arrow()`` costs ~20 ms beyond the import (lazy set-up
-    on its side); a plan that will batch-decode starts this while it fetches, so its first
-    batch does not pay it. The runtime calls it once per process.
-    """
-
-    def warm() -> None:
-        import fastavro
-
-        buf = io.BytesIO()
-        schema = {"type": "record", "name": "warm", "fields": [{"name": "a", "type": "long"}]}
-        fastavro.writer(buf, schema, [{"a": 1}])
-        try:
-            _to_arrow(buf.getvalue())
-        except Exception:  # only a warm-up: the real decode reports its own failures
-            pass
-
-    # not a daemon: the interpreter waits for it at exit instead of tearing polars down
-    # mid-call, which aborted processes that ended right after a small plan (SIGABRT)
-    threading.Thread(target=warm, name="aioiceberg-columnar-warm", daemon=False).start()
 
 
 _STATUS = {s.value: s for s in ManifestEntryStatus}
@@ -191,11 +165,11 @@ def _one_array(column: pa.ChunkedArray) -> pa.Array:
 
 @dataclass(frozen=True, slots=True)
 class BoundColumn:
-    """One field's lower or upper bound per row, for vectorised pruning.
+    """One field's lower or upper bound (or one of its counts) per row, for vectorised pruning.
 
-    ``values`` holds the little-endian integer where ``state`` is 1; ``state`` is 0 where
-    the row has no bound for the field and 2 where it has one that is not of the expected
-    width (or is repeated), which a pruner must treat as "cannot tell".
+    ``values`` holds the little-endian integer (the count) where ``state`` is 1; ``state``
+    is 0 where the row has none for the field and 2 where it has one that is not of the
+    expected width (or is null, or repeated), which a pruner must treat as "cannot tell".
     """
 
     values: np.ndarray[Any, np.dtype[np.int64]]
@@ -346,6 +320,34 @@ class ColumnarManifest:
             state[at[ok]] = 1
         uniq, counts = np.unique(at, return_counts=True)
         if (counts > 1).any():  # a repeated key: leave it to the exact path
+            state[uniq[counts > 1]] = 2
+        return BoundColumn(values, state)
+
+    def count_column(self, name: str, field_id: int, rows: np.ndarray[Any, Any]) -> BoundColumn:
+        """``field_id``'s count in the map column ``name`` (``value_counts``,
+        ``null_value_counts``, ``nan_value_counts``) of ``rows``: state 1 where the row has
+        one, 0 where it has none, 2 where it is null or repeated."""
+        n = len(rows)
+        values = np.zeros(n, dtype=np.int64)
+        state = np.zeros(n, dtype=np.int8)
+        found = self._items(name, frozenset({field_id}))
+        if found is None or n == 0:
+            return BoundColumn(values, state)
+        parents, _, raw = found
+        at = self._positions(rows)[parents]
+        keep = at >= 0
+        at = at[keep]
+        raw = [v for v, k in zip(raw, keep.tolist(), strict=True) if k]
+        if len(at) == 0:
+            return BoundColumn(values, state)
+        state[at] = 2
+        ok = np.fromiter((isinstance(v, int) for v in raw), dtype=bool, count=len(raw))
+        if ok.any():
+            good = [v for v, k in zip(raw, ok.tolist(), strict=True) if k]
+            values[at[ok]] = np.fromiter(good, dtype=np.int64, count=len(good))
+            state[at[ok]] = 1
+        uniq, counts = np.unique(at, return_counts=True)
+        if (counts > 1).any():
             state[uniq[counts > 1]] = 2
         return BoundColumn(values, state)
 
