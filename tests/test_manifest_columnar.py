@@ -27,8 +27,9 @@ from test_manifest import (
 )
 
 from aioiceberg.errors import CorruptFileError, InvalidMetadataError
-from aioiceberg.expressions import bind, parse, rewrite_not
+from aioiceberg.expressions import InclusiveMetricsEvaluator, bind, parse, rewrite_not
 from aioiceberg.expressions.tree import AlwaysTrue, Expression
+from aioiceberg.scan.columnar import certain
 from aioiceberg.scan.decode import PruneContext, decode_and_prune
 from aioiceberg.spec.manifest import (
     DataFile,
@@ -250,14 +251,15 @@ def _awkward_files() -> list[DataFile]:
     long_b = lambda v: to_bytes(v, LongType())  # noqa: E731
     int_b = lambda v: to_bytes(v, IntegerType())  # noqa: E731
     out: list[DataFile] = []
-    for k in range(40):
+    for k in range(48):
         lo, hi = k * 10, k * 10 + 9
         lower: dict[int, bytes] = {1: long_b(lo), 2: long_b(lo * 1000), 3: int_b(lo), 4: f"a{k:03d}".encode()}
         upper: dict[int, bytes] = {1: long_b(hi), 2: long_b(hi * 1000), 3: int_b(hi), 4: f"b{k:03d}".encode()}
         values = {1: 10, 2: 10, 3: 10, 4: 10, 5: 10}
         nulls = {1: 0, 2: 0, 3: 0, 4: 0, 5: 0}
+        nans = {5: 1 if k % 12 == 7 else 0}
         record_count = 10
-        kind = k % 8
+        kind = k % 12
         if kind == 1:
             lower[1] = int_b(lo)  # a 4-byte bound of a long (promoted int): not readable in bulk
         elif kind == 2:
@@ -270,6 +272,15 @@ def _awkward_files() -> list[DataFile]:
             upper[1] = b"\x01"  # an undecodable bound
         elif kind == 6:
             record_count = 0
+        elif kind == 8:
+            nans[1] = 10  # NaNs only (a count the spec reserves for floats): dropped too
+        elif kind == 9:
+            del nulls[1]  # no null count: not "nulls only"
+        elif kind == 10:
+            del values[1]  # no value count, every row null: not "nulls only" either
+            nulls[1] = 10
+        elif kind == 11:
+            values[1], nulls[1] = 0, 0  # a zero value count is falsy in the evaluator
         partition = (k % 4, 19000 + k % 3)
         out.append(
             DataFile(
@@ -281,7 +292,7 @@ def _awkward_files() -> list[DataFile]:
                 100,
                 value_counts=values,
                 null_value_counts=nulls,
-                nan_value_counts={5: 1 if kind == 7 else 0},
+                nan_value_counts=nans,
                 lower_bounds=lower,
                 upper_bounds=upper,
             )
@@ -328,6 +339,28 @@ def test_columnar_pruning_keeps_exactly_what_the_evaluators_keep(text: str) -> N
     want = _decode(data, expr, columnar=False)
     got = _decode(data, expr, columnar=True)
     assert got == want
+
+
+@pytest.mark.parametrize("text", PRUNE_FILTERS)
+def test_rows_certain_to_match_are_rows_the_evaluator_keeps(text: str) -> None:
+    """``certain`` lets rows skip the evaluator: each one it marks, the evaluator keeps."""
+    files = _awkward_files()
+    entries = [ManifestEntry(ManifestEntryStatus.ADDED, None, None, None, f) for f in files]
+    data, _ = write_manifest(entries, PRUNE_SPEC, PRUNE_SCHEMA, 2, 77, manifest_path=LOCATION)
+    cm = open_columnar(data)
+    assert cm is not None
+    expr = parse(text) if text else AlwaysTrue()
+    evaluator = InclusiveMetricsEvaluator(PRUNE_SCHEMA, rewrite_not(bind(PRUNE_SCHEMA, expr)))
+    sure = certain(evaluator.expr, cm, cm.rows).tolist()
+    decoded = cm.entries(cm.rows)
+    assert [e.data_file for e in decoded] == files
+    for entry, marked in zip(decoded, sure, strict=True):
+        if marked:
+            assert evaluator.eval(entry.data_file), entry.data_file.file_path
+    if text in ("", "id >= 200 AND id < 230", "id <= 49 OR id > 380", "NOT (id < 100)"):
+        assert any(sure)  # the fast path is taken where bounds decide
+    if text in ("s < 'a010'", "x > 1.5", "id IS NULL", "false"):
+        assert not any(sure)  # predicates it does not read are left to the evaluator
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,7 +6,10 @@ inclusive metrics evaluator runs on every row that survives a vectorised prefilt
 prefilter only drops a row when the evaluator would too: it reads integer-like bounds
 (int, long, date, time, timestamps) of simple comparisons from the bound columns in
 bulk, and treats anything it cannot read exactly (a missing or oddly sized bound, a
-repeated key, a negative record count, any other predicate) as "may match".
+repeated key, a negative record count, any other predicate) as "may match". Its mirror,
+:func:`certain`, reads the same bounds plus the value, null and NaN counts to find the rows
+the evaluator surely keeps, so the evaluator runs only on the rest (most rows of a
+selective plan pass every bound and cost ~9 us each in the evaluator).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from aioiceberg.spec.types import (
     TimeType,
 )
 
-__all__ = ["Pruned", "prefilter", "prune_columnar", "prune_rows"]
+__all__ = ["Pruned", "certain", "prefilter", "prune_columnar", "prune_rows"]
 
 _COMPARISONS = UPPER_LIMIT_OPS | LOWER_LIMIT_OPS
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -117,6 +120,82 @@ class _Prefilter(BooleanExpressionVisitor["np.ndarray[Any, Any]"]):
         return out
 
 
+class _Certain(_Prefilter):
+    """Per row: does the evaluator surely keep it? Only where every predicate it must pass
+    is an integer-like comparison whose counts and bounds are read exactly (anything else
+    is "not sure", and the row goes to the evaluator)."""
+
+    __slots__ = ("_counts",)
+
+    def __init__(self, cm: ColumnarManifest, rows: np.ndarray[Any, Any]) -> None:
+        super().__init__(cm, rows)
+        self._counts: dict[tuple[str, int], BoundColumn] = {}
+
+    def _count(self, name: str, fid: int) -> BoundColumn:
+        found = self._counts.get((name, fid))
+        if found is None:
+            found = self._counts[(name, fid)] = self._cm.count_column(name, fid, self._rows)
+        return found
+
+    def _not_sure(self) -> np.ndarray[Any, Any]:
+        return np.zeros(self._n, dtype=bool)
+
+    def visit_true(self) -> np.ndarray[Any, Any]:
+        return self._may()
+
+    def visit_false(self) -> np.ndarray[Any, Any]:
+        return self._not_sure()
+
+    def visit_not(self, child: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        return self._not_sure()
+
+    def _only(self, name: str, fid: int, values: BoundColumn) -> np.ndarray[Any, Any]:
+        """Rows where ``_Stats.nulls_only`` / ``nans_only`` may hold (or cannot be read)."""
+        other = self._count(name, fid)
+        unreadable = (values.state == 2) | (other.state == 2)
+        both = (values.state == 1) & (other.state == 1)
+        only = both & (values.values != 0) & (values.values == other.values)
+        out: np.ndarray[Any, Any] = unreadable | only
+        return out
+
+    def visit_predicate(self, pred: Predicate) -> np.ndarray[Any, Any]:
+        op = pred.op
+        if op not in _COMPARISONS or not isinstance(pred, LiteralPredicate):
+            return self._not_sure()
+        ref = pred.ref
+        width = _width(ref.type)
+        v = pred.value
+        if (
+            width is None
+            or not isinstance(v, int)
+            or isinstance(v, bool)
+            or not _INT64_MIN <= v <= _INT64_MAX
+        ):
+            return self._not_sure()
+        fid = ref.field_id
+        counts = self._count("value_counts", fid)
+        sure: np.ndarray[Any, Any] = ~(
+            self._only("null_value_counts", fid, counts) | self._only("nan_value_counts", fid, counts)
+        )
+        if op in UPPER_LIMIT_OPS:
+            lo = self._bound(fid, False, width)
+            refuted = (lo.values >= v) if op is Op.LT else (lo.values > v)
+            sure &= (lo.state == 0) | ((lo.state == 1) & ~refuted)
+        if op in LOWER_LIMIT_OPS:
+            hi = self._bound(fid, True, width)
+            refuted = (hi.values <= v) if op is Op.GT else (hi.values < v)
+            sure &= (hi.state == 0) | ((hi.state == 1) & ~refuted)
+        return sure
+
+
+def certain(expr: Expression, cm: ColumnarManifest, rows: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Per row of ``rows``: True only where the inclusive metrics evaluator says True."""
+    sure: np.ndarray[Any, Any] = visit(expr, _Certain(cm, rows))
+    if sure.any():
+        sure &= cm.record_counts(rows) > 0  # empty files and unknown sizes: the evaluator's call
+    return sure
+
+
 def prefilter(expr: Expression, cm: ColumnarManifest, rows: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """Per row of ``rows``: False only where the inclusive metrics evaluator says False."""
     may = visit(expr, _Prefilter(cm, rows))
@@ -170,6 +249,11 @@ def prune_rows(
     dropped_metrics = rows[~may]
     rows = rows[may]
     candidates = cm.entries(rows)
-    verdicts = np.fromiter((metrics.eval(e.data_file) for e in candidates), dtype=bool, count=len(candidates))
+    sure = certain(metrics.expr, cm, rows).tolist() if len(rows) else []
+    verdicts = np.fromiter(
+        (s or metrics.eval(e.data_file) for e, s in zip(candidates, sure, strict=True)),
+        dtype=bool,
+        count=len(candidates),
+    )
     kept = [e for e, ok in zip(candidates, verdicts.tolist(), strict=True) if ok]
     return Pruned(kept, rows[verdicts], dropped_part, np.concatenate([dropped_metrics, rows[~verdicts]]))
