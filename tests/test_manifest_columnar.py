@@ -541,3 +541,24 @@ def dataclasses_replace(mf: ManifestFile, **changes: Any) -> ManifestFile:
     import dataclasses
 
     return dataclasses.replace(mf, **changes)
+
+
+def test_the_columnar_warm_up_decodes_through_the_columnar_path() -> None:
+    """The runtime runs it in a thread and swallows its errors (a warm-up must not fail a
+    plan), so a warm-up broken by a later change would go unnoticed but for this test."""
+    from aioiceberg.scan import decode
+
+    seen: list[bool] = []
+    real = decode._decode_group
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        out = real(*args, **kwargs)
+        seen.append(out is not None and all(r.columnar for r in out))
+        return out
+
+    decode._decode_group = spy  # type: ignore[assignment]
+    try:
+        decode.warm_columnar_decoder()
+    finally:
+        decode._decode_group = real  # type: ignore[assignment]
+    assert seen == [True]
