@@ -23,6 +23,7 @@ from aioiceberg.expressions import InclusiveMetricsEvaluator, PartitionEvaluator
 from aioiceberg.expressions.tree import (
     LOWER_LIMIT_OPS,
     UPPER_LIMIT_OPS,
+    BoundReference,
     Expression,
     LiteralPredicate,
     Op,
@@ -53,6 +54,19 @@ def _width(t: PrimitiveType) -> int | None:
     if isinstance(t, IntegerType | DateType):
         return 4
     return None
+
+
+def _int_comparison(pred: Predicate) -> tuple[Op, BoundReference, int, int] | None:
+    """(op, reference, bound width, literal) of a comparison whose bounds are read in bulk:
+    ``<, <=, >, >=, =`` of an integer-like column with an int64 literal; else None."""
+    op = pred.op
+    if op not in _COMPARISONS or not isinstance(pred, LiteralPredicate):
+        return None
+    width = _width(pred.ref.type)
+    v = pred.value
+    if width is None or not isinstance(v, int) or isinstance(v, bool) or not _INT64_MIN <= v <= _INT64_MAX:
+        return None
+    return op, pred.ref, width, v
 
 
 class _Prefilter(BooleanExpressionVisitor["np.ndarray[Any, Any]"]):
@@ -92,19 +106,10 @@ class _Prefilter(BooleanExpressionVisitor["np.ndarray[Any, Any]"]):
         return out
 
     def visit_predicate(self, pred: Predicate) -> np.ndarray[Any, Any]:
-        op = pred.op
-        if op not in _COMPARISONS or not isinstance(pred, LiteralPredicate):
+        readable = _int_comparison(pred)
+        if readable is None:
             return self._may()
-        ref = pred.ref
-        width = _width(ref.type)
-        v = pred.value
-        if (
-            width is None
-            or not isinstance(v, int)
-            or isinstance(v, bool)
-            or not _INT64_MIN <= v <= _INT64_MAX
-        ):
-            return self._may()
+        op, ref, width, v = readable
         n = self._n
         drop = np.zeros(n, dtype=bool)
         opaque = np.zeros(n, dtype=bool)
@@ -159,19 +164,10 @@ class _Certain(_Prefilter):
         return out
 
     def visit_predicate(self, pred: Predicate) -> np.ndarray[Any, Any]:
-        op = pred.op
-        if op not in _COMPARISONS or not isinstance(pred, LiteralPredicate):
+        readable = _int_comparison(pred)
+        if readable is None:
             return self._not_sure()
-        ref = pred.ref
-        width = _width(ref.type)
-        v = pred.value
-        if (
-            width is None
-            or not isinstance(v, int)
-            or isinstance(v, bool)
-            or not _INT64_MIN <= v <= _INT64_MAX
-        ):
-            return self._not_sure()
+        op, ref, width, v = readable
         fid = ref.field_id
         counts = self._count("value_counts", fid)
         sure: np.ndarray[Any, Any] = ~(

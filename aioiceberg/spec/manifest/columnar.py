@@ -297,36 +297,35 @@ class ColumnarManifest:
 
     def bound_column(self, field_id: int, upper: bool, width: int, rows: np.ndarray[Any, Any]) -> BoundColumn:
         """``field_id``'s lower (or upper) bound of ``rows`` as integers of ``width`` bytes."""
-        n = len(rows)
-        values = np.zeros(n, dtype=np.int64)
-        state = np.zeros(n, dtype=np.int8)
-        found = self._items("upper_bounds" if upper else "lower_bounds", frozenset({field_id}))
-        if found is None or n == 0:
-            return BoundColumn(values, state)
-        pos = self._positions(rows)
-        parents, _, raw = found
-        at = pos[parents]
-        keep = at >= 0
-        at = at[keep]
-        raw = [b for b, k in zip(raw, keep.tolist(), strict=True) if k]
-        if len(at) == 0:
-            return BoundColumn(values, state)
-        state[at] = 2
-        ok = np.fromiter((b is not None and len(b) == width for b in raw), dtype=bool, count=len(raw))
-        if ok.any():
+
+        def read(raw: list[Any]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+            ok = np.fromiter((b is not None and len(b) == width for b in raw), dtype=bool, count=len(raw))
             good = [b for b, k in zip(raw, ok.tolist(), strict=True) if k]
-            decoded = np.frombuffer(b"".join(good), dtype="<i8" if width == 8 else "<i4").astype(np.int64)
-            values[at[ok]] = decoded
-            state[at[ok]] = 1
-        uniq, counts = np.unique(at, return_counts=True)
-        if (counts > 1).any():  # a repeated key: leave it to the exact path
-            state[uniq[counts > 1]] = 2
-        return BoundColumn(values, state)
+            return ok, np.frombuffer(b"".join(good), dtype="<i8" if width == 8 else "<i4").astype(np.int64)
+
+        return self._keyed("upper_bounds" if upper else "lower_bounds", field_id, rows, read)
 
     def count_column(self, name: str, field_id: int, rows: np.ndarray[Any, Any]) -> BoundColumn:
         """``field_id``'s count in the map column ``name`` (``value_counts``,
-        ``null_value_counts``, ``nan_value_counts``) of ``rows``: state 1 where the row has
-        one, 0 where it has none, 2 where it is null or repeated."""
+        ``null_value_counts``, ``nan_value_counts``) of ``rows``."""
+
+        def read(raw: list[Any]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+            ok = np.fromiter((isinstance(v, int) for v in raw), dtype=bool, count=len(raw))
+            good = [v for v, k in zip(raw, ok.tolist(), strict=True) if k]
+            return ok, np.fromiter(good, dtype=np.int64, count=len(good))
+
+        return self._keyed(name, field_id, rows, read)
+
+    def _keyed(
+        self,
+        name: str,
+        field_id: int,
+        rows: np.ndarray[Any, Any],
+        read: Callable[[list[Any]], tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]],
+    ) -> BoundColumn:
+        """``field_id``'s value in the map column ``name`` per row of ``rows``: ``read`` says
+        which raw values are readable and their integers; a row with none is state 0, one
+        with an unreadable or repeated value state 2 (left to the exact path)."""
         n = len(rows)
         values = np.zeros(n, dtype=np.int64)
         state = np.zeros(n, dtype=np.int8)
@@ -341,10 +340,9 @@ class ColumnarManifest:
         if len(at) == 0:
             return BoundColumn(values, state)
         state[at] = 2
-        ok = np.fromiter((isinstance(v, int) for v in raw), dtype=bool, count=len(raw))
+        ok, decoded = read(raw)
         if ok.any():
-            good = [v for v, k in zip(raw, ok.tolist(), strict=True) if k]
-            values[at[ok]] = np.fromiter(good, dtype=np.int64, count=len(good))
+            values[at[ok]] = decoded
             state[at[ok]] = 1
         uniq, counts = np.unique(at, return_counts=True)
         if (counts > 1).any():
