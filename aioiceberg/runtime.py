@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from aioiceberg._sync.runner import BlockingLoop
 from aioiceberg.errors import ValidationError
+from aioiceberg.io.data_cache import DEFAULT_DATA_CACHE_BYTES, DataFileCache
 from aioiceberg.io.memory import MemoryObjects
 from aioiceberg.io.probe import ProbeCache
 from aioiceberg.io.s3_client import ClientRegistry
@@ -69,7 +70,9 @@ class Runtime:
     """Shared clients, caches and worker pools, with one lifecycle.
 
     ``manifest_cache_bytes`` bounds the decoded-manifest cache (0 disables it);
-    ``manifest_lists`` the number of decoded manifest lists kept. ``write_io_concurrency``
+    ``manifest_lists`` the number of decoded manifest lists kept; ``data_cache_bytes`` the
+    bytes of small data files read from remote stores kept for the next read (0 disables it;
+    see ``aioiceberg/io/data_cache.py``). ``write_io_concurrency``
     (uploads at once) and ``write_cpu_workers`` (threads encoding Parquet) are the writers'
     knobs: the process's, so no table property sets them. ``pause_gc`` lets planning
     hold off Python's cyclic garbage collector, process-wide, while it builds batches of
@@ -82,6 +85,7 @@ class Runtime:
         *,
         manifest_cache_bytes: int = DEFAULT_MANIFEST_CACHE_BYTES,
         manifest_lists: int = DEFAULT_MANIFEST_LISTS,
+        data_cache_bytes: int = DEFAULT_DATA_CACHE_BYTES,
         pause_gc: bool = False,
         write_io_concurrency: int = 16,
         write_cpu_workers: int = 2,
@@ -92,6 +96,9 @@ class Runtime:
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValidationError(f"Runtime({name}={value!r}): must be an int of at least 1")
+        cache = data_cache_bytes
+        if not isinstance(cache, int) or isinstance(cache, bool) or cache < 0:
+            raise ValidationError(f"Runtime(data_cache_bytes={cache!r}): must be an int of at least 0")
         self.write_io_concurrency = write_io_concurrency
         self.write_cpu_workers = write_cpu_workers
         self.clients = ClientRegistry()
@@ -99,6 +106,7 @@ class Runtime:
         self.probes = ProbeCache()
         self.manifest_cache = ManifestCache(max_bytes=manifest_cache_bytes)
         self.manifest_list_cache = ManifestListCache(max_items=manifest_lists)
+        self.data_file_cache = DataFileCache(data_cache_bytes)
         self.pause_gc = pause_gc
         self._lock = threading.Lock()
         self._decoders: dict[int, Decoder] = {}
@@ -145,6 +153,7 @@ class Runtime:
             d.shutdown()
         self.manifest_cache.clear()
         self.manifest_list_cache.clear()
+        self.data_file_cache.clear()
         self.probes.clear()
         self.dynamodb_ready.clear()
 

@@ -89,6 +89,9 @@ class FileIO(abc.ABC):
     """
 
     capabilities: Capabilities = Capabilities(True, True, True)
+    # Reads cross a network: readers keep small data files they fetched for the next read
+    # (aioiceberg/io/data_cache.py); local and in-memory stores gain nothing from a copy.
+    remote: bool = False
     _runtime: Runtime | None = None
 
     @property

@@ -35,6 +35,7 @@ class FsspecFileIO(FileIO):
         import fsspec
 
         self.protocol = protocol
+        self.remote = protocol not in ("file", "local", "memory")
         self.storage_options = dict(storage_options or {})
         self._cls = fsspec.get_filesystem_class(protocol)
         self._sync_fs: Any = None

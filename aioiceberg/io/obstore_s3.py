@@ -193,6 +193,7 @@ class ObstoreS3FileIO(FileIO):
 
     # object_store has no conditional DELETE; the probe and callers see it as unsupported
     capabilities = Capabilities(True, True, False)
+    remote = True
 
     def __init__(self, storage_options: Mapping[str, Any] | None = None, *, options: S3Options | None = None):
         self.options = options or S3Options.from_storage_options(storage_options)

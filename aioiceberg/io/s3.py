@@ -90,6 +90,8 @@ def _is_aiohttp_error(exc: Exception) -> bool:
 class S3FileIO(FileIO):
     """``s3://bucket/key`` objects through one shared aiobotocore client per event loop."""
 
+    remote = True
+
     def __init__(self, storage_options: Mapping[str, Any] | None = None, *, options: S3Options | None = None):
         self.options = options or S3Options.from_storage_options(storage_options)
         self.retries = RetryCounts()  # counted by every retry loop, for metrics and tests

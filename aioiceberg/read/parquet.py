@@ -347,6 +347,20 @@ class ParquetSource:
         return self.pf.read_row_group(rg, columns=[self.arrow_schema.field(i).name for i in top_fields])
 
 
+async def _whole_file(fio: FileIO, location: str, size: int) -> bytes:
+    """A small file in one GET, or from the runtime's cache of files read from remote stores."""
+    if not fio.remote:
+        return await fio.read(location)
+    cache = fio.runtime.data_file_cache
+    key = (fio.store_key(location), location, size)
+    found = cache.get(key)
+    if found is not None:
+        return found
+    data = await fio.read(location)
+    cache.put(key, data)
+    return data
+
+
 async def open_parquet(fio: FileIO, location: str, size_hint: int | None = None) -> ParquetSource:
     """Fetch the footer and parse it.
 
@@ -357,7 +371,7 @@ async def open_parquet(fio: FileIO, location: str, size_hint: int | None = None)
     a ``FOOTER_READ`` suffix read.
     """
     if size_hint is not None and 0 < size_hint <= WHOLE_FILE_MAX:
-        tail = await fio.read(location)
+        tail = await _whole_file(fio, location, size_hint)
         size = len(tail)
     else:
         want = FOOTER_READ if size_hint is None else TAIL_READ
