@@ -45,6 +45,7 @@ from aioiceberg.spec.types import (
 __all__ = ["Pruned", "certain", "prefilter", "prune_columnar", "prune_rows"]
 
 _COMPARISONS = UPPER_LIMIT_OPS | LOWER_LIMIT_OPS
+Bounds = dict[tuple[int, bool, int], BoundColumn]  # (field id, upper, width) -> per row
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
@@ -74,9 +75,11 @@ class _Prefilter(BooleanExpressionVisitor["np.ndarray[Any, Any]"]):
 
     __slots__ = ("_bounds", "_cm", "_n", "_rows")
 
-    def __init__(self, cm: ColumnarManifest, rows: np.ndarray[Any, Any]) -> None:
+    def __init__(
+        self, cm: ColumnarManifest, rows: np.ndarray[Any, Any], bounds: Bounds | None = None
+    ) -> None:
         self._cm, self._rows, self._n = cm, rows, len(rows)
-        self._bounds: dict[tuple[int, bool, int], BoundColumn] = {}
+        self._bounds: Bounds = {} if bounds is None else bounds
 
     def _bound(self, fid: int, upper: bool, width: int) -> BoundColumn:
         key = (fid, upper, width)
@@ -132,8 +135,10 @@ class _Certain(_Prefilter):
 
     __slots__ = ("_counts",)
 
-    def __init__(self, cm: ColumnarManifest, rows: np.ndarray[Any, Any]) -> None:
-        super().__init__(cm, rows)
+    def __init__(
+        self, cm: ColumnarManifest, rows: np.ndarray[Any, Any], bounds: Bounds | None = None
+    ) -> None:
+        super().__init__(cm, rows, bounds)
         self._counts: dict[tuple[str, int], BoundColumn] = {}
 
     def _count(self, name: str, fid: int) -> BoundColumn:
@@ -184,17 +189,23 @@ class _Certain(_Prefilter):
         return sure
 
 
-def certain(expr: Expression, cm: ColumnarManifest, rows: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """Per row of ``rows``: True only where the inclusive metrics evaluator says True."""
-    sure: np.ndarray[Any, Any] = visit(expr, _Certain(cm, rows))
+def certain(
+    expr: Expression, cm: ColumnarManifest, rows: np.ndarray[Any, Any], bounds: Bounds | None = None
+) -> np.ndarray[Any, Any]:
+    """Per row of ``rows``: True only where the inclusive metrics evaluator says True.
+    ``bounds``: the bound columns :func:`prefilter` read for the same rows, not read again."""
+    sure: np.ndarray[Any, Any] = visit(expr, _Certain(cm, rows, bounds))
     if sure.any():
         sure &= cm.record_counts(rows) > 0  # empty files and unknown sizes: the evaluator's call
     return sure
 
 
-def prefilter(expr: Expression, cm: ColumnarManifest, rows: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """Per row of ``rows``: False only where the inclusive metrics evaluator says False."""
-    may = visit(expr, _Prefilter(cm, rows))
+def prefilter(
+    expr: Expression, cm: ColumnarManifest, rows: np.ndarray[Any, Any], bounds: Bounds | None = None
+) -> np.ndarray[Any, Any]:
+    """Per row of ``rows``: False only where the inclusive metrics evaluator says False;
+    the bound columns it reads are left in ``bounds`` (for :func:`certain`)."""
+    may = visit(expr, _Prefilter(cm, rows, bounds))
     if not may.all():
         may |= cm.record_counts(rows) < 0  # the evaluator keeps files of unknown size
     return may
@@ -241,11 +252,12 @@ def prune_rows(
         rows = rows[keep]
     if metrics is None or not len(rows):
         return Pruned(cm.entries(rows), rows, dropped_part, none)
-    may = prefilter(metrics.expr, cm, rows)
+    bounds: Bounds = {}  # each bound column read once, for both passes over the same rows
+    may = prefilter(metrics.expr, cm, rows, bounds)
+    sure = certain(metrics.expr, cm, rows, bounds)[may].tolist() if may.any() else []
     dropped_metrics = rows[~may]
     rows = rows[may]
     candidates = cm.entries(rows)
-    sure = certain(metrics.expr, cm, rows).tolist() if len(rows) else []
     verdicts = np.fromiter(
         (s or metrics.eval(e.data_file) for e, s in zip(candidates, sure, strict=True)),
         dtype=bool,
