@@ -48,7 +48,7 @@ from aioiceberg.spec.types import (
     UUIDType,
 )
 
-__all__ = ["arrow_type_for", "field_paths", "filter_table", "to_arrow_expression"]
+__all__ = ["arrow_type_for", "field_paths", "filter_table", "literal_scalar", "to_arrow_expression"]
 
 FieldNames = Mapping[int, str | Sequence[str]]
 
@@ -108,7 +108,8 @@ def _arrow_value(value: Any, t: PrimitiveType) -> Any:
     return value.bytes if isinstance(t, UUIDType) else value
 
 
-def _scalar(value: Any, t: PrimitiveType) -> pa.Scalar:
+def literal_scalar(value: Any, t: PrimitiveType) -> pa.Scalar:
+    """A bound literal as the Arrow scalar of its type (also Spark's source of its values)."""
     return pa.scalar(_arrow_value(value, t), type=arrow_type_for(t))
 
 
@@ -146,7 +147,7 @@ def _predicate(pred: Predicate, names: FieldNames | None) -> pc.Expression:
         return pc.starts_with(f, pattern=pred.value)
     if op is Op.NOT_STARTS_WITH:
         return ~pc.starts_with(f, pattern=pred.value) | f.is_null()
-    s = _scalar(pred.value, ref.type)
+    s = literal_scalar(pred.value, ref.type)
     if op is Op.EQ:
         return f == s
     if op is Op.NOT_EQ:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from aioiceberg.expressions.arrow import _scalar, field_paths
+from aioiceberg.expressions.arrow import field_paths, literal_scalar
 from aioiceberg.expressions.tree import (
     BoundReference,
     Expression,
@@ -75,7 +75,7 @@ def _literal(value: Any, t: PrimitiveType) -> Any:
     name = spark_type_name(t)
     if name is None:
         raise UntranslatableFilter(f"no exact Spark literal for type {t}")
-    py = _scalar(value, t).as_py()
+    py = literal_scalar(value, t).as_py()
     if isinstance(t, TimestampType):
         assert isinstance(py, dt.datetime)
         return F.lit(py.isoformat(sep=" ")).cast(name)
