@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +16,7 @@ pytest.importorskip("pyspark")
 from maint_helpers import duckdb_ids
 from servers.backends import create_bucket
 from servers.plugin import s3_storage_options
+from servers.spark_cluster import session_builder
 
 import aioiceberg.spark
 from aioiceberg import sync
@@ -36,20 +35,7 @@ def rows(start: int, count: int) -> pa.Table:
 
 def local_session(app: str, **conf: str) -> Any:
     """A local[2] SparkSession on 127.0.0.1 with the aioiceberg source registered."""
-    from pyspark.sql import SparkSession
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName(app)
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-    )
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    session = session_builder("local[2]", app, conf).getOrCreate()
     aioiceberg.spark.register(session)
     return session
 

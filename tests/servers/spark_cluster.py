@@ -259,18 +259,15 @@ def _stop_group(process: subprocess.Popen[bytes]) -> None:
     process.wait()
 
 
-def cluster_session(cluster: SparkCluster, app: str, **conf: str) -> Any:
-    """A SparkSession on ``cluster`` (driver on 127.0.0.1, no UI) with the aioiceberg source
-    registered, returned once an executor of every worker has registered."""
+def session_builder(master: str, app: str, conf: dict[str, str]) -> Any:
+    """A SparkSession builder for the tests: driver on 127.0.0.1, no UI, two shuffle
+    partitions, Python workers on this interpreter, then ``conf``."""
     from pyspark.sql import SparkSession
-
-    import aioiceberg.spark
 
     os.environ["PYSPARK_PYTHON"] = sys.executable  # what executors start their Python workers with
     builder = (
-        SparkSession.builder.master(cluster.master_url)
+        SparkSession.builder.master(master)
         .appName(app)
-        .config("spark.executor.memory", "768m")
         .config("spark.ui.enabled", "false")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
@@ -278,7 +275,17 @@ def cluster_session(cluster: SparkCluster, app: str, **conf: str) -> Any:
     )
     for key, value in conf.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    return builder
+
+
+def cluster_session(cluster: SparkCluster, app: str, **conf: str) -> Any:
+    """A SparkSession on ``cluster`` (driver on 127.0.0.1, no UI) with the aioiceberg source
+    registered, returned once an executor of every worker has registered."""
+    import aioiceberg.spark
+
+    session = session_builder(
+        cluster.master_url, app, {"spark.executor.memory": "768m", **conf}
+    ).getOrCreate()
     try:
         if session.sparkContext.master != cluster.master_url:
             raise RuntimeError(
