@@ -213,15 +213,6 @@ class Runtime:
         locks = self._commit_turns.setdefault(asyncio.get_running_loop(), {})
         return locks.setdefault(table_location, asyncio.Lock())
 
-    @contextmanager
-    def gc_paused(self) -> Iterator[None]:
-        """Hold off the cyclic collector while a batch of entries is built, if opted in."""
-        if not self.pause_gc:
-            yield
-            return
-        with collector_paused():
-            yield
-
 
 def _forked(ref: weakref.ReferenceType[Runtime]) -> None:
     """polars is not fork-safe: its thread pool (or a thread importing it) did not survive

@@ -10,6 +10,8 @@ the entries the per-entry evaluators keep, including for awkward stats.
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import random
 from pathlib import Path
 from typing import Any
@@ -44,11 +46,12 @@ from aioiceberg.spec.manifest import (
     write_manifest,
     write_manifest_list,
 )
+from aioiceberg.spec.manifest.builders import frozen_builder
 from aioiceberg.spec.manifest.columnar import (
-    frozen_builder,
     open_columnar,
     read_manifest_entries_columnar,
 )
+from aioiceberg.spec.manifest.entry_rows import EntryRows
 from aioiceberg.spec.partitioning import UNPARTITIONED, PartitionField, PartitionSpec
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.transforms import parse_transform
@@ -361,6 +364,35 @@ def test_rows_certain_to_match_are_rows_the_evaluator_keeps(text: str) -> None:
         assert any(sure)  # the fast path is taken where bounds decide
     if text in ("s < 'a010'", "x > 1.5", "id IS NULL", "false"):
         assert not any(sure)  # predicates it does not read are left to the evaluator
+
+
+def test_decoded_rows_hold_nothing_the_collector_tracks() -> None:
+    """A decoded view is rows of plain values: once the collector has seen them, none is
+    tracked (no dict or list inside, however the stats look), and reading them gives the
+    entries fastavro gives."""
+    files = [
+        dataclasses.replace(
+            f,
+            split_offsets=(4, 40 + i) if i % 3 else None,
+            nan_value_counts=None if i % 5 == 0 else f.nan_value_counts,
+            column_sizes={} if i % 2 else None,
+        )
+        for i, f in enumerate(_awkward_files())
+    ]
+    entries = [ManifestEntry(ManifestEntryStatus.ADDED, None, None, None, f) for f in files]
+    data, _ = write_manifest(entries, PRUNE_SPEC, PRUNE_SCHEMA, 2, 77, manifest_path=LOCATION)
+    for text in ("", "id < 250"):
+        decoded = _decode(data, parse(text) if text else AlwaysTrue())
+        assert isinstance(decoded, EntryRows) and len(decoded) > 20
+        gc.collect()  # a row can be looked at before the tuples inside it are: twice
+        gc.collect()
+        assert [i for i, row in enumerate(decoded.rows) if gc.is_tracked(row)] == []
+        assert decoded == _decode(data, parse(text) if text else AlwaysTrue(), columnar=False)
+    everything = _decode(data, AlwaysTrue())
+    assert [e.data_file for e in everything] == files == list(everything.data_files())
+    assert {(e.snapshot_id, e.sequence_number, e.file_sequence_number) for e in everything} == {(77, 3, 3)}
+    assert everything[3:5] == list(everything)[3:5] and everything[-1] == list(everything)[-1]
+    assert everything.select([i % 2 == 0 for i in range(len(files))]) == list(everything)[::2]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from aioiceberg.spec.metadata_json import new_table_metadata, parse_table_metada
 from aioiceberg.spec.partitioning import UNPARTITIONED, PartitionField, PartitionSpec
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.sorting import UNSORTED
+from aioiceberg.spec.tasks import FileScanTask
 from aioiceberg.spec.transforms import parse_transform
 from aioiceberg.spec.types import LongType, NestedField, StringType
 from aioiceberg.table_scan import TableScan
@@ -105,9 +106,12 @@ async def test_a_cached_repeat_yields_the_tasks_the_first_plan_built(tmp_path: P
         first = [t async for t in TableScan(io, md, text, **kw).plan_files()]
         again = TableScan(io, md, text, **kw)
         second = [t async for t in again.plan_files()]
-        assert again.metrics.manifests_from_cache == 6 and again.metrics.tasks == len(first)
-        # the very objects, in manifest order per manifest: nothing was rebuilt
-        assert sorted(map(id, second)) == sorted(map(id, first))
+        assert again.metrics.manifests_from_cache == 6 and again.metrics.manifests_read == 0
+        assert again.metrics.tasks == len(first)
+        # equal tasks, built afresh from the cached rows (a view keeps no task objects)
+        key = lambda t: t.file.file_path  # noqa: E731
+        assert sorted(second, key=key) == sorted(first, key=key)
+        assert not {id(t) for t in second} & {id(t) for t in first}
         assert all(t.delete_files == () and t.start == 0 and t.length is None for t in second)
     # splitting is not memoised: the same cached view gives split tasks when asked
     split = [t async for t in TableScan(io, md, **{**kw, "split_size": 1 << 20}).plan_files()]
@@ -115,6 +119,32 @@ async def test_a_cached_repeat_yields_the_tasks_the_first_plan_built(tmp_path: P
     # nor is a plan with a limit different: it stops after enough rows from the memo too
     limited = TableScan(io, md, limit=2500, **{**kw, "io_concurrency": 1, "channel_size": 1})
     assert len(await _paths(limited)) == 3
+
+
+@pytest.mark.anyio
+async def test_a_streaming_plan_builds_each_task_as_it_is_taken(tmp_path: Path) -> None:
+    """A caller that drops each task holds one at a time: none lives on in a view or a batch
+    (where the cycle collector would promote it and walk it at every full collection)."""
+    io, md = await _table(tmp_path, 6, 50)
+    where = str(tmp_path)
+    kw = _fresh()
+    for cached in (False, True):  # the first plan fills the cache, the repeat reads it
+        live: list[int] = []
+        n = 0
+        scan = TableScan(io, md, **kw)
+        async for task in scan.plan_files():
+            n += 1
+            if n % 25 == 0:
+                live.append(
+                    sum(
+                        1
+                        for o in gc.get_objects()
+                        if isinstance(o, FileScanTask) and where in o.file.file_path
+                    )
+                )
+            del task
+        assert n == 300 and live and max(live) == 1, (cached, live)
+        assert scan.metrics.manifests_from_cache == (6 if cached else 0)
 
 
 @pytest.mark.anyio

@@ -4,21 +4,19 @@ Manifests are immutable once written, but a path can be reused after a failed co
 cleaned up and rewritten, so the key is the path *and* the length the manifest list
 gives (never the path alone). A decoded manifest is stored per *view*: the entries that
 survived one filter, with the stats that filter kept, so a repeated plan of the same
-filter costs neither a fetch nor a decode. A view also keeps the delete-free scan tasks
-built for its entries, so a repeated plan yields them without building anything. The byte
-bound counts an estimate of the Python objects held (tasks included), and
-least-recently-used views go first.
+filter costs neither a fetch nor a decode. The byte bound counts an estimate of the
+Python objects held, and least-recently-used views go first.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from aioiceberg.spec.manifest import ManifestEntry, ManifestFile
-from aioiceberg.spec.tasks import FileScanTask
+from aioiceberg.spec.manifest.entry_rows import EntryRows, Row
 
 __all__ = ["CachedManifest", "ManifestCache", "ManifestListCache", "estimate_size"]
 
@@ -27,12 +25,12 @@ __all__ = ["CachedManifest", "ManifestCache", "ManifestListCache", "estimate_siz
 # decoders create (~150). Every metric map counts, empty or not: an empty dict is 64 bytes,
 # and six of them per entry were once left out, so the bound held ~2.3x what it claimed.
 _ENTRY_OVERHEAD = 420
+# The same for a row of EntryRows (the columnar decoder's), measured alike: the 25-slot tuple
+# (240) plus the partition tuple and ints (~70); an empty metric map is the shared ``()``.
+_ROW_OVERHEAD = 310
 _STR_HEADER = 49
 _TUPLE_ITEM = 36  # one slot of a tuple plus an int object (split offsets)
 _STAT_ITEM = 40  # one value of a metrics dict: an int object or a short bytes value
-# A delete-free FileScanTask kept with its entry: seven slots plus the GC header (88) and
-# its slot in the view's tuple of tasks (8); counted up front, whether built yet or not.
-TASK_BYTES = 96
 
 
 def _dict_bytes(n: int) -> int:
@@ -70,6 +68,16 @@ def _entry_bytes(e: ManifestEntry) -> int:
     return total
 
 
+def _row_bytes(row: Row) -> int:
+    total = _ROW_OVERHEAD + _STR_HEADER + len(row[5])
+    for flat in row[10:16]:  # metric maps as flat (key, value, ...) tuples
+        if flat:
+            total += 40 + 16 * len(flat)  # mostly small ints and short bytes
+    if row[17]:
+        total += 40 + _TUPLE_ITEM * len(row[17])
+    return total
+
+
 def estimate_size(entries: Sequence[ManifestEntry]) -> int:
     """Approximate bytes held by ``entries`` (cheap: no deep traversal of values).
 
@@ -78,11 +86,17 @@ def estimate_size(entries: Sequence[ManifestEntry]) -> int:
     loop for every manifest a plan caches).
     """
     n = len(entries)
-    total = 64 + (8 + TASK_BYTES) * n
+    total = 64 + 8 * n
+    one: Callable[[int], int]
+    if isinstance(entries, EntryRows):
+        rows = entries.rows
+        one = lambda i: _row_bytes(rows[i])  # noqa: E731
+    else:
+        one = lambda i: _entry_bytes(entries[i])  # noqa: E731
     if n <= _SAMPLE:
-        return total + sum(_entry_bytes(e) for e in entries)
+        return total + sum(one(i) for i in range(n))
     step = n / _SAMPLE
-    sampled = sum(_entry_bytes(entries[int(i * step)]) for i in range(_SAMPLE))
+    sampled = sum(one(int(i * step)) for i in range(_SAMPLE))
     return total + sampled * n // _SAMPLE
 
 
@@ -90,17 +104,17 @@ def estimate_size(entries: Sequence[ManifestEntry]) -> int:
 class CachedManifest:
     """One filtered view of a manifest, plus the counts needed to replay the scan metrics.
 
-    ``tasks`` are the view's entries as delete-free, unsplit scan tasks (one per entry, in
-    order), built by the first plan that needs them; the view's key fixes everything they
-    hold (schema, specs, filter, hence residuals). Only ``tasks`` is ever reassigned.
+    ``entries`` are :class:`EntryRows` from the columnar decoder. A view keeps no scan
+    tasks: they are built as a plan takes them, so a streaming plan's tasks die young, and
+    a cached view holds nothing the cycle collector walks (see
+    :mod:`aioiceberg.spec.manifest.entry_rows`).
     """
 
-    entries: tuple[ManifestEntry, ...]
+    entries: Sequence[ManifestEntry]
     entries_read: int
     skipped_by_partition: int
     skipped_by_metrics: int
     size: int
-    tasks: tuple[FileScanTask, ...] | None = None
 
 
 class ManifestCache:

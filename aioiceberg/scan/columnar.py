@@ -30,8 +30,8 @@ from aioiceberg.expressions.tree import (
     Predicate,
 )
 from aioiceberg.expressions.visitor import BooleanExpressionVisitor, visit
-from aioiceberg.spec.manifest import ManifestEntry
 from aioiceberg.spec.manifest.columnar import BoundColumn, ColumnarManifest
+from aioiceberg.spec.manifest.entry_rows import EntryRows
 from aioiceberg.spec.types import (
     DateType,
     IntegerType,
@@ -215,7 +215,7 @@ def prune_columnar(
     cm: ColumnarManifest,
     part: PartitionEvaluator | None,
     metrics: InclusiveMetricsEvaluator | None,
-) -> tuple[list[ManifestEntry], int, int]:
+) -> tuple[EntryRows, int, int]:
     """(surviving entries, skipped by partition, skipped by metrics) of one manifest."""
     pruned = prune_rows(cm, part, metrics)
     return pruned.entries, len(pruned.by_partition), len(pruned.by_metrics)
@@ -225,7 +225,7 @@ def prune_columnar(
 class Pruned:
     """What pruning a columnar manifest (or batch) kept and dropped, by row."""
 
-    entries: list[ManifestEntry]
+    entries: EntryRows
     rows: np.ndarray[Any, Any]  # the row of each entry
     by_partition: np.ndarray[Any, Any]  # rows the partition filter dropped
     by_metrics: np.ndarray[Any, Any]  # rows the metrics dropped
@@ -251,17 +251,18 @@ def prune_rows(
         dropped_part = rows[~keep]
         rows = rows[keep]
     if metrics is None or not len(rows):
-        return Pruned(cm.entries(rows), rows, dropped_part, none)
+        return Pruned(cm.entry_rows(rows), rows, dropped_part, none)
     bounds: Bounds = {}  # each bound column read once, for both passes over the same rows
     may = prefilter(metrics.expr, cm, rows, bounds)
     sure = certain(metrics.expr, cm, rows, bounds)[may].tolist() if may.any() else []
     dropped_metrics = rows[~may]
     rows = rows[may]
-    candidates = cm.entries(rows)
+    candidates = cm.entry_rows(rows)
+    data_file = candidates.data_file  # built only for the rows the evaluator must see
     verdicts = np.fromiter(
-        (s or metrics.eval(e.data_file) for e, s in zip(candidates, sure, strict=True)),
+        (s or metrics.eval(data_file(i)) for i, s in enumerate(sure)),
         dtype=bool,
         count=len(candidates),
     )
-    kept = [e for e, ok in zip(candidates, verdicts.tolist(), strict=True) if ok]
+    kept = candidates.select(verdicts.tolist())
     return Pruned(kept, rows[verdicts], dropped_part, np.concatenate([dropped_metrics, rows[~verdicts]]))

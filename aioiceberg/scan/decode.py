@@ -50,6 +50,7 @@ from aioiceberg.spec.manifest import (
     iter_manifest_entries,
 )
 from aioiceberg.spec.manifest.columnar import AvroLayout, avro_layout, open_columnar, open_columnar_batch
+from aioiceberg.spec.manifest.entry_rows import EntryRows, Row
 from aioiceberg.spec.partitioning import PartitionSpec
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.schema_json import (
@@ -141,7 +142,7 @@ class PruneContext:
 
 @dataclass(frozen=True, slots=True)
 class DecodeResult:
-    entries: list[ManifestEntry]
+    entries: Sequence[ManifestEntry]  # EntryRows from the columnar decoder
     entries_read: int
     skipped_by_partition: int
     skipped_by_metrics: int
@@ -293,11 +294,14 @@ def _decode_group(
     live = np.bincount(owner[cm.rows], minlength=k)
     by_part = np.bincount(owner[pruned.by_partition], minlength=k)
     by_metrics = np.bincount(owner[pruned.by_metrics], minlength=k)
-    kept: list[list[ManifestEntry]] = [[] for _ in range(k)]
-    for entry, m in zip(pruned.entries, owner[pruned.rows].tolist(), strict=True):
-        kept[m].append(entry)
+    kept: list[list[Row]] = [[] for _ in range(k)]
+    for row, m in zip(pruned.entries.rows, owner[pruned.rows].tolist(), strict=True):
+        kept[m].append(row)
+    spec = pruned.entries.spec_id
     return [
-        DecodeResult(kept[m], int(live[m]), int(by_part[m]), int(by_metrics[m]), columnar=True)
+        DecodeResult(
+            EntryRows(kept[m], spec), int(live[m]), int(by_part[m]), int(by_metrics[m]), columnar=True
+        )
         for m in range(k)
     ]
 

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, Awaitable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Iterator, Sequence
 from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias, overload
 
 import anyio
 import anyio.abc
@@ -37,7 +37,7 @@ from aioiceberg.expressions.tree import AlwaysTrue
 from aioiceberg.scan.cache import CachedManifest
 from aioiceberg.scan.delete_index import DeleteIndex
 from aioiceberg.scan.metrics import PlanMetrics
-from aioiceberg.spec.manifest import DataFile, ManifestContent, ManifestFile
+from aioiceberg.spec.manifest import DataFile, ManifestContent, ManifestEntry, ManifestFile
 from aioiceberg.spec.tasks import FileScanTask
 
 if TYPE_CHECKING:
@@ -169,6 +169,7 @@ async def fetch_and_decode(
                         ctx.index_ready.set()
                 elif loaded.entries:
                     await decoded.send(loaded)
+                del loaded  # a consumed view must not live on while this worker fetches the next
         except anyio.BrokenResourceError:
             pass
 
@@ -193,8 +194,7 @@ async def _build(
 ) -> None:
     planner = ctx.planner
     limit = planner.limit
-    # without delete manifests or splitting, a manifest's tasks are fixed by its cached view:
-    # built once, kept with the view, and sent as they are by every repeat
+    # without delete manifests or splitting, a manifest's tasks follow from its view alone
     plain = ctx.max_delete_seq is None and planner.options.split_size is None
     rows = 0
     delete_files: set[str] = set()
@@ -202,9 +202,7 @@ async def _build(
         if isinstance(item, Failed):
             raise item.error
         if plain:
-            if item.tasks is None:
-                item.tasks = planner.plain_tasks(item.entries)
-            tasks: Sequence[FileScanTask] = item.tasks
+            tasks: Sequence[FileScanTask] = LazyTasks(planner, item.entries)
             if limit is not None:
                 tasks, rows = _up_to_limit(tasks, rows, limit)
             await out.send(tasks)
@@ -230,6 +228,36 @@ async def _build(
         await out.send(batch)
         if limit is not None and rows >= limit:
             return
+
+
+class LazyTasks(Sequence[FileScanTask]):
+    """A view's delete-free, unsplit tasks, built as they are taken: a caller that drops
+    each task before taking the next never holds more than one (nor its data file), so none
+    lives long enough for the cycle collector to promote it (measured: 2-3 s of an 8 s plan
+    of 500k tasks went to full collections when views kept their tasks)."""
+
+    __slots__ = ("_entries", "_planner")
+
+    def __init__(self, planner: Planner, entries: Sequence[ManifestEntry]) -> None:
+        self._planner = planner
+        self._entries = entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[FileScanTask]:
+        return self._planner.iter_plain_tasks(self._entries)
+
+    @overload
+    def __getitem__(self, index: int) -> FileScanTask: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[FileScanTask, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> FileScanTask | tuple[FileScanTask, ...]:
+        if isinstance(index, slice):
+            return tuple(self._planner.iter_plain_tasks(self._entries[index]))
+        return next(self._planner.iter_plain_tasks([self._entries[index]]))
 
 
 def _up_to_limit(tasks: Sequence[FileScanTask], rows: int, limit: int) -> tuple[Sequence[FileScanTask], int]:

@@ -17,7 +17,7 @@ manifest's); all others are yielded as soon as their manifest is pruned.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import anyio
@@ -41,7 +41,9 @@ from aioiceberg.spec.manifest import (
     ManifestFile,
     snapshot_manifests,
 )
-from aioiceberg.spec.manifest.columnar import columnar_available, frozen_builder
+from aioiceberg.spec.manifest.builders import frozen_builder
+from aioiceberg.spec.manifest.columnar import columnar_available
+from aioiceberg.spec.manifest.entry_rows import EntryRows
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
 from aioiceberg.spec.name_mapping import unmapped_field_ids
 from aioiceberg.spec.partitioning import PartitionSpec
@@ -314,7 +316,7 @@ class Planner:
         m.entries_read += result.entries_read
         m.entries_skipped_by_partition += result.skipped_by_partition
         m.entries_skipped_by_metrics += result.skipped_by_metrics
-        entries = tuple(result.entries)
+        entries = result.entries if isinstance(result.entries, EntryRows) else tuple(result.entries)
         cached = CachedManifest(
             entries,
             result.entries_read,
@@ -331,14 +333,13 @@ class Planner:
             self.cache.put(key, mf.manifest_length, view, cached)
         return cached
 
-    def plain_tasks(self, entries: Sequence[ManifestEntry]) -> tuple[FileScanTask, ...]:
-        """One delete-free, unsplit task per entry (the cached view keeps them)."""
-        schema, new_task = self.schema, _new_task
-        with self.runtime.gc_paused():
-            return tuple(
-                new_task(f, (), self.residual(f), self.spec(f.spec_id), schema, 0, None)
-                for f in (e.data_file for e in entries)
-            )
+    def iter_plain_tasks(self, entries: Sequence[ManifestEntry]) -> Iterator[FileScanTask]:
+        """One delete-free, unsplit task per entry, built as taken (of :class:`EntryRows`,
+        only the data files are built, never the entries)."""
+        schema, new_task, residual, spec = self.schema, _new_task, self.residual, self.spec
+        files = entries.data_files() if isinstance(entries, EntryRows) else (e.data_file for e in entries)
+        for f in files:
+            yield new_task(f, (), residual(f), spec(f.spec_id), schema, 0, None)
 
     def tasks_for(self, entry: ManifestEntry, deletes: tuple[DataFile, ...]) -> list[FileScanTask]:
         f = entry.data_file

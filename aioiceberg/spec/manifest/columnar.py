@@ -15,21 +15,21 @@ fastavro reader's and raise the same errors.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib.util
 import io
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from aioiceberg.spec.manifest.data_file import DataFile, DataFileContent, FileFormat
+from aioiceberg.spec.manifest.data_file import FileFormat
 from aioiceberg.spec.manifest.entry import ManifestEntry, ManifestEntryStatus
+from aioiceberg.spec.manifest.entry_rows import EntryRows
 from aioiceberg.spec.manifest.manifest_file import ManifestContent, ManifestFile
 from aioiceberg.spec.manifest.metadata import ManifestMetadata
 from aioiceberg.spec.manifest.reader import open_manifest
@@ -41,12 +41,9 @@ __all__ = [
     "ColumnarManifest",
     "avro_layout",
     "columnar_available",
-    "frozen_builder",
     "open_columnar",
     "open_columnar_batch",
 ]
-
-_T = TypeVar("_T")
 
 
 @functools.cache
@@ -59,11 +56,6 @@ def _polars() -> Any:
     return polars
 
 
-_STATUS = {s.value: s for s in ManifestEntryStatus}
-_CONTENT = {c.value: c for c in DataFileContent}
-_CONTENT_OR_DATA: dict[int | None, DataFileContent] = {None: DataFileContent.DATA}
-for _c in DataFileContent:
-    _CONTENT_OR_DATA[_c.value] = _c
 _FORMATS: dict[str, FileFormat] = {}
 for _f in FileFormat:
     _FORMATS[_f.value] = _f
@@ -85,39 +77,6 @@ _STAT_FIELDS = (
     "lower_bounds",
     "upper_bounds",
 )
-
-
-def frozen_builder(cls: type[_T], *, trusted: bool = False) -> Callable[..., _T]:
-    """A faster positional constructor for a frozen, slotted dataclass without ``__post_init__``
-    (``trusted``: with one, which is skipped: the caller passes values it would accept).
-
-    A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``
-    (~3 us for ``DataFile``'s 21 fields, the largest cost of building an entry). This builds
-    a plain object with the same slots, assigns them directly and then sets its class to
-    ``cls`` (allowed: the layouts are identical), so the result is an ordinary, frozen
-    ``cls`` instance, ~5x faster. Anything unusual about ``cls`` returns ``cls`` itself.
-    """
-    names = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
-    if (
-        getattr(cls, "__slots__", None) != names
-        or (hasattr(cls, "__post_init__") and not trusted)
-        or cls.__bases__ != (object,)
-        or not all(n.isidentifier() for n in names)
-    ):
-        return cls
-    twin = type(f"_{cls.__name__}Builder", (), {"__slots__": names})
-    body = "".join(f"    o.{n} = {n}\n" for n in names)
-    source = f"def build({', '.join(names)}):\n    o = Twin()\n{body}    o.__class__ = Cls\n    return o\n"
-    scope: dict[str, Any] = {"Twin": twin, "Cls": cls}
-    exec(source, scope)  # the field names are checked identifiers
-    build: Callable[..., _T] = scope["build"]
-    try:
-        probe = build(*range(len(names)))
-    except TypeError:  # layouts differ after all
-        return cls
-    if type(probe) is not cls or [getattr(probe, n) for n in names] != list(range(len(names))):
-        return cls
-    return build
 
 
 @functools.cache
@@ -358,12 +317,11 @@ class ColumnarManifest:
 
     def entries(self, rows: Sequence[int] | np.ndarray[Any, Any]) -> list[ManifestEntry]:
         """``ManifestEntry`` objects for ``rows``, exactly as the fastavro reader builds them."""
-        return self._entries(rows)
+        return list(self.entry_rows(rows))
 
-    def _entries(self, rows: Sequence[int] | np.ndarray[Any, Any]) -> list[ManifestEntry]:
+    def entry_rows(self, rows: Sequence[int] | np.ndarray[Any, Any]) -> EntryRows:
+        """The entries of ``rows`` as :class:`EntryRows` (built into objects as they are read)."""
         n = len(rows)
-        if n == 0:
-            return []
         rows_np = np.asarray(rows, dtype=np.int64)
         # every row, in order (no filter, nothing deleted): the columns need no take
         whole = n == self.entries_read and bool((rows_np == np.arange(n)).all())
@@ -380,9 +338,12 @@ class ColumnarManifest:
             spec_id = meta.partition_spec_id if meta.partition_spec_id is not None else 0
         if v1 and inherit_seq is None:
             inherit_seq = 0
-        inherit: Iterable[tuple[int | None, int | None, bool]]
         if self.owner is not None and self.manifests:
             spec_id = self.manifests[0].partition_spec_id
+        if n == 0:
+            return EntryRows([], spec_id)
+        inherit: Iterable[tuple[int | None, int | None, bool]]
+        if self.owner is not None and self.manifests:
             per_manifest = [
                 (mf.added_snapshot_id, 0 if v1 and mf.sequence_number is None else mf.sequence_number)
                 for mf in self.manifests
@@ -420,8 +381,8 @@ class ColumnarManifest:
             df("file_size_in_bytes"),
             *stats,
             df("key_metadata"),
-            df("split_offsets"),
-            df("equality_ids"),
+            _tuples(df("split_offsets")),
+            _tuples(df("equality_ids")),
             df("sort_order_id"),
             first_row_ids,
             df("referenced_data_file"),
@@ -431,76 +392,7 @@ class ColumnarManifest:
             strict=True,
         )
 
-        return self._build(columns, spec_id)
-
-    @staticmethod
-    def _build(columns: Iterable[tuple[Any, ...]], spec_id: int) -> list[ManifestEntry]:
-        """Entries from rows of columns; each row ends with what it inherits from its manifest
-        (snapshot id, sequence number, whether every entry inherits it: v1 and sequence 0)."""
-        ADDED = ManifestEntryStatus.ADDED
-        STATUS, CONTENT, FORMATS = _STATUS, _CONTENT_OR_DATA, _FORMATS
-        new_file, new_entry = _NEW_DATA_FILE, _NEW_ENTRY
-        out: list[ManifestEntry] = []
-        append = out.append
-        for (
-            status_value,
-            snapshot_id,
-            seq,
-            file_seq,
-            c,
-            path,
-            fmt,
-            partition,
-            record_count,
-            size,
-            column_sizes,
-            value_counts,
-            null_value_counts,
-            nan_value_counts,
-            lower_bounds,
-            upper_bounds,
-            key_metadata,
-            so,
-            eq,
-            sort_order_id,
-            first_row_id,
-            referenced,
-            content_offset,
-            content_size,
-            (inherit_snapshot, inherit_seq, inherit_all),
-        ) in columns:
-            status = STATUS[status_value]
-            if snapshot_id is None:
-                snapshot_id = inherit_snapshot
-            if seq is None and (status is ADDED or inherit_all):
-                seq = inherit_seq
-            if file_seq is None and (status is ADDED or inherit_all):
-                file_seq = inherit_seq
-            data_file = new_file(
-                CONTENT[c],
-                path,
-                FORMATS.get(fmt) or FileFormat.parse(fmt),
-                partition,
-                record_count,
-                size,
-                column_sizes,
-                value_counts,
-                null_value_counts,
-                nan_value_counts,
-                lower_bounds,
-                upper_bounds,
-                key_metadata,
-                tuple(so) if so is not None else None,
-                tuple(eq) if eq is not None else None,
-                sort_order_id,
-                first_row_id,
-                referenced,
-                content_offset,
-                content_size,
-                spec_id,
-            )
-            append(new_entry(status, snapshot_id, seq, file_seq, data_file))
-        return out
+        return EntryRows(list(columns), spec_id)  # enums and formats were checked at open
 
     def _stats_wanted(self) -> bool:
         """Whether any metric map keeps any key (else every map is empty or null)."""
@@ -509,32 +401,33 @@ class ColumnarManifest:
 
     def _stats(
         self, name: str, rows: np.ndarray[Any, Any], pos: np.ndarray[Any, Any] | None
-    ) -> list[dict[int, Any] | None]:
+    ) -> list[tuple[Any, ...] | None]:
+        """Each row's map as a flat ``(key, value, ...)`` tuple, None where the map is null
+        (a row holds no dict: see :mod:`aioiceberg.spec.manifest.entry_rows`)."""
         n = len(rows)
         col = self._df.get(name)
         if col is None:
             return [None] * n
-        if col.null_count == 0:
-            out: list[dict[int, Any] | None] = [{} for _ in range(n)]
-        else:
-            valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)[rows]
-            out = [{} if ok else None for ok in valid.tolist()]
-        if pos is None:
-            return out
-        found = self._items(name, self.columns_needed)
+        valid: list[bool] | None = None
+        if col.null_count:
+            valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)[rows].tolist()
+        found = self._items(name, self.columns_needed) if pos is not None else None
         if found is None:
-            return out
+            return [()] * n if valid is None else [() if ok else None for ok in valid]
+        assert pos is not None
+        maps: list[list[Any]] = [[] for _ in range(n)]
         parents, keys, values = found
         for p, k, v in zip(pos[parents].tolist(), keys, values, strict=True):
             if p >= 0:
-                d = out[p]
-                assert d is not None
-                d[k] = v
-        return out
+                maps[p] += (k, v)
+        if valid is None:
+            return [tuple(m) for m in maps]
+        return [tuple(m) if ok else None for m, ok in zip(maps, valid, strict=True)]
 
 
-_NEW_DATA_FILE = frozen_builder(DataFile)
-_NEW_ENTRY = frozen_builder(ManifestEntry)
+def _tuples(values: Iterable[list[int] | None]) -> list[tuple[int, ...] | None]:
+    """Lists as tuples: a row must hold no list (the collector never untracks one)."""
+    return [None if v is None else tuple(v) for v in values]
 
 
 def open_columnar(

@@ -21,7 +21,8 @@ import fastavro
 import pyarrow as pa
 
 from aioiceberg.spec.manifest.avro_schemas import SUPPORTED_FORMAT_VERSIONS
-from aioiceberg.spec.manifest.columnar import _one_array, _polars, avro_layout, frozen_builder
+from aioiceberg.spec.manifest.builders import frozen_builder
+from aioiceberg.spec.manifest.columnar import _one_array, _polars, avro_layout
 from aioiceberg.spec.manifest.manifest_file import ManifestContent, ManifestFile, PartitionFieldSummary
 from aioiceberg.spec.manifest.reader import read_manifest_list
 from aioiceberg.spec.manifest.writer_schema import record_fields

@@ -1,0 +1,202 @@
+"""Decoded manifest entries kept as rows of plain values; objects are built as they are read.
+
+A plan holds tens of thousands of decoded entries in flight. As ``ManifestEntry`` and
+``DataFile`` objects they are tracked by the cycle collector, outlive its young
+generations and are promoted, so every full collection walks them all again: on a plan
+of 500 manifests of 1000 entries that cost 2-3 s of 8. A tuple of ints, strings, bytes,
+untracked tuples and plain dicts is untracked the first time the collector sees it, so a
+row costs the collector nothing once decoded. The objects are built when a caller takes
+them: in a streaming plan they die young, before any collection promotes them.
+
+A row is the manifest's columns as decoded (see :data:`ROW_FIELDS`), raw enum values
+included, plus what the row inherits from its manifest; the decoder checks those raw
+values, so building an entry from a row cannot fail. Any dict, even an empty one, keeps
+a tuple tracked, so metric maps are flat ``(key, value, ...)`` tuples (None: a null map)
+and lists are tuples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, TypeAlias, overload
+
+from aioiceberg.spec.manifest.builders import frozen_builder
+from aioiceberg.spec.manifest.data_file import DataFile, DataFileContent, FileFormat
+from aioiceberg.spec.manifest.entry import ManifestEntry, ManifestEntryStatus
+
+__all__ = ["ROW_FIELDS", "EntryRows", "Row"]
+
+Row: TypeAlias = tuple[Any, ...]
+
+# What each row holds, in order; the last item is (snapshot id, sequence number, whether
+# every entry inherits it) of the row's manifest.
+ROW_FIELDS = (
+    "status",
+    "snapshot_id",
+    "sequence_number",
+    "file_sequence_number",
+    "content",
+    "file_path",
+    "file_format",
+    "partition",
+    "record_count",
+    "file_size_in_bytes",
+    "column_sizes",
+    "value_counts",
+    "null_value_counts",
+    "nan_value_counts",
+    "lower_bounds",
+    "upper_bounds",
+    "key_metadata",
+    "split_offsets",
+    "equality_ids",
+    "sort_order_id",
+    "first_row_id",
+    "referenced_data_file",
+    "content_offset",
+    "content_size_in_bytes",
+    "inherited",
+)
+
+_ADDED = ManifestEntryStatus.ADDED
+_STATUS = {s.value: s for s in ManifestEntryStatus}
+_CONTENT: dict[int | None, DataFileContent] = {None: DataFileContent.DATA}
+for _c in DataFileContent:
+    _CONTENT[_c.value] = _c
+_FORMATS: dict[str, FileFormat] = {}
+for _f in FileFormat:
+    _FORMATS[_f.value] = _f
+    _FORMATS[_f.value.lower()] = _f
+
+_new_file = frozen_builder(DataFile)
+_new_entry = frozen_builder(ManifestEntry)
+
+
+def _map(flat: tuple[Any, ...] | None) -> dict[int, Any] | None:
+    if flat is None:
+        return None
+    if not flat:
+        return {}
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+def _format(text: str) -> FileFormat:
+    return _FORMATS.get(text) or FileFormat.parse(text)
+
+
+def _data_file(row: Row, spec_id: int) -> DataFile:
+    (
+        _,
+        _,
+        _,
+        _,
+        content,
+        path,
+        fmt,
+        partition,
+        record_count,
+        size,
+        column_sizes,
+        value_counts,
+        null_value_counts,
+        nan_value_counts,
+        lower_bounds,
+        upper_bounds,
+        key_metadata,
+        split_offsets,
+        equality_ids,
+        sort_order_id,
+        first_row_id,
+        referenced,
+        content_offset,
+        content_size,
+        _,
+    ) = row
+    return _new_file(
+        _CONTENT[content],
+        path,
+        _format(fmt),
+        partition,
+        record_count,
+        size,
+        _map(column_sizes),
+        _map(value_counts),
+        _map(null_value_counts),
+        _map(nan_value_counts),
+        _map(lower_bounds),
+        _map(upper_bounds),
+        key_metadata,
+        split_offsets,
+        equality_ids,
+        sort_order_id,
+        first_row_id,
+        referenced,
+        content_offset,
+        content_size,
+        spec_id,
+    )
+
+
+def _entry(row: Row, spec_id: int) -> ManifestEntry:
+    status = _STATUS[row[0]]
+    snapshot_id, seq, file_seq = row[1], row[2], row[3]
+    inherit_snapshot, inherit_seq, inherit_all = row[24]
+    if snapshot_id is None:
+        snapshot_id = inherit_snapshot
+    if seq is None and (status is _ADDED or inherit_all):
+        seq = inherit_seq
+    if file_seq is None and (status is _ADDED or inherit_all):
+        file_seq = inherit_seq
+    return _new_entry(status, snapshot_id, seq, file_seq, _data_file(row, spec_id))
+
+
+class EntryRows(Sequence[ManifestEntry]):
+    """Entries of one partition spec, as rows; each read builds a fresh, equal entry."""
+
+    __slots__ = ("rows", "spec_id")
+
+    def __init__(self, rows: list[Row], spec_id: int) -> None:
+        self.rows = rows
+        self.spec_id = spec_id
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @overload
+    def __getitem__(self, index: int) -> ManifestEntry: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> EntryRows: ...
+
+    def __getitem__(self, index: int | slice) -> ManifestEntry | EntryRows:
+        if isinstance(index, slice):
+            return EntryRows(self.rows[index], self.spec_id)
+        return _entry(self.rows[index], self.spec_id)
+
+    def __iter__(self) -> Iterator[ManifestEntry]:
+        spec_id = self.spec_id
+        for row in self.rows:
+            yield _entry(row, spec_id)
+
+    def data_file(self, index: int) -> DataFile:
+        return _data_file(self.rows[index], self.spec_id)
+
+    def data_files(self) -> Iterator[DataFile]:
+        """The entries' data files, without building the entries."""
+        spec_id = self.spec_id
+        for row in self.rows:
+            yield _data_file(row, spec_id)
+
+    def select(self, keep: Iterable[bool]) -> EntryRows:
+        """The rows where ``keep`` is true, in order."""
+        return EntryRows([r for r, k in zip(self.rows, keep, strict=True) if k], self.spec_id)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, EntryRows | list | tuple):  # as a list of entries compares
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"EntryRows({len(self.rows)} entries, spec_id={self.spec_id})"
