@@ -10,6 +10,7 @@ method, goes missing, or falls back to ``Any`` fails here.
 from __future__ import annotations
 
 import re
+import uuid
 from pathlib import Path
 
 import mypy.api
@@ -174,7 +175,10 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, tuple[s
     scan = "scan(row_filter='id = 5').plan_files()"
     pair("plan_files()", f"aio_1.{scan}", f"twin_1.{scan}")
     pair("drifted", "aio_1.append", "twin_1.overwrite")  # a control: must not compare equal
-    revealed, errors = _run_mypy("\n".join(lines) + "\n", tmp / "sync_types.py")
+    # a fresh module name each run: mypy's cache replays an unchanged module's notes under
+    # the path it first had (a second run with no source change found no revealed types)
+    name = f"sync_types_{uuid.uuid4().hex[:12]}.py"
+    revealed, errors = _run_mypy("\n".join(lines) + "\n", tmp / name)
     return {key: (revealed.get(a, "?"), revealed.get(t, "?")) for key, (a, t) in where.items()}, errors
 
 
