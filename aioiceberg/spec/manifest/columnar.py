@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from aioiceberg.spec.manifest.data_file import FileFormat
 from aioiceberg.spec.manifest.entry import ManifestEntry, ManifestEntryStatus
-from aioiceberg.spec.manifest.entry_rows import EntryRows
+from aioiceberg.spec.manifest.entry_rows import STAT_FIELDS, EntryRows
 from aioiceberg.spec.manifest.manifest_file import ManifestContent, ManifestFile
 from aioiceberg.spec.manifest.metadata import ManifestMetadata
 from aioiceberg.spec.manifest.reader import open_manifest
@@ -69,14 +69,6 @@ _LOGICAL_TYPES: dict[tuple[Any, Any], pa.DataType] = {
     ("long", "timestamp-micros"): pa.int64(),
     ("long", "local-timestamp-micros"): pa.int64(),
 }
-_STAT_FIELDS = (
-    "column_sizes",
-    "value_counts",
-    "null_value_counts",
-    "nan_value_counts",
-    "lower_bounds",
-    "upper_bounds",
-)
 
 
 @functools.cache
@@ -366,7 +358,7 @@ class ColumnarManifest:
             return pick(self._df.get(name))
 
         pos = self._positions(rows_np) if self._stats_wanted() else None
-        stats = [self._stats(name, rows_np, pos) for name in _STAT_FIELDS]
+        stats = [self._stats(name, rows_np, pos) for name in STAT_FIELDS]
         first_row_ids = pick(self._first_row_ids)
         columns = zip(
             top("status"),

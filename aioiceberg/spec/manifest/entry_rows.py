@@ -24,10 +24,18 @@ from aioiceberg.spec.manifest.builders import frozen_builder
 from aioiceberg.spec.manifest.data_file import DataFile, DataFileContent, FileFormat
 from aioiceberg.spec.manifest.entry import ManifestEntry, ManifestEntryStatus
 
-__all__ = ["ROW_FIELDS", "EntryRows", "Row"]
+__all__ = ["ROW_FIELDS", "STAT_FIELDS", "EntryRows", "Row"]
 
 Row: TypeAlias = tuple[Any, ...]
 
+STAT_FIELDS = (
+    "column_sizes",
+    "value_counts",
+    "null_value_counts",
+    "nan_value_counts",
+    "lower_bounds",
+    "upper_bounds",
+)
 # What each row holds, in order; the last item is (snapshot id, sequence number, whether
 # every entry inherits it) of the row's manifest.
 ROW_FIELDS = (
@@ -41,12 +49,7 @@ ROW_FIELDS = (
     "partition",
     "record_count",
     "file_size_in_bytes",
-    "column_sizes",
-    "value_counts",
-    "null_value_counts",
-    "nan_value_counts",
-    "lower_bounds",
-    "upper_bounds",
+    *STAT_FIELDS,
     "key_metadata",
     "split_offsets",
     "equality_ids",
@@ -85,54 +88,13 @@ def _format(text: str) -> FileFormat:
 
 
 def _data_file(row: Row, spec_id: int) -> DataFile:
-    (
-        _,
-        _,
-        _,
-        _,
-        content,
-        path,
-        fmt,
-        partition,
-        record_count,
-        size,
-        column_sizes,
-        value_counts,
-        null_value_counts,
-        nan_value_counts,
-        lower_bounds,
-        upper_bounds,
-        key_metadata,
-        split_offsets,
-        equality_ids,
-        sort_order_id,
-        first_row_id,
-        referenced,
-        content_offset,
-        content_size,
-        _,
-    ) = row
     return _new_file(
-        _CONTENT[content],
-        path,
-        _format(fmt),
-        partition,
-        record_count,
-        size,
-        _map(column_sizes),
-        _map(value_counts),
-        _map(null_value_counts),
-        _map(nan_value_counts),
-        _map(lower_bounds),
-        _map(upper_bounds),
-        key_metadata,
-        split_offsets,
-        equality_ids,
-        sort_order_id,
-        first_row_id,
-        referenced,
-        content_offset,
-        content_size,
+        _CONTENT[row[4]],
+        row[5],
+        _format(row[6]),
+        *row[7:10],  # partition, record count, size
+        *map(_map, row[10:16]),  # the metric maps
+        *row[16:24],  # key metadata ... content size
         spec_id,
     )
 
