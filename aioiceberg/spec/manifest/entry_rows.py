@@ -88,15 +88,13 @@ def _format(text: str) -> FileFormat:
 
 
 def _data_file(row: Row, spec_id: int) -> DataFile:
+    # indexed, not sliced: slices and star-arguments are tuples the collector would count
+    m = _map
     return _new_file(
-        _CONTENT[row[4]],
-        row[5],
-        _format(row[6]),
-        *row[7:10],  # partition, record count, size
-        *map(_map, row[10:16]),  # the metric maps
-        *row[16:24],  # key metadata ... content size
-        spec_id,
-    )
+        _CONTENT[row[4]], row[5], _format(row[6]), row[7], row[8], row[9],
+        m(row[10]), m(row[11]), m(row[12]), m(row[13]), m(row[14]), m(row[15]),
+        row[16], row[17], row[18], row[19], row[20], row[21], row[22], row[23], spec_id,
+    )  # fmt: skip
 
 
 def _entry(row: Row, spec_id: int) -> ManifestEntry:
