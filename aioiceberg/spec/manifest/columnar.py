@@ -56,11 +56,6 @@ def _polars() -> Any:
     return polars
 
 
-_FORMATS: dict[str, FileFormat] = {}
-for _f in FileFormat:
-    _FORMATS[_f.value] = _f
-    _FORMATS[_f.value.lower()] = _f
-
 # Partition field Avro types whose polars decoding is checked against fastavro's (after the
 # conversion below); anything else (decimal, uuid, fixed, time, millis, nanos) falls back.
 _PLAIN_TYPES = frozenset({"boolean", "int", "long", "float", "double", "string", "bytes"})
@@ -168,8 +163,9 @@ class ColumnarManifest:
             raise ValueError("content outside its enum")
         formats = self._df["file_format"]
         for text in pc.unique(formats).to_pylist():
-            if text is None or (text not in _FORMATS and text.upper() not in _FORMATS):
-                raise ValueError(f"unknown file format {text!r}")
+            if text is None:
+                raise ValueError("file format is null")
+            FileFormat.parse(text)  # ValueError when it names no format
         self._record_count = self._df["record_count"]
         if self._record_count.null_count or self._df["file_path"].null_count:
             raise ValueError("required field is null")

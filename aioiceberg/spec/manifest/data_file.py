@@ -27,8 +27,13 @@ class FileFormat(StrEnum):
 
     @classmethod
     def parse(cls, text: str) -> FileFormat:
-        """Accept any case: the spec lists lower-case names, writers use upper case."""
-        return cls(text.upper())
+        """Accept any case: the spec lists lower-case names, writers use upper case. The
+        two usual spellings are a dict lookup (this runs once per manifest entry)."""
+        found = _BY_TEXT.get(text)
+        return found if found is not None else cls(text.upper())
+
+
+_BY_TEXT: dict[str, FileFormat] = {t: f for f in FileFormat for t in (f.value, f.value.lower())}
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,10 +66,6 @@ _STATUS = {s.value: s for s in ManifestEntryStatus}
 _CONTENT: dict[int | None, DataFileContent] = {None: DataFileContent.DATA}
 for _c in DataFileContent:
     _CONTENT[_c.value] = _c
-_FORMATS: dict[str, FileFormat] = {}
-for _f in FileFormat:
-    _FORMATS[_f.value] = _f
-    _FORMATS[_f.value.lower()] = _f
 
 _new_file = frozen_builder(DataFile)
 _new_entry = frozen_builder(ManifestEntry)
@@ -83,15 +79,11 @@ def _map(flat: tuple[Any, ...] | None) -> dict[int, Any] | None:
     return dict(zip(flat[::2], flat[1::2], strict=True))
 
 
-def _format(text: str) -> FileFormat:
-    return _FORMATS.get(text) or FileFormat.parse(text)
-
-
 def _data_file(row: Row, spec_id: int) -> DataFile:
     # indexed, not sliced: slices and star-arguments are tuples the collector would count
     m = _map
     return _new_file(
-        _CONTENT[row[4]], row[5], _format(row[6]), row[7], row[8], row[9],
+        _CONTENT[row[4]], row[5], FileFormat.parse(row[6]), row[7], row[8], row[9],
         m(row[10]), m(row[11]), m(row[12]), m(row[13]), m(row[14]), m(row[15]),
         row[16], row[17], row[18], row[19], row[20], row[21], row[22], row[23], spec_id,
     )  # fmt: skip

@@ -44,10 +44,6 @@ AVRO_MAGIC = b"Obj\x01"
 _STATUS = {s.value: s for s in ManifestEntryStatus}
 _DATA_CONTENT = {c.value: c for c in DataFileContent}
 _MANIFEST_CONTENT = {c.value: c for c in ManifestContent}
-_FORMATS: dict[str, FileFormat] = {}
-for _f in FileFormat:
-    _FORMATS[_f.value] = _f
-    _FORMATS[_f.value.lower()] = _f
 _SUPPORTED_TEXT = ", ".join(map(str, SUPPORTED_FORMAT_VERSIONS))
 _CONTENT_NAMES = {"data": ManifestContent.DATA, "deletes": ManifestContent.DELETES}
 
@@ -349,7 +345,7 @@ def _entry_converter(
     ):
         next_row_id = manifest.first_row_id
 
-    STATUS, DATA_CONTENT, FORMATS = _STATUS, _DATA_CONTENT, _FORMATS
+    STATUS, DATA_CONTENT, parse_format = _STATUS, _DATA_CONTENT, FileFormat.parse
     ADDED, DELETED, DATA = ManifestEntryStatus.ADDED, ManifestEntryStatus.DELETED, DataFileContent.DATA
 
     def stats(lst: list[dict[str, Any]] | None) -> dict[int, Any] | None:
@@ -383,7 +379,7 @@ def _entry_converter(
                 v if c is None or v is None else c(v) for c, v in zip(converters, p.values(), strict=True)
             )
         content = DATA_CONTENT[df.get("content", 0)]
-        file_format = FORMATS.get(df["file_format"]) or FileFormat.parse(df["file_format"])
+        file_format = parse_format(df["file_format"])
         split_offsets = df.get("split_offsets")
         equality_ids = df.get("equality_ids")
         first_row_id = df.get("first_row_id")
