@@ -203,8 +203,8 @@ async def _build(
             raise item.error
         if plain:
             tasks: Sequence[FileScanTask] = LazyTasks(planner, item.entries)
-            if limit is not None:
-                tasks, rows = _up_to_limit(tasks, rows, limit)
+            if limit is not None:  # counted and cut here, so built here, once
+                tasks, rows = _up_to_limit(tuple(tasks), rows, limit)
             await out.send(tasks)
             if limit is not None and rows >= limit:
                 return
