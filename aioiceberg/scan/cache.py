@@ -14,6 +14,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from aioiceberg.spec.manifest import ManifestEntry, ManifestFile
 from aioiceberg.spec.manifest.entry_rows import EntryRows, Row
@@ -87,16 +88,14 @@ def estimate_size(entries: Sequence[ManifestEntry]) -> int:
     """
     n = len(entries)
     total = 64 + 8 * n
-    one: Callable[[int], int]
-    if isinstance(entries, EntryRows):
-        rows = entries.rows
-        one = lambda i: _row_bytes(rows[i])  # noqa: E731
-    else:
-        one = lambda i: _entry_bytes(entries[i])  # noqa: E731
+    items: Sequence[Any] = entries
+    measure: Callable[[Any], int] = _entry_bytes
+    if isinstance(entries, EntryRows):  # measured as rows, without building entries
+        items, measure = entries.rows, _row_bytes
     if n <= _SAMPLE:
-        return total + sum(one(i) for i in range(n))
+        return total + sum(measure(e) for e in items)
     step = n / _SAMPLE
-    sampled = sum(one(int(i * step)) for i in range(_SAMPLE))
+    sampled = sum(measure(items[int(i * step)]) for i in range(_SAMPLE))
     return total + sampled * n // _SAMPLE
 
 
