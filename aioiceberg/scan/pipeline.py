@@ -82,6 +82,8 @@ class PlanContext:
 async def run_stages(ctx: PlanContext, tg: anyio.abc.TaskGroup, out: MemoryObjectSendStream[Batch]) -> None:
     """Select the manifests, then start the workers and the task builder in ``tg``."""
     planner = ctx.planner
+    if planner.columnar:
+        planner.runtime.warm_columnar()  # during the manifest list's round trip
     try:
         with out:
             try:
