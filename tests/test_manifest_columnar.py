@@ -395,6 +395,24 @@ def test_decoded_rows_hold_nothing_the_collector_tracks() -> None:
     assert everything.select([i % 2 == 0 for i in range(len(files))]) == list(everything)[::2]
 
 
+@pytest.mark.parametrize("columns", COLUMN_CHOICES)
+def test_rows_asked_for_in_any_order_read_as_fastavro_gives_them(columns: frozenset[int] | None) -> None:
+    """Metric maps are grouped by output row, not by file order: a subset of rows in a
+    shuffled order reads each row's own stats."""
+    files = [
+        dataclasses.replace(f, nan_value_counts=None if i % 5 == 0 else f.nan_value_counts)
+        for i, f in enumerate(_awkward_files())
+    ]
+    entries = [ManifestEntry(ManifestEntryStatus.ADDED, None, None, None, f) for f in files]
+    data, _ = write_manifest(entries, PRUNE_SPEC, PRUNE_SCHEMA, 2, 77, manifest_path=LOCATION)
+    want = read_manifest(data, columns_needed=columns).entries
+    cm = open_columnar(data, columns_needed=columns)
+    assert cm is not None
+    order = [i for i in random.Random(7).sample(range(len(files)), len(files)) if i % 4][:30]
+    assert cm.entries(order) == [want[i] for i in order]
+    assert cm.entries(sorted(order)[:5]) == [want[i] for i in sorted(order)[:5]]
+
+
 # ---------------------------------------------------------------------------------------------
 # Building helpers: a faster constructor for frozen dataclasses, and pausing the collector
 
