@@ -128,6 +128,67 @@ async def test_row_groups_outside_the_residual_are_not_read() -> None:
     assert (stats.row_groups_total, stats.row_groups_read) == (10, 2)
 
 
+@pytest.mark.anyio
+async def test_strings_the_filter_does_not_read_pass_it_as_dictionaries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Dictionary-encoded strings outside the filter are decoded only for the rows that
+    survive it; a chunk that fell back to plain pages is read plain (as a dictionary it
+    would be hashed); what comes out is the same either way."""
+    from aioiceberg.read.parquet import ParquetSource, open_parquet
+
+    n = 30_000
+    ids = {b"PARQUET:field_id": b"1"}, {b"PARQUET:field_id": b"2"}, {b"PARQUET:field_id": b"3"}
+    data = pa.table(
+        {
+            "id": pa.array(range(n), pa.int64()),
+            # unique and long: the dictionary fills up (1 MiB) and the rest falls back to plain
+            "name": [f"user-{i:012d}-" + "x" * 48 for i in range(n)],
+            "region": [None if i % 7 == 0 else ["eu", "us", "ap"][i % 3] for i in range(n)],
+        }
+    )
+    with_ids = [pa.field(f.name, f.type, metadata=m) for f, m in zip(data.schema, ids, strict=True)]
+    data = data.cast(pa.schema(with_ids))
+    buf = io.BytesIO()
+    pq.write_table(data, buf)  # one row group
+    store = MemoryFileIO()
+    await store.write("memory://t/s.parquet", buf.getvalue())
+    task = _task("memory://t/s.parquet", FileFormat.PARQUET, len(buf.getvalue()), n)
+
+    source = await open_parquet(store, "memory://t/s.parquet", len(buf.getvalue()))
+    assert [source._dictionary_encoded(0, i) for i in range(3)] == [False, False, True]
+    decoded = source.read_row_group(0, [0, 1, 2], [1, 2])
+    assert [str(t) for t in decoded.schema.types] == [
+        "int64",
+        "string",
+        "dictionary<values=string, indices=int32, ordered=0>",
+    ]
+
+    last = f"user-{n - 1:012d}-" + "x" * 48
+    asked: list[list[int]] = []
+    read_row_group = ParquetSource.read_row_group
+
+    def spy(self: ParquetSource, rg: int, tops: list[int], as_dictionary: list[int] = ()) -> pa.Table:  # type: ignore[assignment]
+        asked.append(list(as_dictionary))
+        return read_row_group(self, rg, tops, as_dictionary)
+
+    monkeypatch.setattr(ParquetSource, "read_row_group", spy)
+    plain = pa.table({f.name: data.column(f.name) for f in data.schema}).cast(
+        pa.schema([(f.name, f.type) for f in data.schema])
+    )
+    for text, keep, offered in (
+        ("id >= 1000 AND id < 1400", lambda r: 1000 <= r["id"] < 1400, [1, 2]),
+        ("region = 'eu'", lambda r: r["region"] == "eu", [0, 1]),
+        (f"id < 50 OR name = '{last}'", lambda r: r["id"] < 50 or r["id"] == n - 1, [2]),
+        ("", lambda r: True, []),
+    ):
+        asked.clear()
+        table = await read_to_table(store, [task], SCHEMA, row_filter=text or None)
+        assert asked == [offered], text
+        assert [str(t) for t in table.schema.types] == ["int64", "string", "string"]
+        assert table.to_pylist() == [r for r in plain.to_pylist() if keep(r)], text
+
+
 def test_read_benchmark_runs_in_tiny_mode() -> None:
     out = run_tiny("read.py")
     assert "ours/PyIceberg" in out and "peak RSS" in out

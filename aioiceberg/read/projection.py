@@ -123,13 +123,16 @@ def _project_struct_children(
     n: int,
     constants: Mapping[int, Any],
     path: str,
+    keep_dictionary: frozenset[int] = frozenset(),
 ) -> list[pa.Array]:
     positions = _by_id(fields)
     out: list[pa.Array] = []
     for tf in target:
         arrow_type = arrow_type_for(tf.field_type)
         pos = positions.get(tf.field_id)
-        if pos is not None:
+        if pos is not None and tf.field_id in keep_dictionary and pa.types.is_dictionary(arrays[pos].type):
+            out.append(arrays[pos])  # decoded by a later projection, once rows are filtered
+        elif pos is not None:
             out.append(_project(arrays[pos], fields[pos], tf.field_type, arrow_type, constants, path))
         elif tf.field_id in constants:
             out.append(_constant(constants[tf.field_id], tf.field_type, arrow_type, n))
@@ -193,13 +196,18 @@ def project_columns(
     *,
     constants: Mapping[int, Any] | None = None,
     where: str = "file",
+    keep_dictionary: frozenset[int] = frozenset(),
 ) -> list[pa.Array]:
     """Arrays for ``target``'s top-level fields from source arrays whose fields carry ids.
 
     ``fields`` are the source Arrow fields (ids in ``PARQUET:field_id`` metadata, nested
     ones too); ``constants`` gives values by field id for fields the source lacks.
+    Top-level fields in ``keep_dictionary`` that are dictionary arrays stay so (another
+    projection to the same type decodes them).
     """
-    return _project_struct_children(columns, fields, target.fields, num_rows, constants or {}, where)
+    return _project_struct_children(
+        columns, fields, target.fields, num_rows, constants or {}, where, keep_dictionary
+    )
 
 
 def project_batch(

@@ -96,8 +96,18 @@ def _source_fields(schema: pa.Schema, mapping: NameMapping | None, location: str
     return list(apply_name_mapping(schema, mapping))
 
 
-def _process(plan: _FilePlan, table: pa.Table, first_row: int, deletes: TaskDeletes) -> list[pa.RecordBatch]:
-    """Decode-side work for one chunk of a file: reshape, delete, filter, project."""
+def _process(
+    plan: _FilePlan,
+    table: pa.Table,
+    first_row: int,
+    deletes: TaskDeletes,
+    keep_dictionary: frozenset[int] = frozenset(),
+) -> list[pa.RecordBatch]:
+    """Decode-side work for one chunk of a file: reshape, delete, filter, project.
+
+    ``keep_dictionary``: field ids the filter does not read whose dictionary arrays pass
+    the filter as they are; the last projection decodes only the rows that survive.
+    """
     out: list[pa.RecordBatch] = []
     fields = _source_fields(table.schema, plan.name_mapping, plan.task.file.file_path)
     for batch in table.to_batches(max_chunksize=plan.batch_rows):
@@ -112,10 +122,15 @@ def _process(plan: _FilePlan, table: pa.Table, first_row: int, deletes: TaskDele
             n,
             constants=plan.constants,
             where=plan.task.file.file_path,
+            keep_dictionary=keep_dictionary,
         )
+        read_arrow = plan.read_arrow
+        if keep_dictionary:
+            pairs = zip(read_arrow, columns, strict=True)
+            read_arrow = pa.schema([f if c.type == f.type else f.with_type(c.type) for f, c in pairs])
         read = pa.RecordBatch.from_arrays(
             [*columns, pa.array(np.arange(first_row, first_row + n, dtype=np.int64))],
-            schema=plan.read_arrow.append(pa.field(_POS, pa.int64(), False)),
+            schema=read_arrow.append(pa.field(_POS, pa.int64(), False)),
         )
         if not deletes.empty:
             by_id = {
@@ -271,6 +286,14 @@ class _Reader:
         fields = _source_fields(source.arrow_schema, self.name_mapping, task.file.file_path)
         wanted = plan.read_schema.field_ids()
         tops = [i for i, f in enumerate(fields) if _any_id(f) & wanted]
+        # strings the filter does not read stay dictionary-encoded through it (see _process)
+        as_dictionary: list[int] = []
+        if plan.filter is not None and deletes.empty:
+            filtered = referenced_field_ids(expr)
+            as_dictionary = [
+                i for i in tops if (fid := field_id_of(fields[i])) is not None and fid not in filtered
+            ]
+        keep = frozenset(fid for i in as_dictionary if (fid := field_id_of(fields[i])) is not None)
         for run in source.group_row_groups(row_groups, tops):
             await source.prefetch(run, tops)
             for rg in run:
@@ -278,11 +301,16 @@ class _Reader:
                 first_row = source.row_group_first_row[rg]
 
                 def work(rg: int = rg, first_row: int = first_row) -> list[pa.RecordBatch]:
-                    table = source.read_row_group(rg, tops)
+                    table = source.read_row_group(rg, tops, as_dictionary)
                     if tops:  # with no column (none resolvable) the row count is all there is
-                        with_ids = pa.schema([fields[i] for i in tops])
+                        with_ids = pa.schema(
+                            [
+                                f if c.type == f.type else f.with_type(c.type)
+                                for f, c in zip((fields[i] for i in tops), table.columns, strict=True)
+                            ]
+                        )
                         table = pa.Table.from_arrays(table.columns, schema=with_ids)
-                    return _process(plan, table, first_row, deletes)
+                    return _process(plan, table, first_row, deletes, keep)
 
                 batches = await anyio.to_thread.run_sync(work)
                 for batch in batches:
