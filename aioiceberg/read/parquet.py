@@ -247,10 +247,13 @@ def row_group_stats(
 class ParquetSource:
     """An opened Parquet data file: metadata parsed, column chunks fetched per row group."""
 
-    def __init__(self, fio: FileIO, location: str, file: RangeFile, pf: pq.ParquetFile) -> None:
+    def __init__(
+        self, fio: FileIO, location: str, file: RangeFile, pf: pq.ParquetFile, source: Any = None
+    ) -> None:
         self.io = fio
         self.location = location
         self.file = file
+        self._source = file if source is None else source  # what pyarrow reads from
         self.pf = pf
         self.metadata: pq.FileMetaData = pf.metadata
         self.arrow_schema: pa.Schema = pf.schema_arrow
@@ -365,7 +368,7 @@ class ParquetSource:
         reader = self._dictionary_readers.get(encoded)
         if reader is None:
             reader = pq.ParquetFile(
-                self.file, metadata=self.metadata, read_dictionary=encoded, pre_buffer=False
+                self._source, metadata=self.metadata, read_dictionary=encoded, pre_buffer=False
             )
             self._dictionary_readers[encoded] = reader
         return reader.read_row_group(rg, columns=names)
@@ -428,11 +431,14 @@ async def open_parquet(fio: FileIO, location: str, size_hint: int | None = None)
     file = RangeFile(fio, location, size)
     file.add(size - len(tail), tail)
 
+    # A file held whole is read by pyarrow from the buffer itself, not through Python calls
+    source: Any = pa.BufferReader(tail) if len(tail) == size else file
+
     def parse() -> pq.ParquetFile:
-        return pq.ParquetFile(file, pre_buffer=False)
+        return pq.ParquetFile(source, pre_buffer=False)
 
     try:
         pf = await anyio.to_thread.run_sync(parse)
     except (OSError, pa.ArrowException) as e:
         raise CorruptFileError(f"cannot read the Parquet footer: {e}", location=location) from e
-    return ParquetSource(fio, location, file, pf)
+    return ParquetSource(fio, location, file, pf, source)
