@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import resource
@@ -556,10 +557,17 @@ async def _service_floor(meta: str, row_filter: str, store: Store) -> float:
     # evaluators
     warm_columnar_decoder()
     decode_and_prune_batch(items[:2], planner.prune_context)
-    start = time.perf_counter()
-    for i in range(0, len(items), 64):
-        decode_and_prune_batch(items[i : i + 64], planner.prune_context)
-    return store.delay_ms / 1000 + (time.perf_counter() - start)
+    # This process has planned every table (the floors above): collections would walk all
+    # it holds, which a service's decode does not pay for (0.086 s measured for 2000x50).
+    gc.collect()
+    gc.freeze()
+    try:
+        start = time.perf_counter()
+        for i in range(0, len(items), 64):
+            decode_and_prune_batch(items[i : i + 64], planner.prune_context)
+        return store.delay_ms / 1000 + (time.perf_counter() - start)
+    finally:
+        gc.unfreeze()
 
 
 def _build_in_child(store: Store, location: str, m: int, e: int) -> str:
