@@ -381,8 +381,6 @@ class Lanes:
         self.columnar = scan.columnar
         self.columnar_lane = anyio.CapacityLimiter(max(1, scan.options.workers))
         self.batches = BatchLane(scan.prune_context, self.columnar_lane)
-        if self.columnar:
-            scan.runtime.warm_columnar()  # while the first manifests are fetched
         self.fastavro_lane = anyio.CapacityLimiter(1)
         self.processes = False
         if not self.columnar:
