@@ -96,6 +96,12 @@ def _source_fields(schema: pa.Schema, mapping: NameMapping | None, location: str
     return list(apply_name_mapping(schema, mapping))
 
 
+def _with_types(fields: Iterable[pa.Field], columns: Iterable[Any]) -> pa.Schema:
+    """``fields`` retyped where their column is not of their type (a dictionary read)."""
+    pairs = zip(fields, columns, strict=True)
+    return pa.schema([f if c.type == f.type else f.with_type(c.type) for f, c in pairs])
+
+
 def _process(
     plan: _FilePlan,
     table: pa.Table,
@@ -124,10 +130,7 @@ def _process(
             where=plan.task.file.file_path,
             keep_dictionary=keep_dictionary,
         )
-        read_arrow = plan.read_arrow
-        if keep_dictionary:
-            pairs = zip(read_arrow, columns, strict=True)
-            read_arrow = pa.schema([f if c.type == f.type else f.with_type(c.type) for f, c in pairs])
+        read_arrow = _with_types(plan.read_arrow, columns) if keep_dictionary else plan.read_arrow
         read = pa.RecordBatch.from_arrays(
             [*columns, pa.array(np.arange(first_row, first_row + n, dtype=np.int64))],
             schema=read_arrow.append(pa.field(_POS, pa.int64(), False)),
@@ -287,13 +290,12 @@ class _Reader:
         wanted = plan.read_schema.field_ids()
         tops = [i for i, f in enumerate(fields) if _any_id(f) & wanted]
         # strings the filter does not read stay dictionary-encoded through it (see _process)
-        as_dictionary: list[int] = []
+        offered: dict[int, int] = {}  # top-level index -> field id
         if plan.filter is not None and deletes.empty:
             filtered = referenced_field_ids(expr)
-            as_dictionary = [
-                i for i in tops if (fid := field_id_of(fields[i])) is not None and fid not in filtered
-            ]
-        keep = frozenset(fid for i in as_dictionary if (fid := field_id_of(fields[i])) is not None)
+            ids = ((i, field_id_of(fields[i])) for i in tops)
+            offered = {i: fid for i, fid in ids if fid is not None and fid not in filtered}
+        as_dictionary, keep = list(offered), frozenset(offered.values())
         for run in source.group_row_groups(row_groups, tops):
             await source.prefetch(run, tops)
             for rg in run:
@@ -303,12 +305,7 @@ class _Reader:
                 def work(rg: int = rg, first_row: int = first_row) -> list[pa.RecordBatch]:
                     table = source.read_row_group(rg, tops, as_dictionary)
                     if tops:  # with no column (none resolvable) the row count is all there is
-                        with_ids = pa.schema(
-                            [
-                                f if c.type == f.type else f.with_type(c.type)
-                                for f, c in zip((fields[i] for i in tops), table.columns, strict=True)
-                            ]
-                        )
+                        with_ids = _with_types([fields[i] for i in tops], table.columns)
                         table = pa.Table.from_arrays(table.columns, schema=with_ids)
                     return _process(plan, table, first_row, deletes, keep)
 
