@@ -43,6 +43,7 @@ from aioiceberg.spec.manifest import (
     write_manifest_list,
 )
 from aioiceberg.spec.manifest.columnar import avro_layout, read_manifest_entries_columnar
+from aioiceberg.spec.manifest.entry_rows import STAT_FIELDS
 from aioiceberg.spec.partitioning import PartitionField, PartitionSpec
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.transforms import parse_transform
@@ -218,14 +219,7 @@ def _compare_entry(ours: ManifestEntry, theirs: Any, their_partition: tuple[Any,
     assert _nan_equal(a.partition, their_partition or _py_partition(b.partition))
     assert a.record_count == b.record_count
     assert a.file_size_in_bytes == b.file_size_in_bytes
-    for name in (
-        "column_sizes",
-        "value_counts",
-        "null_value_counts",
-        "nan_value_counts",
-        "lower_bounds",
-        "upper_bounds",
-    ):
+    for name in STAT_FIELDS:
         assert getattr(a, name) == getattr(b, name), name
     assert a.key_metadata == b.key_metadata
     assert list(a.split_offsets or []) == list(b.split_offsets or [])
