@@ -313,6 +313,14 @@ class BatchLane:
     A manifest that arrives to an idle lane is decoded at once, alone, so the first task of
     a plan waits for one decode only; under load batches grow up to ``max_entries`` entries
     or ``max_manifests`` manifests, which bounds memory and keeps results streaming.
+
+    With ``gather`` (a plan that fetches its manifests in one burst), a manifest arriving
+    after the first waits for the burst's other fetches to land, for at most as long as its
+    own fetch took, and the lot is decoded in one call. Decoding each as it lands split the
+    burst into several calls on threads that share one GIL with the loop, which then handed
+    the next arrivals over late. 20 manifests of 50 entries at 20 ms a request: 0.068 s to
+    plan in a warm process against 0.058 s gathered, 0.140 s against 0.132 s for a fresh
+    process with ``load_table`` (medians of 10 and 8, interleaved).
     """
 
     def __init__(
@@ -331,6 +339,22 @@ class BatchLane:
             collections.deque()
         )
         self.batches = 0  # decode calls made, for metrics and tests
+        self.gather = False
+        self._arrived = 0
+        self._fetching = 0  # fetches under way whose manifests come to this lane
+        self._landed = asyncio.Event()  # set while none is
+        self._landed.set()
+
+    def fetch_started(self) -> None:
+        if self._fetching == 0:
+            self._landed = asyncio.Event()
+        self._fetching += 1
+
+    def fetch_ended(self) -> None:
+        """Its manifest arrives next (or its fetch failed, and nothing will)."""
+        self._fetching -= 1
+        if self._fetching == 0:
+            self._landed.set()
 
     def _take(self) -> list[tuple[bytes, ManifestFile, asyncio.Future[DecodeResult]]]:
         taken: list[tuple[bytes, ManifestFile, asyncio.Future[DecodeResult]]] = []
@@ -341,9 +365,14 @@ class BatchLane:
             entries += (item[1].added_files_count or 0) + (item[1].existing_files_count or 0)
         return taken
 
-    async def decode(self, data: bytes, manifest: ManifestFile) -> DecodeResult:
+    async def decode(self, data: bytes, manifest: ManifestFile, fetch_s: float = 0.0) -> DecodeResult:
+        """``fetch_s``: how long this manifest's fetch took (bounds the wait for the burst)."""
         done: asyncio.Future[DecodeResult] = asyncio.get_running_loop().create_future()
         self._pending.append((data, manifest, done))
+        self._arrived += 1
+        if self.gather and self._arrived > 1 and self._fetching:
+            with anyio.move_on_after(fetch_s):
+                await self._landed.wait()
         async with self.limiter:
             while not done.done():
                 batch = self._take()

@@ -128,6 +128,8 @@ async def start_workers(
     trip would be most of its time."""
     io_concurrency = ctx.planner.options.io_concurrency
     n = min(io_concurrency, count)
+    if ctx.lanes is not None and count <= io_concurrency:
+        ctx.lanes.batches.gather = True  # every fetch starts at once: decode the burst together
     ctx.deletes_left = deletes
     with manifests, decoded:
         first_fetched = anyio.Event()

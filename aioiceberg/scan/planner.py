@@ -17,6 +17,7 @@ manifest's); all others are yielded as soon as their manifest is pruned.
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -288,14 +289,23 @@ class Planner:
             return found
         lanes = ctx.lanes
         assert lanes is not None
-        data = await self.io.read(mf.manifest_path)  # at most io_concurrency workers read at once
+        batched = lanes.columnar and not self._columnar_for(mf)
+        if batched:
+            lanes.batches.fetch_started()
+        started = time.perf_counter()
+        try:
+            data = await self.io.read(mf.manifest_path)  # at most io_concurrency workers read at once
+        finally:
+            if batched:
+                lanes.batches.fetch_ended()
+        fetch_s = time.perf_counter() - started
         if fetched is not None:
             fetched.set()
         m.bytes_fetched += len(data)
         columnar = lanes.columnar
         result: DecodeResult
         if columnar and not self._columnar_for(mf):
-            result = await lanes.batches.decode(data, mf)  # small: decoded with its neighbours
+            result = await lanes.batches.decode(data, mf, fetch_s)  # small: decoded with its neighbours
         else:
             result = await self.runtime.decoder(self.options.workers).decode(
                 data,
