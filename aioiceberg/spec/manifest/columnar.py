@@ -353,6 +353,10 @@ class ColumnarManifest:
         def df(name: str) -> Iterable[Any]:
             return pick(self._df.get(name))
 
+        def listed(name: str) -> list[tuple[Any, ...] | None]:
+            arr = self._df.get(name)
+            return _list_tuples(None if arr is None else arr if whole else arr.take(idx), n)
+
         pos = self._positions(rows_np) if self._stats_wanted() else None
         stats = [self._stats(name, rows_np, pos) for name in STAT_FIELDS]
         first_row_ids = pick(self._first_row_ids)
@@ -369,8 +373,8 @@ class ColumnarManifest:
             df("file_size_in_bytes"),
             *stats,
             df("key_metadata"),
-            _tuples(df("split_offsets")),
-            _tuples(df("equality_ids")),
+            listed("split_offsets"),
+            listed("equality_ids"),
             df("sort_order_id"),
             first_row_ids,
             df("referenced_data_file"),
@@ -403,19 +407,61 @@ class ColumnarManifest:
         if found is None:
             return [()] * n if valid is None else [() if ok else None for ok in valid]
         assert pos is not None
-        maps: list[list[Any]] = [[] for _ in range(n)]
         parents, keys, values = found
-        for p, k, v in zip(pos[parents].tolist(), keys, values, strict=True):
-            if p >= 0:
-                maps[p] += (k, v)
+        at = pos[parents]  # each item's position in ``rows`` (-1: its row was not asked for)
+        kept = at >= 0
+        if not kept.all():
+            mask = kept.tolist()
+            keys = [k for k, ok in zip(keys, mask, strict=True) if ok]
+            values = [v for v, ok in zip(values, mask, strict=True) if ok]
+            at = at[kept]
+        maps: list[tuple[Any, ...] | None]
+        if len(at) == n and bool((at == np.arange(n)).all()):  # one item a row, in order
+            maps = list(zip(keys, values, strict=True))
+        else:
+            maps = _runs([x for kv in zip(keys, values, strict=True) for x in kv], at, n)
         if valid is None:
-            return [tuple(m) for m in maps]
-        return [tuple(m) if ok else None for m, ok in zip(maps, valid, strict=True)]
+            return maps
+        return [m if ok else None for m, ok in zip(maps, valid, strict=True)]
 
 
-def _tuples(values: Iterable[list[int] | None]) -> list[tuple[int, ...] | None]:
-    """Lists as tuples: a row must hold no list (the collector never untracks one)."""
-    return [None if v is None else tuple(v) for v in values]
+def _runs(flat: list[Any], at: np.ndarray[Any, Any], n: int) -> list[tuple[Any, ...] | None]:
+    """Per position ``0..n-1``, its (key, value) pairs of ``flat`` as one tuple: pair ``i``
+    belongs to position ``at[i]``, and one position's pairs are adjacent.
+
+    Rows are cut from one flat list, not gathered in a list per row: thousands of such lists
+    alive during a decode were promoted by the collector's young collections and brought on
+    full collections, ~20-30 ms each in a service process, every few manifests.
+    """
+    out: list[tuple[Any, ...] | None] = [()] * n
+    if len(at) == 0:
+        return out
+    if len(at) % n == 0 and bool((at == np.arange(n).repeat(len(at) // n)).all()):
+        return list(zip(*[iter(flat)] * (2 * len(at) // n), strict=True))  # k pairs a row, in order
+    starts = np.flatnonzero(np.diff(at, prepend=-2))  # where a run of one position begins
+    ends = np.append(starts[1:], len(at))
+    for p, a, b in zip(at[starts].tolist(), (starts * 2).tolist(), (ends * 2).tolist(), strict=True):
+        out[p] = tuple(flat[a:b])
+    return out
+
+
+def _list_tuples(arr: pa.Array | None, n: int) -> list[tuple[Any, ...] | None]:
+    """A list column as tuples (a row must hold no list: the collector never untracks one),
+    cut from its flat values (see :func:`_runs`)."""
+    if arr is None or arr.null_count == len(arr):
+        return [None] * n
+    lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False)
+    flat: list[Any] = arr.flatten().to_pylist()
+    tuples: list[tuple[Any, ...] | None]
+    if n and bool((lengths == lengths[0]).all()):  # as many values in every row
+        tuples = list(zip(*[iter(flat)] * int(lengths[0]), strict=True)) if lengths[0] else [()] * n
+    else:
+        ends = np.cumsum(lengths).tolist()
+        tuples = [tuple(flat[a:b]) for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+    if not arr.null_count:
+        return tuples
+    valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool).tolist()
+    return [t if ok else None for t, ok in zip(tuples, valid, strict=True)]
 
 
 def open_columnar(
