@@ -122,6 +122,9 @@ class BoundColumn:
     state: np.ndarray[Any, np.dtype[np.int8]]
 
 
+_Items = tuple[Any, list[Any], list[Any]]  # a map column's items: row index (numpy), keys, values
+
+
 class ColumnarManifest:
     """A decoded manifest as Arrow columns; ``rows`` are the live rows, in file order."""
 
@@ -180,6 +183,7 @@ class ColumnarManifest:
             c if cast is None else c.cast(cast) for c, cast in zip(children, partition_casts, strict=True)
         ]
         self._manifest = manifest
+        self._read_items: dict[tuple[str, frozenset[int] | None], _Items | None] = {}
 
     # -- inheritance ---------------------------------------------------------------------
 
@@ -225,10 +229,15 @@ class ColumnarManifest:
         cols = [c.take(idx).to_pylist() for c in self._partition]
         return list(zip(*cols, strict=True))
 
-    def _items(
-        self, name: str, keys_wanted: frozenset[int] | None
-    ) -> tuple[Any, list[Any], list[Any]] | None:
-        """(row index per item as numpy, keys, values) of a whole map column, for wanted keys."""
+    def _items(self, name: str, keys_wanted: frozenset[int] | None) -> _Items | None:
+        """(row index per item as numpy, keys, values) of a whole map column, for wanted keys;
+        pruning and building rows ask for the same maps, so each is read once."""
+        key = (name, keys_wanted)
+        if key not in self._read_items:
+            self._read_items[key] = self._read(name, keys_wanted)
+        return self._read_items[key]
+
+    def _read(self, name: str, keys_wanted: frozenset[int] | None) -> _Items | None:
         col = self._df.get(name)
         if col is None or len(col) == 0:
             return None
