@@ -54,6 +54,21 @@ async def test_a_burst_is_decoded_in_two_calls_the_first_arrival_alone() -> None
 
 
 @pytest.mark.anyio
+async def test_a_burst_that_lands_at_once_still_decodes_its_first_arrival_alone() -> None:
+    """The first task waits for one small decode, not for the whole burst's."""
+    lane, items = _lane(True), _items()
+    out: dict[str, DecodeResult] = {}
+    for _ in items:
+        lane.fetch_started()
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            for item in items:
+                tg.start_soon(_land, lane, item, 0.0, 10.0, out)
+    assert lane.batches == 2
+    assert len(out) == len(items)
+
+
+@pytest.mark.anyio
 async def test_a_fetch_that_never_lands_holds_the_others_no_longer_than_their_own_fetch() -> None:
     lane, items = _lane(True), _items()[:3]
     out: dict[str, DecodeResult] = {}

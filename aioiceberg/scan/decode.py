@@ -356,10 +356,10 @@ class BatchLane:
         if self._fetching == 0:
             self._landed.set()
 
-    def _take(self) -> list[tuple[bytes, ManifestFile, asyncio.Future[DecodeResult]]]:
+    def _take(self, most: int) -> list[tuple[bytes, ManifestFile, asyncio.Future[DecodeResult]]]:
         taken: list[tuple[bytes, ManifestFile, asyncio.Future[DecodeResult]]] = []
         entries = 0
-        while self._pending and len(taken) < self.max_manifests and entries < self.max_entries:
+        while self._pending and len(taken) < most and entries < self.max_entries:
             item = self._pending.popleft()
             taken.append(item)
             entries += (item[1].added_files_count or 0) + (item[1].existing_files_count or 0)
@@ -370,12 +370,15 @@ class BatchLane:
         done: asyncio.Future[DecodeResult] = asyncio.get_running_loop().create_future()
         self._pending.append((data, manifest, done))
         self._arrived += 1
+        # the burst's first arrival takes only itself: others landing meanwhile would make its
+        # decode (and the plan's first task) wait for theirs
+        most = 1 if self.gather and self._arrived == 1 else self.max_manifests
         if self.gather and self._arrived > 1 and self._fetching:
             with anyio.move_on_after(fetch_s):
                 await self._landed.wait()
         async with self.limiter:
             while not done.done():
-                batch = self._take()
+                batch = self._take(most)
                 if not batch:
                     break
                 self.batches += 1
