@@ -116,6 +116,18 @@ async def test_a_wrong_manifest_length_in_the_list_is_only_a_hint(tmp_path: Path
     assert scan.metrics.manifests_from_cache == 3
 
 
+async def test_a_manifest_longer_than_listed_is_read_whole(tmp_path: Path) -> None:
+    """Manifests are fetched by their listed length plus one byte; a longer file is read again
+    whole rather than cut short."""
+    table = pyiceberg_table(tmp_path, 2)
+    location = table.metadata_location
+    manifest_list = local(table.current_snapshot().manifest_list)
+    rewrite_avro(manifest_list, lambda rec: rec.update(manifest_length=rec["manifest_length"] - 31))
+
+    assert await our_ids(location) == ALL_IDS
+    assert pyiceberg_ids(location) == ALL_IDS
+
+
 async def test_a_truncated_manifest_is_still_corrupt_whatever_the_list_says(tmp_path: Path) -> None:
     table = pyiceberg_table(tmp_path, 2)
     manifest_list = local(table.current_snapshot().manifest_list)

@@ -80,6 +80,9 @@ async def test_range_reads_return_exact_slices_and_clamp_at_end(store: Store) ->
     assert await store.io.read_range(loc, 1234, 4321) == data[1234:5555]
     assert await store.io.read_range(loc, 9_990, 100) == data[9_990:]
     assert await store.io.read_range(loc, 10_000, 5) == b""
+    empty = store.at("range-empty.bin")
+    await store.io.write(empty, b"")
+    assert await store.io.read_range(empty, 0, 5) == b""
     assert await store.io.read_tail(loc, 8) == data[-8:]
     assert await store.io.read_tail(loc, 50_000) == data
     block = await store.io.read_block(loc, 100, 50)
