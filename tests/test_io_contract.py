@@ -91,6 +91,16 @@ async def test_range_reads_return_exact_slices_and_clamp_at_end(store: Store) ->
     assert (tail.start, tail.total_size, tail.data) == (10_000 - 16, 10_000, data[-16:])
 
 
+async def test_a_read_expecting_a_size_returns_the_whole_object_whatever_was_recorded(store: Store) -> None:
+    loc = store.at("sized.bin")
+    data = payload(5_000, seed=11)
+    await store.io.write(loc, data)
+    for recorded in (5_000, 4_999, 17, 0, 5_001, 90_000):
+        assert await store.io.read_expecting(loc, recorded) == data, recorded
+    with pytest.raises(ObjectNotFoundError):
+        await store.io.read_expecting(store.at("missing-sized"), 10)
+
+
 async def test_stream_yields_every_byte_in_order(store: Store) -> None:
     loc = store.at("stream.bin")
     data = payload(300_000, seed=3)

@@ -399,7 +399,7 @@ async def _whole_file(fio: FileIO, location: str, size: int) -> bytes:
     found = cache.get(key)
     if found is not None:
         return found
-    data = await fio.read(location)
+    data = await fio.read_expecting(location, size)
     cache.put(key, data)
     return data
 

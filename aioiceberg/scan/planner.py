@@ -60,14 +60,6 @@ _RESIDUAL_MEMO = 4096
 _new_task = frozen_builder(FileScanTask, trusted=True)
 
 
-async def _read_listed(io: FileIO, mf: ManifestFile) -> bytes:
-    """The manifest's bytes in one ranged read one byte past its listed length (clamped at
-    the end): on S3 that is one hand-over to the loop where a plain read takes two. A file
-    longer than listed is read whole (the decoder reports the disputed length)."""
-    data = await io.read_range(mf.manifest_path, 0, max(mf.manifest_length, 0) + 1)
-    return data if len(data) <= mf.manifest_length else await io.read(mf.manifest_path)
-
-
 def _entry_count(mf: ManifestFile) -> int | None:
     counts = (mf.added_files_count, mf.existing_files_count, mf.deleted_files_count)
     return None if any(c is None for c in counts) else sum(c or 0 for c in counts)
@@ -302,7 +294,8 @@ class Planner:
             lanes.batches.fetch_started()
         started = time.perf_counter()
         try:
-            data = await _read_listed(self.io, mf)  # at most io_concurrency workers read at once
+            # at most io_concurrency workers read at once; the listed length is only a hint
+            data = await self.io.read_expecting(mf.manifest_path, mf.manifest_length)
         finally:
             if batched:
                 lanes.batches.fetch_ended()
