@@ -20,7 +20,7 @@ from aioiceberg.runtime import Runtime
 
 
 class _RemoteCountingIO(MemoryFileIO):
-    """An in-memory store that says its reads cross a network, counting whole-object GETs."""
+    """An in-memory store that says its reads cross a network, counting GETs (whole or ranged)."""
 
     remote = True
 
@@ -31,6 +31,10 @@ class _RemoteCountingIO(MemoryFileIO):
     async def read(self, location: str) -> bytes:
         self.gets.append(location)
         return await super().read(location)
+
+    async def read_range(self, location: str, start: int, length: int) -> bytes:
+        self.gets.append(location)
+        return await super().read_range(location, start, length)
 
 
 def test_the_bound_evicts_least_recently_used_and_refuses_big_files() -> None:

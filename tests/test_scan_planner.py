@@ -227,6 +227,11 @@ class _GatedIO(LocalFileIO):
             await self.gate.wait()
         return await super().read(location)
 
+    async def read_range(self, location: str, start: int, length: int) -> bytes:
+        if location in self.gated:
+            await self.gate.wait()
+        return await super().read_range(location, start, length)
+
 
 @pytest.mark.anyio
 async def test_first_task_arrives_before_the_last_manifest_is_read(tmp_path: Path) -> None:
