@@ -419,54 +419,39 @@ class ColumnarManifest:
         parents, keys, values = found
         at = pos[parents]  # each item's position in ``rows`` (-1: its row was not asked for)
         kept = at >= 0
-        if not kept.all():
-            mask = kept.tolist()
-            keys = [k for k, ok in zip(keys, mask, strict=True) if ok]
-            values = [v for v, ok in zip(values, mask, strict=True) if ok]
-            at = at[kept]
-        maps: list[tuple[Any, ...] | None]
-        if len(at) == n and bool((at == np.arange(n)).all()):  # one item a row, in order
-            maps = list(zip(keys, values, strict=True))
-        else:
-            maps = _runs([x for kv in zip(keys, values, strict=True) for x in kv], at, n)
+        if not kept.all() or (np.diff(at) < 0).any():  # rows left out, or asked out of file order
+            order = np.flatnonzero(kept)
+            order = order[np.argsort(at[order], kind="stable")].tolist()
+            keys, values, at = [keys[i] for i in order], [values[i] for i in order], at[order]
+        flat = [x for kv in zip(keys, values, strict=True) for x in kv]
+        maps = _cut(flat, 2 * np.bincount(at, minlength=n))
         if valid is None:
             return maps
         return [m if ok else None for m, ok in zip(maps, valid, strict=True)]
 
 
-def _runs(flat: list[Any], at: np.ndarray[Any, Any], n: int) -> list[tuple[Any, ...] | None]:
-    """Per position ``0..n-1``, its (key, value) pairs of ``flat`` as one tuple: pair ``i``
-    belongs to position ``at[i]``, and one position's pairs are adjacent.
+def _cut(flat: list[Any], lengths: np.ndarray[Any, Any]) -> list[tuple[Any, ...] | None]:
+    """``flat`` cut into consecutive tuples of ``lengths[i]`` values.
 
     Rows are cut from one flat list, not gathered in a list per row: thousands of such lists
     alive during a decode were promoted by the collector's young collections and brought on
     full collections, ~20-30 ms each in a service process, every few manifests.
     """
-    out: list[tuple[Any, ...] | None] = [()] * n
-    if len(at) == 0:
-        return out
-    if len(at) % n == 0 and bool((at == np.arange(n).repeat(len(at) // n)).all()):
-        return list(zip(*[iter(flat)] * (2 * len(at) // n), strict=True))  # k pairs a row, in order
-    starts = np.flatnonzero(np.diff(at, prepend=-2))  # where a run of one position begins
-    ends = np.append(starts[1:], len(at))
-    for p, a, b in zip(at[starts].tolist(), (starts * 2).tolist(), (ends * 2).tolist(), strict=True):
-        out[p] = tuple(flat[a:b])
-    return out
+    if len(lengths) and bool((lengths == lengths[0]).all()):  # as many in every row
+        k = int(lengths[0])
+        return list(zip(*[iter(flat)] * k, strict=True)) if k else [()] * len(lengths)
+    ends = np.cumsum(lengths).tolist()
+    return [tuple(flat[a:b]) for a, b in zip([0, *ends[:-1]], ends, strict=True)]
 
 
 def _list_tuples(arr: pa.Array | None, n: int) -> list[tuple[Any, ...] | None]:
     """A list column as tuples (a row must hold no list: the collector never untracks one),
-    cut from its flat values (see :func:`_runs`)."""
+    cut from its flat values (see :func:`_cut`)."""
     if arr is None or arr.null_count == len(arr):
         return [None] * n
     lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False)
     flat: list[Any] = arr.flatten().to_pylist()
-    tuples: list[tuple[Any, ...] | None]
-    if n and bool((lengths == lengths[0]).all()):  # as many values in every row
-        tuples = list(zip(*[iter(flat)] * int(lengths[0]), strict=True)) if lengths[0] else [()] * n
-    else:
-        ends = np.cumsum(lengths).tolist()
-        tuples = [tuple(flat[a:b]) for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+    tuples = _cut(flat, lengths)
     if not arr.null_count:
         return tuples
     valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool).tolist()
