@@ -51,6 +51,11 @@ def obstore_available() -> bool:
     return True
 
 
+def _past_the_end(exc: Exception) -> bool:
+    """The server refused a range that starts past the object's end (416)."""
+    return "status code: 416" in str(exc)
+
+
 def _nameable(key: str) -> bool:
     """Whether ``object_store`` can address ``key`` (it refuses empty path segments)."""
     return bool(key) and "//" not in key and not key.endswith("/") and not key.startswith("/")
@@ -261,10 +266,8 @@ class ObstoreS3FileIO(FileIO):
     async def read_range(self, location: str, start: int, length: int) -> bytes:
         """One request and one hand-over to the loop: ``read_block`` needs the response's
         metadata, so it takes the body in a second call."""
-        if start < 0 or length < 0:
-            raise ValueError("start and length must be >= 0")
-        if length == 0:
-            return b""
+        if start < 0 or length <= 0:
+            return await super().read_range(location, start, length)  # refused, or nothing to read
         if not _nameable(split_s3(location)[1]):
             return await self._aiobotocore().read_range(location, start, length)
         import obstore
@@ -273,7 +276,7 @@ class ObstoreS3FileIO(FileIO):
             try:
                 return bytes(await obstore.get_range_async(store, key, start=start, end=start + length))
             except Exception as exc:
-                if "status code: 416" in str(exc):  # the range starts past the end
+                if _past_the_end(exc):
                     return b""
                 raise
 
@@ -294,7 +297,7 @@ class ObstoreS3FileIO(FileIO):
                 result = await obstore.get_async(store, key, options={"range": spec})
                 data = bytes(await result.bytes_async())
             except Exception as exc:
-                if "status code: 416" in str(exc):  # the range starts past the end
+                if _past_the_end(exc):
                     info = await self.head(location)
                     return RangeResult(b"", info.size, info.size, info.etag)
                 raise

@@ -289,7 +289,8 @@ class Planner:
             return found
         lanes = ctx.lanes
         assert lanes is not None
-        batched = lanes.columnar and not self._columnar_for(mf)
+        small = not self._columnar_for(mf)
+        batched = lanes.columnar and small
         if batched:
             lanes.batches.fetch_started()
         started = time.perf_counter()
@@ -305,7 +306,7 @@ class Planner:
         m.bytes_fetched += len(data)
         columnar = lanes.columnar
         result: DecodeResult
-        if columnar and not self._columnar_for(mf):
+        if columnar and small:
             result = await lanes.batches.decode(data, mf, fetch_s)  # small: decoded with its neighbours
         else:
             result = await self.runtime.decoder(self.options.workers).decode(
