@@ -176,11 +176,11 @@ class Runtime:
                 found = self._decoders[workers] = Decoder(workers)
             return found
 
-    def store(self, key: tuple[object, ...], make: Any) -> Any:
-        """The obstore store under ``key`` (settings and bucket), made by ``make()`` once."""
+    def store(self, key: tuple[object, ...], made: Any = None) -> Any:
+        """The obstore store under ``key`` (settings and bucket): None if there is none yet,
+        unless ``made`` is given, which is kept unless another was kept first."""
         found = self._stores.get(key)
-        if found is None:
-            made = make()  # outside the lock: it may read AWS config files
+        if found is None and made is not None:
             with self._lock:
                 found = self._stores.setdefault(key, made)
         return found

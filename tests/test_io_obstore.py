@@ -43,6 +43,45 @@ def test_settings_come_from_options_first_then_the_aws_environment() -> None:
     assert config["virtual_hosted_style_request"] is True and config["region"] == "us-east-1"
 
 
+def test_trust_roots_are_skipped_only_where_nothing_speaks_tls() -> None:
+    """A plain-HTTP endpoint with no proxy needs no certificates; anything else keeps
+    verifying them."""
+    plain = S3Options.from_storage_options({"s3.endpoint": "http://127.0.0.1:9"})
+    _, client, _ = store_settings(plain, {})
+    assert client["allow_invalid_certificates"] == "true"
+    for proxy in ("HTTP_PROXY", "https_proxy", "ALL_PROXY"):
+        _, client, _ = store_settings(plain, {proxy: "https://proxy.example:3128"})
+        assert "allow_invalid_certificates" not in client, proxy
+    secure = S3Options.from_storage_options({"s3.endpoint": "https://s3.example"})
+    for options, env in ((secure, {}), (S3Options(), {}), (S3Options(), {"AWS_ENDPOINT_URL": "https://x"})):
+        _, client, _ = store_settings(options, env)
+        assert "allow_invalid_certificates" not in client
+
+
+async def test_a_store_that_reads_trust_roots_is_made_off_the_event_loop() -> None:
+    """Reading the system's certificates takes milliseconds: a worker thread does it, and
+    tasks asking at the same time all get the one store kept."""
+    made_in: list[int] = []
+
+    class Watched(ObstoreS3FileIO):
+        def _new_store(self, bucket: str) -> object:
+            made_in.append(threading.get_ident())
+            return super()._new_store(bucket)
+
+    options = {"s3.endpoint": "https://127.0.0.1:9", "s3.region": "us-east-1"}
+    options |= {"s3.access-key-id": "a", "s3.secret-access-key": "s"}
+    io = Watched(options)
+    stores = await asyncio.gather(*(io._store("b") for _ in range(3)))
+    assert made_in and threading.get_ident() not in made_in
+    assert all(store is stores[0] for store in stores)
+    assert await io._store("b") is stores[0] and len(made_in) <= 3
+    await io.aclose()
+    plain = Watched({**options, "s3.endpoint": "http://127.0.0.1:9"})
+    await plain._store("b")
+    assert made_in[-1] == threading.get_ident()  # nothing to read: made where it is asked for
+    await plain.aclose()
+
+
 def test_a_profile_supplies_credentials_and_region_through_botocore(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

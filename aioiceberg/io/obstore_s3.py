@@ -20,6 +20,8 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+import anyio.to_thread
+
 from aioiceberg.errors import (
     ConditionalWritesUnsupportedError,
     ObjectNotFoundError,
@@ -187,7 +189,16 @@ def store_settings(
     }
     if endpoint is not None and endpoint.startswith("http://"):
         client["allow_http"] = "true"
+        if not any(env.get(name) for name in _PROXY_VARIABLES):
+            # Nothing on this path speaks TLS, so the system's trust roots are not loaded:
+            # reading them cost ~6 ms each time a store was made, which ``load_table``
+            # paid before its first request. Through a proxy (which may be https) they are.
+            client["allow_invalid_certificates"] = "true"
     return config, client, provider
+
+
+# what reqwest (under obstore) reads to route a plain-HTTP request through a proxy
+_PROXY_VARIABLES = ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "HTTPS_PROXY", "https_proxy")
 
 
 class ObstoreS3FileIO(FileIO):
@@ -210,19 +221,30 @@ class ObstoreS3FileIO(FileIO):
     def store_key(self, location: str) -> str:
         return s3_store_key(self.options, location)
 
-    def _store(self, bucket: str) -> Any:
+    async def _store(self, bucket: str) -> Any:
         # One store (one connection pool) per bucket and settings, held by the runtime alone:
         # every FileIO shares it (a service loading a table per request reuses warm
         # connections), and the runtime can drop them all at exit (obstore's threads tending a
         # pool while the interpreter finalises abort the process), which a copy here would stop.
-        return self.runtime.store((*self._store_key, bucket), lambda: self._new_store(bucket))
+        key = (*self._store_key, bucket)
+        found = self.runtime.store(key)
+        if found is not None:
+            return found
+        if self._store_settings()[1].get("allow_invalid_certificates") == "true":
+            made = self._new_store(bucket)
+        else:  # it reads the system's trust roots (~6 ms): not on the event loop
+            made = await anyio.to_thread.run_sync(self._new_store, bucket)
+        return self.runtime.store(key, made)
+
+    def _store_settings(self) -> tuple[dict[str, Any], dict[str, str], _BotocoreCredentials | None]:
+        if self._settings is None:
+            self._settings = store_settings(self.options)
+        return self._settings
 
     def _new_store(self, bucket: str) -> Any:
         from obstore.store import S3Store
 
-        if self._settings is None:
-            self._settings = store_settings(self.options)
-        config, client, provider = self._settings
+        config, client, provider = self._store_settings()
         return S3Store(
             bucket,
             config=config,  # type: ignore[arg-type]
@@ -241,7 +263,7 @@ class ObstoreS3FileIO(FileIO):
         self, location: str, op: Callable[[Any, str], Awaitable[T]], *, conditional: bool = False
     ) -> T:
         bucket, key = split_s3(location)
-        store = self._store(bucket)
+        store = await self._store(bucket)
 
         async def attempt() -> T:
             try:
@@ -320,7 +342,7 @@ class ObstoreS3FileIO(FileIO):
             return
         import obstore
 
-        store = self._store(bucket)
+        store = await self._store(bucket)
         offset = start
         etag: str | None = None
         retries = Retries(self.options.backoff, on_retry=self.retries.count)
