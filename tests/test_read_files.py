@@ -291,3 +291,23 @@ async def test_columns_the_name_mapping_cannot_resolve_read_as_null_and_keep_eve
     some = await read_to_table(store, [task], SCHEMA, name_mapping=only_id)
     assert some.column("id").to_pylist() == list(range(10))
     assert some.column("name").to_pylist() == [None] * 10
+
+
+@pytest.mark.anyio
+async def test_a_projection_of_no_field_reads_no_column_and_raises_nothing() -> None:
+    """With nothing selected no column is read, so there are no field ids to look for: the
+    answer is PyIceberg's (0.12) for ``selected_fields=()``, an empty table, not an error
+    about the file lacking ids. With the file column asked for, each row still has one."""
+    from aioiceberg.spec.arrow import schema_to_arrow
+
+    data = pa.table({"id": pa.array(range(10), pa.int64()), "name": [f"n{i}" for i in range(10)]})
+    with_ids = data.cast(schema_to_arrow(Schema(*SCHEMA.fields[:2])))
+    buf = io.BytesIO()
+    pq.write_table(with_ids, buf, row_group_size=4)
+    store = MemoryFileIO()
+    await store.write("memory://t/ids.parquet", buf.getvalue())
+    task = _task("memory://t/ids.parquet", FileFormat.PARQUET, len(buf.getvalue()), 10)
+    nothing = await read_to_table(store, [task], Schema())
+    assert (nothing.num_rows, nothing.num_columns) == (0, 0)
+    files = await read_to_table(store, [task], Schema(), include_file_column=True)
+    assert files.num_rows == 10 and set(files.column(0).to_pylist()) == {"memory://t/ids.parquet"}

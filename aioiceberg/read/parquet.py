@@ -45,6 +45,7 @@ __all__ = ["ParquetSource", "RangeFile", "open_parquet"]
 FOOTER_READ = 64 << 10  # parquet-cpp's speculative footer read: the smallest tail we read
 TAIL_READ = 1 << 20  # tail read of larger files: footer plus, often, the last row group's chunks
 WHOLE_FILE_MAX = 4 << 20  # files up to this size are fetched whole, in one GET
+INLINE_FOOTER_MAX = 16 << 10  # a footer this small parses on the loop (~9 us a KiB, 0.15 ms)
 READ_BUDGET = 8 << 20  # consecutive row groups are fetched together up to this many bytes
 COALESCE_GAP = 1 << 20  # fetch holes smaller than this rather than make another request
 MAX_REQUEST = 16 << 20  # split merged ranges above this so requests run in parallel
@@ -438,7 +439,10 @@ async def open_parquet(fio: FileIO, location: str, size_hint: int | None = None)
         return pq.ParquetFile(source, pre_buffer=False)
 
     try:
-        pf = await anyio.to_thread.run_sync(parse)
+        # a small footer of a file in memory parses in tens of microseconds: less than the
+        # hand-over to a thread and back costs
+        inline = len(tail) == size and footer_len <= INLINE_FOOTER_MAX
+        pf = parse() if inline else await anyio.to_thread.run_sync(parse)
     except (OSError, pa.ArrowException) as e:
         raise CorruptFileError(f"cannot read the Parquet footer: {e}", location=location) from e
     return ParquetSource(fio, location, file, pf, source)

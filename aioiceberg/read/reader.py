@@ -86,8 +86,8 @@ class _FilePlan:
 
 
 def _source_fields(schema: pa.Schema, mapping: NameMapping | None, location: str) -> list[pa.Field]:
-    if any(field_id_of(f) is not None for f in schema):
-        return list(schema)
+    if not len(schema) or any(field_id_of(f) is not None for f in schema):
+        return list(schema)  # (no column read, for a scan that selects none: nothing to map)
     if mapping is None:
         raise ValidationError(
             f"{location}: the file has no field ids and the table has no name mapping "
@@ -131,10 +131,13 @@ def _process(
             keep_dictionary=keep_dictionary,
         )
         read_arrow = _with_types(plan.read_arrow, columns) if keep_dictionary else plan.read_arrow
-        read = pa.RecordBatch.from_arrays(
-            [*columns, pa.array(np.arange(first_row, first_row + n, dtype=np.int64))],
-            schema=read_arrow.append(pa.field(_POS, pa.int64(), False)),
-        )
+        # row positions ride along through the deletes and the filter when asked for, or
+        # when there is no column to carry the row count
+        positions = plan.include_pos or not columns
+        if positions:
+            columns.append(pa.array(np.arange(first_row, first_row + n, dtype=np.int64)))
+            read_arrow = read_arrow.append(pa.field(_POS, pa.int64(), False))
+        read = pa.RecordBatch.from_arrays(columns, schema=read_arrow)
         if not deletes.empty:
             by_id = {
                 fid: read.column(i)
@@ -153,8 +156,9 @@ def _process(
             read = read_batches[0]
         if read.num_rows == 0:
             continue
+        read_columns = read.columns[:-1] if positions else read.columns
         arrays = project_columns(
-            list(read.columns[:-1]), list(plan.read_arrow), plan.projected, read.num_rows, where="projection"
+            list(read_columns), list(plan.read_arrow), plan.projected, read.num_rows, where="projection"
         )
         if plan.include_file:
             arrays.append(pa.repeat(pa.scalar(plan.task.file.file_path, pa.string()), read.num_rows))
