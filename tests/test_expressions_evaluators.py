@@ -26,6 +26,7 @@ from aioiceberg.expressions import (
 )
 from aioiceberg.expressions import tree as t
 from aioiceberg.expressions.arrow import to_arrow_expression
+from aioiceberg.spec import types as ice
 from aioiceberg.spec.partitioning import PartitionField, PartitionSpec
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.transforms import BucketTransform, IdentityTransform, TruncateTransform
@@ -314,3 +315,32 @@ def test_evaluators_are_shareable_across_files() -> None:
     inclusive = InclusiveMetricsEvaluator(SCHEMA, "id > 5")
     a, b = stats_for([(1, None, None)]), stats_for([(9, None, None)])
     assert [inclusive.eval(a), inclusive.eval(b), inclusive.eval(a)] == [False, True, False]
+
+
+_INTEGER_TYPES = [
+    ice.IntegerType(),
+    ice.DateType(),
+    ice.LongType(),
+    ice.TimeType(),
+    ice.TimestampType(),
+    ice.TimestamptzType(),
+    ice.TimestampNanoType(),
+    ice.TimestamptzNanoType(),
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(_INTEGER_TYPES), st.binary(max_size=10))
+def test_integer_bounds_decode_as_the_value_codec_does(type_: PrimitiveType, data: bytes) -> None:
+    """The evaluators' shortcut for integer bounds answers what ``from_bytes`` does: the value,
+    an int written before promotion to long, or unusable for any other width."""
+    from aioiceberg.errors import IcebergError
+    from aioiceberg.expressions.evaluators import _UNKNOWN, _decode
+    from aioiceberg.spec.values import from_bytes
+
+    try:
+        expected: Any = from_bytes(data, type_)
+    except IcebergError:
+        expected = _UNKNOWN
+    assert _decode(data, type_) == expected
+    assert _decode(None, type_) is None
