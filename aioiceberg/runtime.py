@@ -123,6 +123,7 @@ class Runtime:
         )
         self._gc = _GcPause()  # used on the default runtime only: the collector is the process's
         self.columnar_warmed = threading.Event()  # likewise: polars warms once per process
+        self.columnar_done = threading.Event()  # ... and has finished warming
         self._blocking: BlockingLoop | None = None
         self.columnar_forbidden = False  # set in a forked child of a process that loaded polars
         ref = weakref.ref(self)
@@ -202,8 +203,16 @@ class Runtime:
         # not a daemon: the interpreter waits for it at exit instead of tearing polars down
         # mid-call, which aborted processes that ended right after a small plan (SIGABRT)
         threading.Thread(
-            target=_warm_quietly, args=(warm_columnar_decoder,), name="aioiceberg-columnar-warm"
+            target=_warm_quietly,
+            args=(warm_columnar_decoder, default_runtime().columnar_done),
+            name="aioiceberg-columnar-warm",
         ).start()
+
+    @property
+    def columnar_ready(self) -> bool:
+        """Whether the warm-up has finished: a lone small manifest then decodes columnar
+        (releasing the GIL) without waiting for polars' import."""
+        return default_runtime().columnar_done.is_set()
 
     def dynamodb_lock(self) -> asyncio.Lock:
         return self._dynamodb_locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
@@ -254,8 +263,9 @@ def default_runtime() -> Runtime:
     return _DEFAULT[0]
 
 
-def _warm_quietly(warm: Callable[[], None]) -> None:
+def _warm_quietly(warm: Callable[[], None], ready: threading.Event) -> None:
     try:
         warm()
     except Exception:  # only a warm-up: the real decode reports its own failures
-        pass
+        return
+    ready.set()

@@ -24,12 +24,13 @@ async def _burst(
     gather: bool = True,
     in_flight: int | None = None,
     failed_after: float | None = None,
+    columnar_alone: bool = False,
 ) -> tuple[BatchLane, dict[str, DecodeResult]]:
     """Fetches start for ``items`` (or ``in_flight`` of them); item ``i`` lands ``i * step``
     seconds in, its fetch having taken ``fetch_s``. ``failed_after``: one more fetch, started
     with them, fails then (it ends and nothing arrives from it)."""
     ctx = PruneContext.build(PRUNE_SCHEMA, {0: PRUNE_SPEC}, AlwaysTrue(), True, None)
-    lane = BatchLane(ctx, anyio.CapacityLimiter(2))
+    lane = BatchLane(ctx, anyio.CapacityLimiter(2), columnar_alone=lambda: columnar_alone)
     lane.gather = gather
     out: dict[str, DecodeResult] = {}
     for _ in range(len(items) if in_flight is None else in_flight):
@@ -64,6 +65,20 @@ async def test_a_burst_is_decoded_in_two_calls_the_first_arrival_alone() -> None
         want = decode_and_prune(data, mf, lane.ctx, False)
         assert _same(out[mf.manifest_path].entries, want.entries), mf.manifest_path
         assert out[mf.manifest_path].entries_read == want.entries_read
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("columnar_alone", [False, True])
+async def test_the_first_arrival_decodes_alone_with_the_decoder_the_lane_picks(columnar_alone: bool) -> None:
+    """Alone, a manifest takes the columnar decoder once the lane says it is ready (it
+    releases the GIL, so the loop hands the other responses over meanwhile), else fastavro;
+    both give the reference's entries."""
+    items = _items()
+    lane, out = await _burst(items, 0.05, 10.0, columnar_alone=columnar_alone)
+    first = out[items[0][1].manifest_path]
+    assert lane.batches == 2 and first.columnar is columnar_alone
+    want = decode_and_prune(*items[0], lane.ctx, False)
+    assert _same(first.entries, want.entries) and first.entries_read == want.entries_read
 
 
 @pytest.mark.anyio

@@ -392,7 +392,10 @@ class Lanes:
         self._big = big
         self.columnar = scan.columnar
         self.columnar_lane = anyio.CapacityLimiter(max(1, scan.options.workers))
-        self.batches = BatchLane(scan.prune_context, self.columnar_lane)
+        runtime = scan.runtime
+        self.batches = BatchLane(
+            scan.prune_context, self.columnar_lane, columnar_alone=lambda: runtime.columnar_ready
+        )
         self.fastavro_lane = anyio.CapacityLimiter(1)
         self.processes = False
         if not self.columnar:
