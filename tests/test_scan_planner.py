@@ -688,3 +688,41 @@ async def test_a_manifest_that_fails_to_load_reaches_the_caller_as_itself(
     assert victim.removeprefix("file://") in str(caught.value)
     await _settle()
     assert _live_tasks() == before
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("days", "ids", "positions"),
+    [
+        ((2, 5), None, (0,)),  # a ts range, hours into day 2 of the table: day only
+        ((2, 5), 40000, (0, 1)),  # and an id bound: day and bucket
+        (None, None, ()),  # c0 only, in no partition field: one residual for every tuple
+    ],
+)
+async def test_residuals_are_shared_by_tuples_equal_on_the_fields_the_filter_reads(
+    tmp_path: Path, days: tuple[int, int] | None, ids: int | None, positions: tuple[int, ...]
+) -> None:
+    """Every task's residual is what the ResidualEvaluator gives for its own tuple, while
+    the planner computes one per distinct value of the partition fields the filter reads."""
+    from aioiceberg.expressions.projection import ResidualEvaluator
+    from aioiceberg.testing.synthetic import FIRST_DAY, day_iso
+
+    text = "c0 < 100000"
+    if days is not None:
+        start = day_iso(FIRST_DAY + days[0]).replace("T00:", "T06:")
+        text = f"ts >= '{start}' AND ts < '{day_iso(FIRST_DAY + days[1])}'"
+    if ids is not None:
+        text += f" AND id > {ids}"
+
+    io, md = await _table(tmp_path, 12, 30)
+    scan = TableScan(io, md, text, **_fresh())
+    tasks = [t async for t in scan.plan_files()]
+    planner = scan.planner
+    reference = ResidualEvaluator(planner.schema, md.spec(), planner.bound_filter)
+    assert reference.positions == positions and tasks
+    for t in tasks:
+        assert t.residual == reference.residual_for(t.file.partition), t.file.partition
+    distinct = {tuple(t.file.partition[i] for i in positions) for t in tasks}
+    if len(positions) < 2:  # fewer residuals than partition tuples
+        assert len({t.file.partition for t in tasks}) > len(distinct)
+    assert len({id(t.residual) for t in tasks}) <= len(distinct)

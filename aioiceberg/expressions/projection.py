@@ -467,11 +467,16 @@ class ResidualEvaluator:
         self.spec = spec
         self.expr = prepare_filter(schema, expr, case_sensitive)
         self._refs = partition_references(schema, spec)
+        consulted: set[int] = set()
+        self._consulted = consulted
         self._residual = visit(self.expr, _CompileResidual(self._compile_predicate))
+        # the partition fields any predicate reads: tuples equal on these share a residual
+        self.positions: tuple[int, ...] = tuple(sorted(consulted))
 
     def _compile_predicate(self, pred: Predicate) -> _Residual:
         checks: list[tuple[Callable[[Any], bool] | None, Callable[[Any], bool] | None]] = []
         for f, ref in _parts_for(self.spec, self._refs, pred):
+            self._consulted.add(ref.position)
             strict = strict_project(f.transform, ref, pred)
             inclusive = project(f.transform, ref, pred)
             checks.append(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import anyio
@@ -55,6 +55,7 @@ __all__ = ["Lanes", "Planner", "manifest_cache_key"]
 
 # Residuals memoised per partition tuple (cleared when full).
 _RESIDUAL_MEMO = 4096
+_MISSHAPEN = object()  # keys the residual of a partition tuple not of its spec's width
 # FileScanTask's checks (a tuple of deletes, start >= 0, length >= 0 or None) hold for every
 # task built here, so tasks are built without them (several times faster per task).
 _new_task = frozen_builder(FileScanTask, trusted=True)
@@ -167,9 +168,10 @@ class Planner:
         )
         self._manifest_evaluators: dict[int, ManifestEvaluator | None] = {}
         self._residuals: dict[int, ResidualEvaluator] = {}
+        self._residual_keys: dict[int, Callable[[tuple[Any, ...]], Any]] = {}
         self._unknown_specs: dict[int, PartitionSpec] = {}
         # one residual object per partition tuple: files of a partition share it
-        self._residual_by_partition: dict[tuple[int, tuple[Any, ...]], Expression] = {}
+        self._residual_by_partition: dict[tuple[int, Any], Expression] = {}
         self.metrics = PlanMetrics()  # the last plan started (each call also has its own)
 
     # -- evaluators, cached per spec id --------------------------------------------------
@@ -186,19 +188,20 @@ class Planner:
         return self._manifest_evaluators[spec_id]
 
     def residual(self, f: DataFile) -> Expression:
-        """What of the filter the file's partition leaves for its rows (memoised per tuple)."""
+        """What of the filter the file's partition leaves for its rows, memoised per tuple of
+        the partition values the filter reads (a ``ts`` range over ``day(ts), bucket(16, id)``
+        has as many residuals as days, not as days times buckets)."""
         if isinstance(self.bound_filter, AlwaysTrue):
             return self.bound_filter
-        key = (f.spec_id, f.partition)
+        spec_id = f.spec_id
+        read = self._residual_keys.get(spec_id)
+        if read is None:
+            read = self._residual_key_for(spec_id)
+        key = (spec_id, read(f.partition))
         found = self._residual_by_partition.get(key)
         if found is not None:
             return found
-        ev = self._residuals.get(f.spec_id)
-        if ev is None:
-            ev = self._residuals[f.spec_id] = ResidualEvaluator(
-                self.schema, self.spec(f.spec_id), self.bound_filter, self.case_sensitive
-            )
-        residual = ev.residual_for(f.partition)
+        residual = self._residuals[spec_id].residual_for(f.partition)
         if len(self._residual_by_partition) >= _RESIDUAL_MEMO:
             self._residual_by_partition.clear()
         try:
@@ -206,6 +209,21 @@ class Planner:
         except TypeError:  # an unhashable partition value: not memoised
             pass
         return residual
+
+    def _residual_key_for(self, spec_id: int) -> Callable[[tuple[Any, ...]], Any]:
+        spec = self.spec(spec_id)
+        ev = self._residuals[spec_id] = ResidualEvaluator(
+            self.schema, spec, self.bound_filter, self.case_sensitive
+        )
+        width, positions = len(spec.fields), ev.positions
+
+        def read(partition: tuple[Any, ...]) -> Any:
+            if len(partition) != width:  # not the spec's shape: keyed whole, apart
+                return (_MISSHAPEN, partition)
+            return tuple([partition[i] for i in positions])
+
+        self._residual_keys[spec_id] = read
+        return read
 
     def spec(self, spec_id: int) -> PartitionSpec:
         spec = self.specs.get(spec_id)
