@@ -42,7 +42,7 @@ from aioiceberg.spec.types import (
     TimeType,
 )
 
-__all__ = ["Pruned", "certain", "prefilter", "prune_columnar", "prune_rows"]
+__all__ = ["BoundsPrefilter", "Pruned", "certain", "prefilter", "prune_columnar", "prune_rows"]
 
 _COMPARISONS = UPPER_LIMIT_OPS | LOWER_LIMIT_OPS
 Bounds = dict[tuple[int, bool, int], BoundColumn]  # (field id, upper, width) -> per row
@@ -70,7 +70,7 @@ def _int_comparison(pred: Predicate) -> tuple[Op, BoundReference, int, int] | No
     return op, pred.ref, width, v
 
 
-class _Prefilter(BooleanExpressionVisitor["np.ndarray[Any, Any]"]):
+class BoundsPrefilter(BooleanExpressionVisitor["np.ndarray[Any, Any]"]):
     """Per row: may the row match? Only integer-like comparisons are read; the rest may."""
 
     __slots__ = ("_bounds", "_cm", "_n", "_rows")
@@ -128,7 +128,7 @@ class _Prefilter(BooleanExpressionVisitor["np.ndarray[Any, Any]"]):
         return out
 
 
-class _Certain(_Prefilter):
+class _Certain(BoundsPrefilter):
     """Per row: does the evaluator surely keep it? Only where every predicate it must pass
     is an integer-like comparison whose counts and bounds are read exactly (anything else
     is "not sure", and the row goes to the evaluator)."""
@@ -205,7 +205,7 @@ def prefilter(
 ) -> np.ndarray[Any, Any]:
     """Per row of ``rows``: False only where the inclusive metrics evaluator says False;
     the bound columns it reads are left in ``bounds`` (for :func:`certain`)."""
-    may = visit(expr, _Prefilter(cm, rows, bounds))
+    may = visit(expr, BoundsPrefilter(cm, rows, bounds))
     if not may.all():
         may |= cm.record_counts(rows) < 0  # the evaluator keeps files of unknown size
     return may

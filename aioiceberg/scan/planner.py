@@ -31,6 +31,7 @@ from aioiceberg.expressions.visitor import referenced_field_ids
 from aioiceberg.io.base import FileIO
 from aioiceberg.scan.cache import CachedManifest, estimate_size
 from aioiceberg.scan.decode import BatchLane, DecodeResult, PruneContext
+from aioiceberg.scan.manifest_select import ManifestListing, may_match
 from aioiceberg.scan.metrics import PlanMetrics
 from aioiceberg.scan.options import PlanOptions
 from aioiceberg.scan.pipeline import PlanContext, PlanStream
@@ -252,7 +253,7 @@ class Planner:
         def fetched(size: int) -> None:
             m.bytes_fetched += size
 
-        decoded = tuple(await snapshot_manifests(self.io, snap, fetched=fetched))
+        decoded = ManifestListing(await snapshot_manifests(self.io, snap, fetched=fetched))
         self.manifest_list_cache.put(key, snap.snapshot_id, decoded)
         return decoded
 
@@ -262,11 +263,18 @@ class Planner:
         """Drop manifests the summaries exclude and delete manifests older than all data."""
         data: list[ManifestFile] = []
         deletes: list[ManifestFile] = []
-        for mf in manifests:
-            m.manifests_total += 1
-            if isinstance(self.bound_filter, AlwaysFalse):
-                m.manifests_skipped_by_summaries += 1
-                continue
+        listing = manifests if isinstance(manifests, ManifestListing) else ManifestListing(manifests)
+        m.manifests_total += len(listing)
+        if isinstance(self.bound_filter, AlwaysFalse):
+            m.manifests_skipped_by_summaries += len(listing)
+            return [], []
+        candidates: Sequence[ManifestFile] = listing
+        if not isinstance(self.bound_filter, AlwaysTrue):
+            chosen = may_match(listing, self._summary_filters(listing))
+            if chosen is not None:
+                candidates = [listing[i] for i in chosen.tolist()]
+                m.manifests_skipped_by_summaries += len(listing) - len(candidates)
+        for mf in candidates:
             ev = self._manifest_evaluator(mf.partition_spec_id)
             if ev is not None and not ev.eval(mf.partitions):
                 m.manifests_skipped_by_summaries += 1
@@ -282,6 +290,21 @@ class Planner:
             m.delete_manifests_skipped_by_sequence += len(kept)
             kept = []
         return data, kept
+
+    def _summary_filters(
+        self, listing: ManifestListing
+    ) -> dict[int, tuple[Expression, dict[int, int], int] | None]:
+        """Per spec id of the listing: what :func:`may_match` reads its manifests with."""
+        out: dict[int, tuple[Expression, dict[int, int], int] | None] = {}
+        for spec_id in listing.by_spec():
+            ev = self._manifest_evaluator(spec_id)
+            spec = self.specs.get(spec_id)
+            if ev is None or spec is None:
+                out[spec_id] = None
+                continue
+            fields = spec.partition_type(self.schema).fields
+            out[spec_id] = (ev.partition_filter, {f.field_id: i for i, f in enumerate(fields)}, len(fields))
+        return out
 
     def lanes(self, total_bytes: int) -> Lanes:
         return Lanes(self, total_bytes >= self.options.process_threshold_bytes)
