@@ -129,6 +129,36 @@ async def test_row_groups_outside_the_residual_are_not_read() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("row_filter", "kept"),
+    [
+        ("id >= 10 AND id < 2990", range(10, 2990)),
+        ("id >= 0 OR id IS NULL", range(3000)),
+        ("id < 0", range(0)),
+    ],
+)
+async def test_a_filtered_row_group_comes_out_in_batches_of_at_most_batch_rows(
+    row_filter: str, kept: range
+) -> None:
+    """The filter runs over a whole row group at once; what passes still streams in batches
+    of ``batch_rows``, in file order."""
+    from aioiceberg.read import read_tasks
+
+    n = 3000
+    data = pa.table({"id": pa.array(range(n), pa.int64())}).cast(
+        pa.schema([pa.field("id", pa.int64(), metadata={b"PARQUET:field_id": b"1"})])
+    )
+    buf = io.BytesIO()
+    pq.write_table(data, buf, row_group_size=n)
+    store = MemoryFileIO()
+    await store.write("memory://t/b.parquet", buf.getvalue())
+    task = _task("memory://t/b.parquet", FileFormat.PARQUET, len(buf.getvalue()), n)
+    batches = [b async for b in read_tasks(store, [task], SCHEMA, row_filter=row_filter, batch_rows=700)]
+    assert [v for b in batches for v in b.column(0).to_pylist()] == list(kept)
+    assert all(0 < b.num_rows <= 700 for b in batches)
+
+
+@pytest.mark.anyio
 async def test_strings_the_filter_does_not_read_pass_it_as_dictionaries(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -101,13 +101,21 @@ class RangeFile(_io.RawIOBase):
         return self._pos
 
     def _lookup(self, start: int, n: int) -> bytes | None:
-        i = bisect.bisect_right(self._starts, start) - 1
+        i = self._holding(start, n)
         if i < 0:
             return None
-        s, chunk = self._starts[i], self._chunks[i]
-        if start + n <= s + len(chunk):
-            return chunk[start - s : start - s + n]
-        return None
+        s = self._starts[i]
+        return self._chunks[i][start - s : start - s + n]
+
+    def _holding(self, start: int, n: int) -> int:
+        """Index of the chunk holding ``[start, start + n)``, or -1 (nothing is copied)."""
+        i = bisect.bisect_right(self._starts, start) - 1
+        if i >= 0 and start + n <= self._starts[i] + len(self._chunks[i]):
+            return i
+        return -1
+
+    def holds(self, start: int, n: int) -> bool:
+        return self._holding(start, n) >= 0
 
     def read(self, n: int | None = -1) -> bytes:
         if n is None or n < 0:
@@ -210,8 +218,13 @@ def _stat_value(value: Any, raw: Any, t: IcebergType, arrow_type: pa.DataType) -
 
 
 def row_group_stats(
-    md: pq.FileMetaData, rg: int, leaves: Sequence[_Leaf], table_schema: Schema
+    md: pq.FileMetaData,
+    rg: int,
+    leaves: Sequence[_Leaf],
+    table_schema: Schema,
+    fields: frozenset[int] | None = None,
 ) -> _RowGroupStats:
+    """``fields``: only these field ids' statistics (those the evaluator reads), else all."""
     group = md.row_group(rg)
     nulls: dict[int, int] = {}
     values: dict[int, int] = {}
@@ -220,7 +233,7 @@ def row_group_stats(
     known = table_schema.field_ids()
     for j, leaf in enumerate(leaves):
         fid = leaf.field_id
-        if fid is None or fid not in known:
+        if fid is None or fid not in known or (fields is not None and fid not in fields):
             continue
         t = table_schema.find_type(fid)
         if not isinstance(t, _PRUNABLE):
@@ -286,8 +299,10 @@ class ParquetSource:
         length: int | None,
         evaluator: InclusiveMetricsEvaluator | None,
         table_schema: Schema,
+        fields: frozenset[int] | None = None,
     ) -> list[int]:
-        """Row groups in the task's byte range whose statistics may match the residual."""
+        """Row groups in the task's byte range whose statistics may match the residual;
+        ``fields``: the field ids the evaluator reads (only their statistics are decoded)."""
         chosen: list[int] = []
         whole = start == 0 and length is None
         for rg in range(self.metadata.num_row_groups):
@@ -296,7 +311,7 @@ class ParquetSource:
                 if offset < start or (length is not None and offset >= start + length):
                     continue
             if evaluator is not None:
-                stats = row_group_stats(self.metadata, rg, self.leaves, table_schema)
+                stats = row_group_stats(self.metadata, rg, self.leaves, table_schema, fields)
                 if not evaluator.eval(stats):
                     continue
             chosen.append(rg)
@@ -309,7 +324,7 @@ class ParquetSource:
         ranges = [
             self._chunk_range(group.column(j)) for j, leaf in enumerate(self.leaves) if leaf.top in wanted
         ]
-        return [(s, e) for s, e in ranges if self.file._lookup(s, e - s) is None]
+        return [(s, e) for s, e in ranges if not self.file.holds(s, e - s)]
 
     def group_row_groups(self, row_groups: Sequence[int], top_fields: Sequence[int]) -> list[list[int]]:
         """Split ``row_groups`` into runs fetched together, each up to ``READ_BUDGET`` bytes.

@@ -116,7 +116,10 @@ def _process(
     """
     out: list[pa.RecordBatch] = []
     fields = _source_fields(table.schema, plan.name_mapping, plan.task.file.file_path)
-    for batch in table.to_batches(max_chunksize=plan.batch_rows):
+    # a filter runs once over each chunk as read (a row group), not once per output batch:
+    # each call has a fixed cost (an Acero plan), and a selective filter leaves little to cut
+    chunk_rows = None if plan.filter is not None else plan.batch_rows
+    for batch in table.to_batches(max_chunksize=chunk_rows):
         n = batch.num_rows
         if n == 0:
             first_row += 0
@@ -164,7 +167,8 @@ def _process(
             arrays.append(pa.repeat(pa.scalar(plan.task.file.file_path, pa.string()), read.num_rows))
         if plan.include_pos:
             arrays.append(read.column(read.num_columns - 1))
-        out.append(pa.RecordBatch.from_arrays(arrays, schema=plan.out_schema))
+        done = pa.RecordBatch.from_arrays(arrays, schema=plan.out_schema)
+        out.extend(done.slice(i, plan.batch_rows) for i in range(0, done.num_rows, plan.batch_rows))
     return out
 
 
@@ -284,11 +288,13 @@ class _Reader:
         )
         schema = self.table_schema or task.schema
         evaluator = None
+        filtered: frozenset[int] = frozenset()
         if not isinstance(expr, AlwaysTrue):
             evaluator = InclusiveMetricsEvaluator(
                 schema, expr, self.case_sensitive, include_empty_files=False
             )
-        row_groups = source.select_row_groups(task.start, task.length, evaluator, schema)
+            filtered = frozenset(referenced_field_ids(expr))
+        row_groups = source.select_row_groups(task.start, task.length, evaluator, schema, filtered)
         self.stats.row_groups_total += source.metadata.num_row_groups
         fields = _source_fields(source.arrow_schema, self.name_mapping, task.file.file_path)
         wanted = plan.read_schema.field_ids()
@@ -296,7 +302,6 @@ class _Reader:
         # strings the filter does not read stay dictionary-encoded through it (see _process)
         offered: dict[int, int] = {}  # top-level index -> field id
         if plan.filter is not None and deletes.empty:
-            filtered = referenced_field_ids(expr)
             ids = ((i, field_id_of(fields[i])) for i in tops)
             offered = {i: fid for i, fid in ids if fid is not None and fid not in filtered}
         as_dictionary, keep = list(offered), frozenset(offered.values())
