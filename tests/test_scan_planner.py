@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import io
 import logging
 import threading
 import time
@@ -726,3 +727,52 @@ async def test_residuals_are_shared_by_tuples_equal_on_the_fields_the_filter_rea
     if len(positions) < 2:  # fewer residuals than partition tuples
         assert len({t.file.partition for t in tasks}) > len(distinct)
     assert len({id(t.residual) for t in tasks}) <= len(distinct)
+
+
+@pytest.mark.anyio
+async def test_a_big_first_manifest_sends_its_first_blocks_ahead(tmp_path: Path) -> None:
+    """The first tasks of a plan whose first manifest is big come from that manifest's first
+    blocks, decoded on their own; the plan still yields every task once, in the order the
+    reference (fastavro) decoder gives, counts each entry once, and caches the whole view."""
+    from aioiceberg.scan.planner import AHEAD_MIN_ENTRIES, AHEAD_ROWS
+
+    io, md = await _table(tmp_path, 3, AHEAD_MIN_ENTRIES)
+    for text in ("", "c0 < 1000", filters(3, AHEAD_MIN_ENTRIES)["id_eq"]):
+        kw = _fresh(io_concurrency=1)  # one worker: manifests in list order, on both sides
+        scan = TableScan(io, md, text, **kw)
+        got = await _paths(scan)
+        reference = await _paths(TableScan(io, md, text, **_fresh(io_concurrency=1, columnar=False)))
+        assert got == reference and len(set(got)) == len(got), text
+        m = scan.metrics
+        assert m.entries_read == 3 * AHEAD_MIN_ENTRIES and m.tasks == len(got)
+        if text == "":  # every entry matches: the first blocks' rows all went ahead
+            assert AHEAD_ROWS <= m.entries_ahead < AHEAD_MIN_ENTRIES
+        again = TableScan(io, md, text, **kw)
+        assert await _paths(again) == got
+        assert again.metrics.manifests_from_cache == 3 and again.metrics.entries_ahead == 0
+    # a manifest below the threshold is decoded whole, as before
+    io, md = await _table(tmp_path / "small", 2, AHEAD_MIN_ENTRIES - 1)
+    small = TableScan(io, md, "", **_fresh(io_concurrency=1))
+    await _paths(small)
+    assert small.metrics.entries_ahead == 0
+
+
+def test_a_manifest_splits_into_two_containers_of_its_blocks() -> None:
+    import fastavro
+
+    from aioiceberg.spec.manifest.columnar import avro_layout, split_blocks
+
+    schema = {"type": "record", "name": "r", "fields": [{"name": "i", "type": "long"}]}
+    buf = io.BytesIO()
+    fastavro.writer(buf, schema, ({"i": i} for i in range(5000)), sync_interval=200, codec="deflate")
+    data = buf.getvalue()
+    layout = avro_layout(data)
+    assert layout is not None and len(layout.blocks) > 10
+    parts = split_blocks(data, 300)
+    assert parts is not None
+    head, rest = ([r["i"] for r in fastavro.reader(io.BytesIO(p))] for p in parts)
+    assert 300 <= len(head) < 5000 and head + rest == list(range(5000))
+    assert split_blocks(data, 5000) is None  # the first part would be the whole file
+    one = io.BytesIO()
+    fastavro.writer(one, schema, [{"i": 1}])
+    assert split_blocks(one.getvalue(), 1) is None and split_blocks(b"not avro", 1) is None

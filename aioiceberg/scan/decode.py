@@ -235,6 +235,44 @@ def _decode_and_prune(data: bytes, manifest: ManifestFile, ctx: PruneContext, co
     return DecodeResult(kept, read, by_partition, by_metrics, refused=columnar)
 
 
+def decode_part(part: bytes, manifest: ManifestFile, ctx: PruneContext) -> DecodeResult | None:
+    """The live entries that may match among some of a manifest's blocks (``part``, a
+    container of them under the manifest's header: see ``split_blocks``), decoded columnar;
+    None when they cannot be (the whole manifest's decode then decides what, if anything, is
+    wrong). Runs in a thread."""
+    with _collector_paused(ctx):
+        ev = ctx.evaluators()
+        try:
+            cm = open_columnar(
+                part, manifest, columns_needed=ctx.stats_columns, discard_deleted=True, part=True
+            )
+            if cm is None:
+                return None
+            entries, by_part, by_met = prune_columnar(
+                cm, ev.partition(manifest.partition_spec_id), ev.metrics
+            )
+        except Exception:  # the whole manifest's decode decides
+            return None
+        return DecodeResult(entries, len(cm.rows), by_part, by_met, columnar=True)
+
+
+def joined(first: DecodeResult, second: DecodeResult) -> DecodeResult:
+    """Two parts' results as one manifest's, in file order."""
+    a, b = first.entries, second.entries
+    entries: Sequence[ManifestEntry] | EntryRows
+    if isinstance(a, EntryRows) and isinstance(b, EntryRows) and a.spec_id == b.spec_id:
+        entries = EntryRows(a.rows + b.rows, a.spec_id)
+    else:
+        entries = [*a, *b]
+    return DecodeResult(
+        entries,
+        first.entries_read + second.entries_read,
+        first.skipped_by_partition + second.skipped_by_partition,
+        first.skipped_by_metrics + second.skipped_by_metrics,
+        columnar=True,
+    )
+
+
 def decode_and_prune_batch(
     items: Sequence[tuple[bytes, ManifestFile]], ctx: PruneContext
 ) -> list[DecodeResult]:

@@ -15,6 +15,8 @@ class PlanMetrics:
     ``manifests_read`` counts manifests decoded by this plan; ``manifests_from_cache`` those
     served decoded by the shared cache (neither fetched nor decoded). Entry counters cover
     live entries of data and delete manifests that were decoded (cache hits add nothing).
+    ``entries_ahead``: entries of a plan's first manifest decoded from its first blocks and
+    sent on before the whole manifest was (see ``Planner.load``).
     """
 
     manifests_total: int = 0
@@ -31,6 +33,7 @@ class PlanMetrics:
     delete_files: int = 0
     decoded_in_processes: int = 0
     decoded_columnar: int = 0
+    entries_ahead: int = 0
     time_to_first_task_s: float | None = None
     planning_time_s: float | None = None
 

@@ -154,7 +154,9 @@ async def fetch_and_decode(
         try:
             async for mf in manifests:
                 try:
-                    loaded = await planner.load(mf, ctx, first_fetched)
+                    # the plan's first manifest may send its first blocks' view ahead
+                    early = decoded.send if first_fetched is not None else None
+                    loaded = await planner.load(mf, ctx, first_fetched, early)
                 except Exception as e:
                     if mf.content == ManifestContent.DELETES:
                         ctx.index_error = e

@@ -465,16 +465,19 @@ def open_columnar(
     *,
     columns_needed: Iterable[int] | None = None,
     discard_deleted: bool = False,
+    part: bool = False,
 ) -> ColumnarManifest | None:
     """Decode a manifest into columns, or None when the fastavro reader must decide.
 
     Header problems raise exactly as :func:`read_manifest` does (it is the same check).
+    ``part``: ``data`` is the header and some blocks of ``manifest``, whose whole length the
+    caller has checked against the list's.
     """
     location = location or (manifest.manifest_path if manifest is not None else None)
     reader, meta = open_manifest(data, manifest, location)
     if meta.format_version == 1 or _polars() is None:
         return None
-    if manifest is not None and manifest.manifest_length != len(data):
+    if manifest is not None and manifest.manifest_length != len(data) and not part:
         return None  # a disputed length: the fastavro reader checks the entry counts
     casts = _casts_of(reader)
     if casts is None:
@@ -556,6 +559,29 @@ def avro_layout(data: bytes) -> AvroLayout | None:
     except (IndexError, ValueError):
         return None
     return AvroLayout(header, sync, tuple(blocks), rows)
+
+
+def split_blocks(data: bytes, rows: int) -> tuple[bytes, bytes] | None:
+    """``data`` as two containers under its header: its first blocks holding at least ``rows``
+    rows, and the rest; None when the first would be the whole file (or it is not well
+    formed)."""
+    layout = avro_layout(data)
+    if layout is None:
+        return None
+    taken = 0
+    for i, (start, _) in enumerate(layout.blocks[:-1]):
+        taken += _read_long(data, start)[0]
+        if taken >= rows:
+            head, tail = layout.blocks[: i + 1], layout.blocks[i + 1 :]
+            return _container(data, layout, head), _container(data, layout, tail)
+    return None
+
+
+def _container(data: bytes, layout: AvroLayout, blocks: Sequence[tuple[int, int]]) -> bytes:
+    parts = [layout.header, layout.sync]
+    for start, end in blocks:
+        parts += (data[start:end], layout.sync)
+    return b"".join(parts)
 
 
 def open_columnar_batch(
