@@ -776,3 +776,29 @@ def test_a_manifest_splits_into_two_containers_of_its_blocks() -> None:
     one = io.BytesIO()
     fastavro.writer(one, schema, [{"i": 1}])
     assert split_blocks(one.getvalue(), 1) is None and split_blocks(b"not avro", 1) is None
+
+
+@pytest.mark.anyio
+async def test_a_big_first_manifest_damaged_past_its_first_blocks_fails_the_plan_as_itself(
+    tmp_path: Path,
+) -> None:
+    """The first part decodes and its tasks may go out; the damaged rest cannot be decoded
+    apart, so the whole manifest is decoded the usual way, which names what is wrong."""
+    from aioiceberg.errors import IcebergError
+    from aioiceberg.scan.planner import AHEAD_MIN_ENTRIES
+    from aioiceberg.spec.manifest.columnar import avro_layout
+
+    io, md = await _table(tmp_path, 2, AHEAD_MIN_ENTRIES)
+    scan = TableScan(io, md, "", **_fresh(io_concurrency=1))
+    first = (await scan.planner.manifests())[0]
+    path = first.manifest_path.removeprefix("file://")
+    data = bytearray(Path(path).read_bytes())
+    layout = avro_layout(bytes(data))
+    assert layout is not None and len(layout.blocks) > 4
+    start, end = layout.blocks[-2]
+    data[start + (end - start) // 2 : end] = b"\xff" * (end - start - (end - start) // 2)
+    Path(path).write_bytes(bytes(data))
+    with pytest.raises(IcebergError) as caught:
+        await _paths(scan)
+    assert path in str(caught.value)
+    assert scan.metrics.entries_ahead > 0  # the first part went ahead before the rest failed
