@@ -49,7 +49,13 @@ from aioiceberg.spec.manifest import (
     ManifestFile,
     iter_manifest_entries,
 )
-from aioiceberg.spec.manifest.columnar import AvroLayout, avro_layout, open_columnar, open_columnar_batch
+from aioiceberg.spec.manifest.columnar import (
+    AvroLayout,
+    avro_layout,
+    open_columnar,
+    open_columnar_batch,
+    split_blocks,
+)
 from aioiceberg.spec.manifest.entry_rows import EntryRows, Row
 from aioiceberg.spec.partitioning import PartitionSpec
 from aioiceberg.spec.schema import Schema
@@ -212,14 +218,9 @@ def _decode_and_prune(data: bytes, manifest: ManifestFile, ctx: PruneContext, co
     part = ev.partition(manifest.partition_spec_id)
     metrics = ev.metrics
     if columnar:
-        cm = open_columnar(data, manifest, columns_needed=columns, discard_deleted=True)
-        if cm is not None:
-            try:
-                entries, by_part, by_met = prune_columnar(cm, part, metrics)
-            except Exception:  # never trusted over the reference decoder
-                pass
-            else:
-                return DecodeResult(entries, len(cm.rows), by_part, by_met, columnar=True)
+        found = _columnar(data, manifest, ctx, columns)
+        if found is not None:
+            return found
     kept: list[ManifestEntry] = []
     read = by_partition = by_metrics = 0
     for entry in iter_manifest_entries(data, manifest, columns_needed=columns, discard_deleted=True):
@@ -235,25 +236,49 @@ def _decode_and_prune(data: bytes, manifest: ManifestFile, ctx: PruneContext, co
     return DecodeResult(kept, read, by_partition, by_metrics, refused=columnar)
 
 
-def decode_part(part: bytes, manifest: ManifestFile, ctx: PruneContext) -> DecodeResult | None:
-    """The live entries that may match among some of a manifest's blocks (``part``, a
-    container of them under the manifest's header: see ``split_blocks``), decoded columnar;
-    None when they cannot be (the whole manifest's decode then decides what, if anything, is
-    wrong). Runs in a thread."""
+def _columnar(
+    data: bytes, manifest: ManifestFile, ctx: PruneContext, columns: frozenset[int] | None, part: bool = False
+) -> DecodeResult | None:
+    """Decoded and pruned by the columnar decoder, or None when the fastavro reader must
+    decide (header problems raise as that reader's do)."""
+    cm = open_columnar(data, manifest, columns_needed=columns, discard_deleted=True, part=part)
+    if cm is None:
+        return None
+    ev = ctx.evaluators()
+    try:
+        entries, by_part, by_met = prune_columnar(cm, ev.partition(manifest.partition_spec_id), ev.metrics)
+    except Exception:  # never trusted over the reference decoder
+        return None
+    return DecodeResult(entries, len(cm.rows), by_part, by_met, columnar=True)
+
+
+def _apart(part: bytes, manifest: ManifestFile, ctx: PruneContext) -> DecodeResult | None:
+    try:
+        return _columnar(part, manifest, ctx, ctx.stats_columns, part=True)
+    except Exception:  # the whole manifest's decode decides what is wrong
+        return None
+
+
+def decode_first_blocks(
+    data: bytes, manifest: ManifestFile, ctx: PruneContext, rows: int
+) -> tuple[DecodeResult, bytes] | None:
+    """A data manifest's first blocks (at least ``rows`` rows) decoded apart, and a container
+    of its other blocks for :func:`decode_part`; None when they cannot be (the whole manifest
+    is then decoded as usual). Runs in a thread: the split copies the manifest's blocks."""
     with _collector_paused(ctx):
-        ev = ctx.evaluators()
-        try:
-            cm = open_columnar(
-                part, manifest, columns_needed=ctx.stats_columns, discard_deleted=True, part=True
-            )
-            if cm is None:
-                return None
-            entries, by_part, by_met = prune_columnar(
-                cm, ev.partition(manifest.partition_spec_id), ev.metrics
-            )
-        except Exception:  # the whole manifest's decode decides
+        parts = split_blocks(data, rows)
+        if parts is None:
             return None
-        return DecodeResult(entries, len(cm.rows), by_part, by_met, columnar=True)
+        head = _apart(parts[0], manifest, ctx)
+        return None if head is None else (head, parts[1])
+
+
+def decode_part(part: bytes, manifest: ManifestFile, ctx: PruneContext) -> DecodeResult | None:
+    """The live entries that may match among some of a data manifest's blocks (``part``, a
+    container of them under its header), or None as :func:`decode_first_blocks`. Runs in a
+    thread."""
+    with _collector_paused(ctx):
+        return _apart(part, manifest, ctx)
 
 
 def joined(first: DecodeResult, second: DecodeResult) -> DecodeResult:
@@ -274,20 +299,23 @@ def joined(first: DecodeResult, second: DecodeResult) -> DecodeResult:
 
 
 def decode_and_prune_batch(
-    items: Sequence[tuple[bytes, ManifestFile]], ctx: PruneContext
+    items: Sequence[tuple[bytes, ManifestFile]], ctx: PruneContext, columnar_alone: bool = False
 ) -> list[DecodeResult]:
     """:func:`decode_and_prune` of several manifests, small ones decoded together.
 
     Manifests that share a header (see :func:`open_columnar_batch`) are joined and decoded
     in one columnar call, pruned at once and split back per manifest; the rest, and any
     group the batch path refuses, decode one by one. Results are in the order of ``items``.
+    ``columnar_alone``: a manifest decoded by itself takes the columnar decoder too (it
+    releases the GIL while polars decodes, so the loop hands other responses over meanwhile;
+    fastavro held it); else fastavro, which needs no warm polars.
     """
     with _collector_paused(ctx):
-        return _decode_and_prune_batch(items, ctx)
+        return _decode_and_prune_batch(items, ctx, columnar_alone)
 
 
 def _decode_and_prune_batch(
-    items: Sequence[tuple[bytes, ManifestFile]], ctx: PruneContext
+    items: Sequence[tuple[bytes, ManifestFile]], ctx: PruneContext, columnar_alone: bool
 ) -> list[DecodeResult]:
     ev = ctx.evaluators()
     results: list[DecodeResult | None] = [None] * len(items)
@@ -295,8 +323,8 @@ def _decode_and_prune_batch(
     layouts: list[AvroLayout | None] = [None] * len(items)
     for i, (data, mf) in enumerate(items):
         layout = layouts[i] = avro_layout(data) if len(items) > 1 else None
-        if layout is None:  # alone, a small manifest decodes faster with fastavro
-            results[i] = decode_and_prune(data, mf, ctx, False)
+        if layout is None:
+            results[i] = decode_and_prune(data, mf, ctx, columnar_alone)
             continue
         groups.setdefault((layout.header, mf.content.value, mf.partition_spec_id), []).append(i)
     for members in groups.values():
@@ -304,7 +332,9 @@ def _decode_and_prune_batch(
         batch_layouts = [layouts[i] for i in members]
         decoded = _decode_group(batch, batch_layouts, ctx, ev) if len(batch) > 1 else None
         if decoded is None:
-            decoded = [decode_and_prune(data, mf, ctx, len(batch) > 1) for data, mf in batch]
+            decoded = [
+                decode_and_prune(data, mf, ctx, len(batch) > 1 or columnar_alone) for data, mf in batch
+            ]
         for i, result in zip(members, decoded, strict=True):
             results[i] = result
     return [r for r in results if r is not None]
@@ -372,9 +402,8 @@ class BatchLane:
     ) -> None:
         self.ctx = ctx
         self.limiter = limiter
-        # whether a manifest decoded alone takes the columnar decoder: it releases the GIL
-        # while polars decodes, so the loop hands the burst's other responses over meanwhile
-        # (fastavro held it: 20 responses of a 1% plan landed over 7 ms instead of 2)
+        # asked at each call (see decode_and_prune_batch): polars warms up in the background;
+        # 20 responses of a 1% plan landed over 7 ms beside fastavro's decode, 2 ms beside it
         self.columnar_alone = columnar_alone
         self.max_entries = max_entries
         self.max_manifests = max_manifests
@@ -426,16 +455,12 @@ class BatchLane:
                     break
                 self.batches += 1
                 try:
-                    if len(batch) == 1 and self.columnar_alone():
-                        results = [
-                            await anyio.to_thread.run_sync(
-                                decode_and_prune, batch[0][0], batch[0][1], self.ctx
-                            )
-                        ]
-                    else:
-                        results = await anyio.to_thread.run_sync(
-                            decode_and_prune_batch, [(d, m) for d, m, _ in batch], self.ctx
-                        )
+                    results = await anyio.to_thread.run_sync(
+                        decode_and_prune_batch,
+                        [(d, m) for d, m, _ in batch],
+                        self.ctx,
+                        self.columnar_alone(),
+                    )
                 except Exception as exc:  # each waiter raises it (a corrupt manifest, say)
                     for _, _, fut in batch:
                         if not fut.done():

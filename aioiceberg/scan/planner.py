@@ -30,7 +30,14 @@ from aioiceberg.expressions.tree import AlwaysFalse, AlwaysTrue, Expression
 from aioiceberg.expressions.visitor import referenced_field_ids
 from aioiceberg.io.base import FileIO
 from aioiceberg.scan.cache import CachedManifest, estimate_size
-from aioiceberg.scan.decode import BatchLane, DecodeResult, PruneContext, decode_part, joined
+from aioiceberg.scan.decode import (
+    BatchLane,
+    DecodeResult,
+    PruneContext,
+    decode_first_blocks,
+    decode_part,
+    joined,
+)
 from aioiceberg.scan.manifest_select import ManifestListing, may_match
 from aioiceberg.scan.metrics import PlanMetrics
 from aioiceberg.scan.options import PlanOptions
@@ -44,7 +51,7 @@ from aioiceberg.spec.manifest import (
     snapshot_manifests,
 )
 from aioiceberg.spec.manifest.builders import frozen_builder
-from aioiceberg.spec.manifest.columnar import columnar_available, split_blocks
+from aioiceberg.spec.manifest.columnar import columnar_available
 from aioiceberg.spec.manifest.entry_rows import EntryRows
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
 from aioiceberg.spec.name_mapping import unmapped_field_ids
@@ -439,19 +446,19 @@ class Planner:
         part cannot be decoded apart: the whole manifest is then decoded as any other, and
         the view returned skips the ``ahead`` entries sent (checked by the ``last`` one's path).
         """
-        parts = split_blocks(data, AHEAD_ROWS)
-        if parts is None:
-            return None, 0, None
         lane = lanes.columnar_lane
-        head = await anyio.to_thread.run_sync(decode_part, parts[0], mf, self.prune_context, limiter=lane)
-        if head is None:
+        first = await anyio.to_thread.run_sync(
+            decode_first_blocks, data, mf, self.prune_context, AHEAD_ROWS, limiter=lane
+        )
+        if first is None:
             return None, 0, None
+        head, rest_blocks = first
         ahead, last = len(head.entries), None
         if ahead:
             last = head.entries[ahead - 1].data_file.file_path
             m.entries_ahead += ahead
             await early(CachedManifest(head.entries, 0, 0, 0, 0))
-        rest = await anyio.to_thread.run_sync(decode_part, parts[1], mf, self.prune_context, limiter=lane)
+        rest = await anyio.to_thread.run_sync(decode_part, rest_blocks, mf, self.prune_context, limiter=lane)
         return (joined(head, rest) if rest is not None else None), ahead, last
 
     def iter_plain_tasks(self, entries: Sequence[ManifestEntry]) -> Iterator[FileScanTask]:

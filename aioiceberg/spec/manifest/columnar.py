@@ -573,14 +573,16 @@ def split_blocks(data: bytes, rows: int) -> tuple[bytes, bytes] | None:
         taken += _read_long(data, start)[0]
         if taken >= rows:
             head, tail = layout.blocks[: i + 1], layout.blocks[i + 1 :]
-            return _container(data, layout, head), _container(data, layout, tail)
+            return _container(layout, [(data, head)]), _container(layout, [(data, tail)])
     return None
 
 
-def _container(data: bytes, layout: AvroLayout, blocks: Sequence[tuple[int, int]]) -> bytes:
+def _container(layout: AvroLayout, pieces: Iterable[tuple[bytes, Sequence[tuple[int, int]]]]) -> bytes:
+    """One container under ``layout``'s header and marker, of the given blocks of each data."""
     parts = [layout.header, layout.sync]
-    for start, end in blocks:
-        parts += (data[start:end], layout.sync)
+    for data, blocks in pieces:
+        for start, end in blocks:
+            parts += (data[start:end], layout.sync)
     return b"".join(parts)
 
 
@@ -630,16 +632,14 @@ def open_columnar_batch(
     casts = _casts_of(reader)
     if casts is None:
         return None
-    parts: list[bytes] = [first.header, first.sync]
+    pieces: list[tuple[bytes, Sequence[tuple[int, int]]]] = []
     counts: list[int] = []
     for (data, _), layout in zip(items, layouts, strict=True):
         assert layout is not None
-        for start, end in layout.blocks:
-            parts.append(data[start:end])
-            parts.append(first.sync)
+        pieces.append((data, layout.blocks))
         counts.append(layout.rows)
     try:
-        table = _to_arrow(b"".join(parts))
+        table = _to_arrow(_container(first, pieces))
         if table.num_rows != sum(counts):
             return None
         owner = np.repeat(np.arange(len(items), dtype=np.int64), counts)
