@@ -25,7 +25,7 @@ from aioiceberg.expressions import (
     compile_row_filter,
 )
 from aioiceberg.expressions import tree as t
-from aioiceberg.expressions.arrow import to_arrow_expression
+from aioiceberg.expressions.arrow import RowMask, to_arrow_expression
 from aioiceberg.spec import types as ice
 from aioiceberg.spec.partitioning import PartitionField, PartitionSpec
 from aioiceberg.spec.schema import Schema
@@ -297,6 +297,8 @@ def test_arrow_expression_filters_exactly_like_the_row_evaluator(
     kept = table.filter(to_arrow_expression(bound)).column("row").to_pylist()
     full = compile_row_filter(bound)
     assert kept == [i for i, r in enumerate(rows) if full(r)], str(bound)
+    batch = table.combine_chunks().to_batches()[0] if rows else pa.RecordBatch.from_pylist([], table.schema)
+    assert RowMask(bound).filter(batch).column("row").to_pylist() == kept, str(bound)
 
 
 @pytest.mark.parametrize(
@@ -308,6 +310,7 @@ def test_arrow_in_calls_both_zeros_equal(text: str) -> None:
     table = pa.table({"x": pa.array([0.0, -0.0, 7.0, 1.0], pa.float64())})
     kept = table.filter(to_arrow_expression(bound)).column("x").to_pylist()
     assert kept == ([1.0] if "NOT" in text else [0.0, -0.0, 7.0])
+    assert RowMask(bound).filter(table.to_batches()[0]).column("x").to_pylist() == kept
     assert kept == [x for x in table.column("x").to_pylist() if compile_row_filter(bound)((None, x, None))]
 
 

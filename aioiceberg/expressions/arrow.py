@@ -9,7 +9,7 @@ into predicates first; comparisons with null or NaN are false; ``!=``, ``NOT IN`
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -48,7 +48,14 @@ from aioiceberg.spec.types import (
     UUIDType,
 )
 
-__all__ = ["arrow_type_for", "field_paths", "filter_table", "literal_scalar", "to_arrow_expression"]
+__all__ = [
+    "RowMask",
+    "arrow_type_for",
+    "field_paths",
+    "filter_table",
+    "literal_scalar",
+    "to_arrow_expression",
+]
 
 FieldNames = Mapping[int, str | Sequence[str]]
 
@@ -113,27 +120,26 @@ def literal_scalar(value: Any, t: PrimitiveType) -> pa.Scalar:
     return pa.scalar(_arrow_value(value, t), type=arrow_type_for(t))
 
 
-def _field(ref: BoundReference, names: FieldNames | None) -> pc.Expression:
+def _field_path(ref: BoundReference, names: FieldNames | None) -> tuple[str, ...]:
     name: str | Sequence[str] | None = names.get(ref.field_id) if names is not None else None
     if name is None:
         name = ref.name.split(".") if "." in ref.name else ref.name
-    if isinstance(name, str):
-        return pc.field(name)
-    return pc.field(*name)
+    return (name,) if isinstance(name, str) else tuple(name)
 
 
-def _predicate(pred: Predicate, names: FieldNames | None) -> pc.Expression:
+def _predicate(pred: Predicate, f: Any) -> Any:
+    """``pred`` over ``f``, a field expression or an Arrow array: compute functions take either,
+    so the row filter and the mask (``compile_mask``) are one translation."""
     ref = pred.ref
-    f = _field(ref, names)
     op = pred.op
     if op is Op.IS_NULL:
-        return f.is_null()
+        return pc.is_null(f)
     if op is Op.NOT_NULL:
-        return f.is_valid()
+        return pc.is_valid(f)
     if op is Op.IS_NAN:
         return pc.is_nan(f)
     if op is Op.NOT_NAN:
-        return ~pc.is_nan(f) | f.is_null()
+        return pc.or_kleene(pc.invert(pc.is_nan(f)), pc.is_null(f))
     if isinstance(pred, SetPredicate):
         values = list(pred.values)
         if isinstance(ref.type, FloatType | DoubleType) and 0.0 in values:
@@ -141,52 +147,54 @@ def _predicate(pred: Predicate, names: FieldNames | None) -> pc.Expression:
             values = [v for v in values if v != 0.0] + [0.0, -0.0]
         value_set = pa.array([_arrow_value(v, ref.type) for v in values], type=arrow_type_for(ref.type))
         found = pc.is_in(f, value_set=value_set)
-        return found if op is Op.IN else ~found
+        return found if op is Op.IN else pc.invert(found)
     assert isinstance(pred, LiteralPredicate)
     if op is Op.STARTS_WITH:
         return pc.starts_with(f, pattern=pred.value)
     if op is Op.NOT_STARTS_WITH:
-        return ~pc.starts_with(f, pattern=pred.value) | f.is_null()
+        return pc.or_kleene(pc.invert(pc.starts_with(f, pattern=pred.value)), pc.is_null(f))
     s = literal_scalar(pred.value, ref.type)
     if op is Op.EQ:
-        return f == s
+        return pc.equal(f, s)
     if op is Op.NOT_EQ:
-        return (f != s) | f.is_null()
+        return pc.or_kleene(pc.not_equal(f, s), pc.is_null(f))
     if op is Op.LT:
-        return f < s
+        return pc.less(f, s)
     if op is Op.LT_EQ:
-        return f <= s
+        return pc.less_equal(f, s)
     if op is Op.GT:
-        return f > s
+        return pc.greater(f, s)
     if op is Op.GT_EQ:
-        return f >= s
+        return pc.greater_equal(f, s)
     raise ExpressionError(f"cannot translate {pred} to Arrow")
 
 
-class _Translate(BooleanExpressionVisitor[pc.Expression]):
-    __slots__ = ("_names",)
+class _Translate(BooleanExpressionVisitor[Any]):
+    """To a compute expression, or (``field`` giving arrays) straight to a mask."""
 
-    def __init__(self, names: FieldNames | None) -> None:
-        self._names = names
+    __slots__ = ("_field",)
 
-    def visit_true(self) -> pc.Expression:
+    def __init__(self, field: Callable[[BoundReference], Any]) -> None:
+        self._field = field
+
+    def visit_true(self) -> Any:
         return pc.scalar(True)
 
-    def visit_false(self) -> pc.Expression:
+    def visit_false(self) -> Any:
         return pc.scalar(False)
 
-    def visit_not(self, child: pc.Expression) -> pc.Expression:
+    def visit_not(self, child: Any) -> Any:
         # Arrow's NOT keeps a null unknown where Iceberg's negated predicates say true
         raise ExpressionError("NOT must be pushed into the predicates before translating to Arrow")
 
-    def visit_and(self, left: pc.Expression, right: pc.Expression) -> pc.Expression:
-        return left & right
+    def visit_and(self, left: Any, right: Any) -> Any:
+        return pc.and_kleene(left, right)
 
-    def visit_or(self, left: pc.Expression, right: pc.Expression) -> pc.Expression:
-        return left | right
+    def visit_or(self, left: Any, right: Any) -> Any:
+        return pc.or_kleene(left, right)
 
-    def visit_predicate(self, pred: Predicate) -> pc.Expression:
-        return _predicate(pred, self._names)
+    def visit_predicate(self, pred: Predicate) -> Any:
+        return _predicate(pred, self._field(pred.ref))
 
 
 def to_arrow_expression(expr: Expression, names: FieldNames | None = None) -> pc.Expression:
@@ -196,7 +204,43 @@ def to_arrow_expression(expr: Expression, names: FieldNames | None = None) -> pc
     by default the bound reference's dotted name is used. Null filter results (from
     Kleene logic on null inputs) drop the row, which is the intended answer here.
     """
-    return visit(rewrite_not(expr), _Translate(names))
+    result: pc.Expression = visit(
+        rewrite_not(expr), _Translate(lambda ref: pc.field(*_field_path(ref, names)))
+    )
+    return result
+
+
+class RowMask:
+    """A bound expression evaluated on a batch by direct kernel calls, giving the boolean mask
+    ``filter`` takes (null drops the row, as in ``to_arrow_expression``).
+
+    The same rows as ``batch.filter(to_arrow_expression(...))``, without the execution plan
+    pyarrow builds for every expression filter (~0.4 ms a call, more than the kernels cost
+    on a 100k-row group). Extension columns (uuid) are compared by their storage.
+    """
+
+    __slots__ = ("_expr", "_names")
+
+    def __init__(self, expr: Expression, names: FieldNames | None = None) -> None:
+        self._expr = rewrite_not(expr)
+        self._names = names
+
+    def __call__(self, batch: pa.RecordBatch) -> pa.Array | pa.BooleanScalar:
+        def column(ref: BoundReference) -> pa.Array:
+            path = _field_path(ref, self._names)
+            found = batch.column(path[0])
+            if len(path) > 1:
+                found = pc.struct_field(found, list(path[1:]))
+            return found.storage if isinstance(found, pa.ExtensionArray) else found
+
+        result: pa.Array | pa.BooleanScalar = visit(self._expr, _Translate(column))
+        return result
+
+    def filter(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        mask = self(batch)
+        if isinstance(mask, pa.Scalar):  # the expression reduced to a constant
+            return batch if mask.as_py() is True else batch.slice(0, 0)
+        return batch.filter(mask)
 
 
 def _storage_type(t: pa.DataType) -> pa.DataType:

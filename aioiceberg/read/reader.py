@@ -23,7 +23,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from aioiceberg._concurrency import task_group
 from aioiceberg.errors import UnsupportedError, ValidationError
-from aioiceberg.expressions.arrow import field_paths, filter_table, to_arrow_expression
+from aioiceberg.expressions.arrow import RowMask, field_paths
 from aioiceberg.expressions.binding import bind_row_filter, reject_null_rows
 from aioiceberg.expressions.evaluators import InclusiveMetricsEvaluator
 from aioiceberg.expressions.tree import AlwaysFalse, AlwaysTrue, Expression, and_
@@ -77,7 +77,7 @@ class _FilePlan:
     read_arrow: pa.Schema
     projected: Schema
     out_schema: pa.Schema
-    filter: Any  # pyarrow.compute.Expression or None
+    filter: RowMask | None
     constants: dict[int, Any]
     name_mapping: NameMapping | None
     include_file: bool
@@ -152,11 +152,7 @@ def _process(
                 read = read.filter(pa.array(~mask))
         first_row += n
         if plan.filter is not None and read.num_rows:
-            read = filter_table(pa.Table.from_batches([read]), plan.filter).combine_chunks()
-            read_batches = read.to_batches() or []
-            if not read_batches:
-                continue
-            read = read_batches[0]
+            read = plan.filter.filter(read)
         if read.num_rows == 0:
             continue
         read_columns = read.columns[:-1] if positions else read.columns
@@ -228,7 +224,7 @@ class _Reader:
                 constants[pf.source_id] = value
         arrow_filter = None
         if not isinstance(expr, AlwaysTrue):
-            arrow_filter = to_arrow_expression(expr, field_paths(read_schema))
+            arrow_filter = RowMask(expr, field_paths(read_schema))
         plan = _FilePlan(
             task,
             read_schema,
