@@ -322,8 +322,9 @@ class PlanStream:
             await self._stack.__aexit__(None, None, None)
             self._ctx.finish()
 
-    def __aiter__(self) -> PlanStream:
-        return self
+    def __aiter__(self) -> AsyncGenerator[FileScanTask, None]:
+        # ``async for`` steps the generator itself, not through ``__anext__`` (~1 us a task)
+        return self._iterator()
 
     def _iterator(self) -> AsyncGenerator[FileScanTask, None]:
         if self._tasks is None:  # no ``async with``: a pipeline task owns the stages
