@@ -10,12 +10,18 @@ import random
 from typing import Any
 
 import fastavro
+import numpy as np
 import pytest
 from test_manifest import _local, pyiceberg_tables  # noqa: F401  (a fixture)
 
 from aioiceberg.errors import CorruptFileError
 from aioiceberg.spec.manifest import ManifestContent, ManifestFile, PartitionFieldSummary, write_manifest_list
-from aioiceberg.spec.manifest.columnar_list import decode_manifest_list, read_manifest_list_columnar
+from aioiceberg.spec.manifest.columnar_list import (
+    ManifestRows,
+    decode_manifest_list,
+    decode_manifest_rows,
+    read_manifest_list_columnar,
+)
 from aioiceberg.spec.manifest.reader import read_manifest_list
 
 pytest.importorskip("polars")
@@ -66,6 +72,42 @@ def test_our_lists_read_the_same(version: int, codec: str) -> None:
     assert got is not None and got == want
     assert all(type(g) is ManifestFile for g in got)
     assert decode_manifest_list(data) == want
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_rows_built_as_read_equal_the_eager_readers(version: int) -> None:
+    data = write_manifest_list(_rows(300, version), version, 77, 76, 9, first_row_id=1000)
+    want = read_manifest_list(data)
+    rows = decode_manifest_rows(data)
+    assert isinstance(rows, ManifestRows)
+    assert rows[7] == want[7] and rows[-1] == want[-1] and rows[5:9] == want[5:9]
+    assert rows._built.count(None) == 300 - 5  # only what was read (rows 5-8 and 299) was built
+    assert list(rows) == want and len(rows) == 300
+    with pytest.raises(IndexError):
+        rows[300]
+    assert list(rows.spec_ids()) == [mf.partition_spec_id for mf in want]
+
+
+def test_partition_bounds_are_read_from_the_columns() -> None:
+    """What a bulk choice reads without building rows: each row's bound of one summary, where
+    the row has as many summaries as asked (rows without summaries, or with none, have not)."""
+    data = write_manifest_list(_rows(300, 2), 2, 77, 76, 9)
+    want = read_manifest_list(data)
+    rows = decode_manifest_rows(data)
+    assert isinstance(rows, ManifestRows)
+    picked = np.array([0, 1, 2, 7, 11, 22, 299, 150], dtype=np.int64)
+    for fields in (1, 2):
+        for position in range(fields):
+            for upper in (False, True):
+                shaped, raw = rows.partition_bounds(picked, position, upper, fields)
+                for i, ok, got in zip(picked.tolist(), shaped, raw, strict=True):
+                    parts = want[i].partitions
+                    assert ok == (parts is not None and len(parts) == fields)
+                    summary = parts[position] if ok and parts is not None else None
+                    assert got == (
+                        None if summary is None else summary.upper_bound if upper else summary.lower_bound
+                    )
+    assert rows._built.count(None) == 300
 
 
 def test_short_lists_are_left_to_fastavro() -> None:

@@ -15,7 +15,8 @@ from aioiceberg.expressions.parser import parse
 from aioiceberg.io import LocalFileIO
 from aioiceberg.scan.manifest_select import BULK_MIN_MANIFESTS, ManifestListing, may_match
 from aioiceberg.scan.metrics import PlanMetrics
-from aioiceberg.spec.manifest import ManifestContent, ManifestFile
+from aioiceberg.spec.manifest import ManifestContent, ManifestFile, write_manifest_list
+from aioiceberg.spec.manifest.columnar_list import ManifestRows, decode_manifest_rows
 from aioiceberg.spec.manifest.manifest_file import PartitionFieldSummary
 from aioiceberg.spec.metadata_json import parse_table_metadata
 from aioiceberg.spec.partitioning import PartitionField, PartitionSpec
@@ -121,6 +122,12 @@ def test_bulk_choice_keeps_every_manifest_the_evaluator_keeps(mfs: list[Manifest
     listing = ManifestListing(mfs)
     chosen = may_match(listing, _filters(text))
     assert chosen is not None
+    # a list decoded columnar is chosen from alike, from its columns, building none of its rows
+    rows = decode_manifest_rows(write_manifest_list(mfs, 1, 1, None, 1), min_rows=0)
+    assert isinstance(rows, ManifestRows)
+    again = may_match(ManifestListing(rows), _filters(text))
+    assert again is not None and again.tolist() == chosen.tolist()
+    assert rows._built.count(None) == len(mfs)
     kept = set(chosen.tolist())
     evaluators = {spec_id: ManifestEvaluator(SCHEMA, spec, parse(text)) for spec_id, spec in SPECS.items()}
     for i, mf in enumerate(mfs):

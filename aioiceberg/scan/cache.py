@@ -171,17 +171,17 @@ class ManifestListCache:
 
     def __init__(self, max_items: int = 128) -> None:
         self.max_items = max_items
-        self._items: OrderedDict[tuple[str, int], tuple[ManifestFile, ...]] = OrderedDict()
+        self._items: OrderedDict[tuple[str, int], Sequence[ManifestFile]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, path: str, snapshot_id: int) -> tuple[ManifestFile, ...] | None:
+    def get(self, path: str, snapshot_id: int) -> Sequence[ManifestFile] | None:
         with self._lock:
             found = self._items.get((path, snapshot_id))
             if found is not None:
                 self._items.move_to_end((path, snapshot_id))
             return found
 
-    def put(self, path: str, snapshot_id: int, manifests: tuple[ManifestFile, ...]) -> None:
+    def put(self, path: str, snapshot_id: int, manifests: Sequence[ManifestFile]) -> None:
         with self._lock:
             self._items[(path, snapshot_id)] = manifests
             self._items.move_to_end((path, snapshot_id))

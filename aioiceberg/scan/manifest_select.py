@@ -11,8 +11,8 @@ kept with the list in the shared cache, so each plan compares them in bulk, reus
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, overload
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from aioiceberg.expressions.visitor import visit
 from aioiceberg.scan.columnar import BoundsPrefilter
 from aioiceberg.spec.manifest import ManifestFile
 from aioiceberg.spec.manifest.columnar import BoundColumn
+from aioiceberg.spec.manifest.columnar_list import ManifestRows
 
 __all__ = ["ManifestListing", "may_match"]
 
@@ -29,21 +30,53 @@ BULK_MIN_MANIFESTS = 64
 _DTYPES: dict[int, str] = {4: "<i4", 8: "<i8"}
 
 
-class ManifestListing(tuple[ManifestFile, ...]):
-    """A snapshot's manifests, plus columns of their summary bounds built on first use."""
+class ManifestListing(Sequence[ManifestFile]):
+    """A snapshot's manifests, plus columns of their summary bounds built on first use.
 
-    def __new__(cls, manifests: Iterable[ManifestFile]) -> ManifestListing:
-        return super().__new__(cls, manifests)
+    A long list decoded columnar (:class:`ManifestRows`) is read from its columns here, so
+    choosing manifests builds only the rows chosen."""
+
+    __slots__ = ("_bounds", "_by_spec", "_rows")
 
     def __init__(self, manifests: Iterable[ManifestFile]) -> None:
-        super().__init__()
+        self._rows: Sequence[ManifestFile] = (
+            manifests if isinstance(manifests, ManifestRows) else tuple(manifests)
+        )
         self._by_spec: dict[int, np.ndarray[Any, Any]] | None = None
         self._bounds: dict[tuple[int, int, bool, int, int], BoundColumn] = {}
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, index: int) -> ManifestFile: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[ManifestFile, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> ManifestFile | tuple[ManifestFile, ...]:
+        if isinstance(index, slice):
+            return tuple(self._rows[index])
+        return self._rows[index]
+
+    def __iter__(self) -> Iterator[ManifestFile]:
+        return iter(self._rows)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
 
     def by_spec(self) -> Mapping[int, np.ndarray[Any, Any]]:
         """Indices of the manifests of each partition spec id."""
         if self._by_spec is None:
-            ids = np.fromiter((mf.partition_spec_id for mf in self), dtype=np.int64, count=len(self))
+            rows = self._rows
+            if isinstance(rows, ManifestRows):
+                ids = rows.spec_ids()
+            else:
+                ids = np.fromiter((mf.partition_spec_id for mf in rows), dtype=np.int64, count=len(rows))
             self._by_spec = {int(s): np.flatnonzero(ids == s) for s in np.unique(ids)}
         return self._by_spec
 
@@ -56,12 +89,17 @@ class ManifestListing(tuple[ManifestFile, ...]):
         if found is not None:
             return found
         rows = self.by_spec()[spec_id]
-        summaries = [self[i].partitions for i in rows.tolist()]
-        shaped = [s is not None and len(s) == fields for s in summaries]
-        raw = [
-            (s[position].upper_bound if upper else s[position].lower_bound) if ok else None
-            for s, ok in zip(summaries, shaped, strict=True)
-        ]
+        if isinstance(self._rows, ManifestRows):
+            shaped, raw = self._rows.partition_bounds(rows, position, upper, fields)
+        else:
+            summaries = [self._rows[i].partitions for i in rows.tolist()]
+            shaped = [s is not None and len(s) == fields for s in summaries]
+            raw = [
+                (s[position].upper_bound if upper else s[position].lower_bound)
+                if ok and s is not None
+                else None
+                for s, ok in zip(summaries, shaped, strict=True)
+            ]
         lengths = np.fromiter((-1 if b is None else len(b) for b in raw), dtype=np.int64, count=len(raw))
         readable = lengths == width
         state = np.where(lengths == -1, 0, np.where(readable, 1, 2)).astype(np.int8)

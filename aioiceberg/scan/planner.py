@@ -48,11 +48,11 @@ from aioiceberg.spec.manifest import (
     ManifestContent,
     ManifestEntry,
     ManifestFile,
-    snapshot_manifests,
 )
 from aioiceberg.spec.manifest.builders import frozen_builder
 from aioiceberg.spec.manifest.columnar import columnar_available
 from aioiceberg.spec.manifest.entry_rows import EntryRows
+from aioiceberg.spec.manifest.snapshot import listed_manifests
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
 from aioiceberg.spec.name_mapping import unmapped_field_ids
 from aioiceberg.spec.partitioning import PartitionSpec
@@ -247,7 +247,7 @@ class Planner:
 
     # -- what the stages call (aioiceberg.scan.pipeline) -------------------------------
 
-    async def manifests(self, metrics: PlanMetrics | None = None) -> tuple[ManifestFile, ...]:
+    async def manifests(self, metrics: PlanMetrics | None = None) -> Sequence[ManifestFile]:
         """The snapshot's manifests (from the shared cache when this snapshot was planned)."""
         m = metrics if metrics is not None else PlanMetrics()
         snap = self.snapshot
@@ -264,7 +264,7 @@ class Planner:
         def fetched(size: int) -> None:
             m.bytes_fetched += size
 
-        decoded = ManifestListing(await snapshot_manifests(self.io, snap, fetched=fetched))
+        decoded = ManifestListing(await listed_manifests(self.io, snap, fetched=fetched))
         self.manifest_list_cache.put(key, snap.snapshot_id, decoded)
         return decoded
 

@@ -7,7 +7,7 @@ snapshot that names its manifests inline reads the same everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import anyio
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from aioiceberg.spec.manifest.data_file import DataFile
     from aioiceberg.spec.metadata import Snapshot
 
-__all__ = ["added_files", "snapshot_manifests"]
+__all__ = ["added_files", "listed_manifests", "snapshot_manifests"]
 
 # Manifests of an inline snapshot fetched at once (each is read whole to build its row).
 INLINE_CONCURRENCY = 16
@@ -33,7 +33,15 @@ THREAD_LIST_BYTES = 16 * 1024
 async def snapshot_manifests(
     io: FileIO, snapshot: Snapshot, *, fetched: Callable[[int], None] | None = None
 ) -> list[ManifestFile]:
-    """The manifests of ``snapshot``, in its order.
+    """The manifests of ``snapshot``, in its order (see :func:`listed_manifests`)."""
+    return list(await listed_manifests(io, snapshot, fetched=fetched))
+
+
+async def listed_manifests(
+    io: FileIO, snapshot: Snapshot, *, fetched: Callable[[int], None] | None = None
+) -> Sequence[ManifestFile]:
+    """The manifests of ``snapshot``, in its order; a long list's rows are built as they are
+    read (a plan reads the list's columns and builds the few rows it chooses).
 
     Its manifest list decoded; or, for a v1 snapshot that lists manifest paths inline
     (``manifests``, no ``manifest-list``, which the v1 spec allows), a row built from each
@@ -46,9 +54,9 @@ async def snapshot_manifests(
             fetched(len(data))
         if len(data) < THREAD_LIST_BYTES:
             return read_manifest_list(data, snapshot.manifest_list)
-        from aioiceberg.spec.manifest.columnar_list import decode_manifest_list
+        from aioiceberg.spec.manifest.columnar_list import decode_manifest_rows
 
-        return await anyio.to_thread.run_sync(decode_manifest_list, data, snapshot.manifest_list)
+        return await anyio.to_thread.run_sync(decode_manifest_rows, data, snapshot.manifest_list)
     paths = snapshot.manifests
     rows: list[ManifestFile | None] = [None] * len(paths)
     errors: list[Exception] = []
