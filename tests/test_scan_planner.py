@@ -123,6 +123,71 @@ async def test_a_cached_repeat_yields_the_tasks_the_first_plan_built(tmp_path: P
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("owned", [False, True], ids=["async-for", "async-with"])
+async def test_a_plan_the_caches_hold_is_decided_without_stages(tmp_path: Path, owned: bool) -> None:
+    """A hot table's repeat starts no pipeline task and counts what the stages would count;
+    with one view missing it goes on through the stages from the same choice, counting once."""
+    io, md = await _table(tmp_path, 12, 30)
+    kw = _fresh()
+    text = "c0 < 1000"
+    first = TableScan(io, md, text, **kw)
+    expected = sorted(await _paths(first))
+
+    async def plan(scan: TableScan) -> tuple[list[str], int]:
+        """The paths, and the most tasks alive beside this one while they came."""
+        paths, most, base = [], 0, _live_tasks()
+        async with contextlib.AsyncExitStack() as stack:
+            stream = scan.plan_files()
+            tasks = await stack.enter_async_context(stream) if owned else stream
+            async for t in tasks:
+                paths.append(t.file.file_path)
+                most = max(most, len(_live_tasks() - base))
+        return paths, most
+
+    again = TableScan(io, md, text, **kw)
+    paths, alive = await plan(again)
+    assert sorted(paths) == expected and alive == 0
+    m, f = again.metrics, first.metrics
+    assert (m.manifests_total, m.manifests_skipped_by_summaries) == (
+        f.manifests_total,
+        f.manifests_skipped_by_summaries,
+    )
+    assert (m.manifests_from_cache, m.manifests_read, m.tasks) == (f.manifests_read, 0, len(expected))
+    assert m.manifest_list_from_cache and m.time_to_first_task_s is not None and m.planning_time_s is not None
+    # one view gone: the stages read it, the rest comes from the cache, nothing counted twice
+    cache = kw["cache"]
+    evicted = next(iter(cache._items))
+    del cache._items[evicted]
+    partial = TableScan(io, md, text, **kw)
+    paths, _ = await plan(partial)
+    assert sorted(paths) == expected
+    m = partial.metrics
+    assert (m.manifests_total, m.manifests_from_cache, m.manifests_read) == (12, 11, 1)
+
+
+@pytest.mark.anyio
+async def test_a_plan_decided_from_the_caches_lets_the_loop_run_between_manifests(tmp_path: Path) -> None:
+    io, md = await _table(tmp_path, 12, 30)
+    kw = _fresh()
+    await _paths(TableScan(io, md, **kw))
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await anyio.sleep(0)
+
+    seen = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        async for _ in TableScan(io, md, **kw).plan_files():
+            seen.append(ticks)
+        tg.cancel_scope.cancel()
+    assert len(seen) == 360 and seen[-1] - seen[0] >= 11  # at least once a manifest
+
+
+@pytest.mark.anyio
 async def test_a_streaming_plan_builds_each_task_as_it_is_taken(tmp_path: Path) -> None:
     """A caller that drops each task holds one at a time: none lives on in a view or a batch
     (where the cycle collector would promote it and walk it at every full collection)."""

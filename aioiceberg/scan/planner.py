@@ -253,13 +253,10 @@ class Planner:
         snap = self.snapshot
         if snap is None:
             return ()
-        # A v1 snapshot naming its manifests inline has no list: its paths are the key.
-        listed = snap.manifest_list if snap.manifest_list is not None else "\n".join(snap.manifests)
-        key = f"{self.io.store_key(listed)}\0{listed}"  # the same path in another store is another list
-        found = self.manifest_list_cache.get(key, snap.snapshot_id)
+        found = self.cached_manifests(m)
         if found is not None:
-            m.manifest_list_from_cache = True
             return found
+        key = self._listing_key(snap)
 
         def fetched(size: int) -> None:
             m.bytes_fetched += size
@@ -267,6 +264,25 @@ class Planner:
         decoded = ManifestListing(await listed_manifests(self.io, snap, fetched=fetched))
         self.manifest_list_cache.put(key, snap.snapshot_id, decoded)
         return decoded
+
+    def _listing_key(self, snap: Snapshot) -> str:
+        # A v1 snapshot naming its manifests inline has no list: its paths are the key.
+        listed = snap.manifest_list if snap.manifest_list is not None else "\n".join(snap.manifests)
+        return f"{self.io.store_key(listed)}\0{listed}"  # the same path in another store is another list
+
+    def cached_manifests(self, metrics: PlanMetrics) -> Sequence[ManifestFile] | None:
+        """The snapshot's manifests if the shared cache holds its list (None: not cached)."""
+        snap = self.snapshot
+        if snap is None:
+            return ()
+        found = self.manifest_list_cache.get(self._listing_key(snap), snap.snapshot_id)
+        if found is not None:
+            metrics.manifest_list_from_cache = True
+        return found
+
+    def cached_view(self, mf: ManifestFile) -> CachedManifest | None:
+        """This plan's view of ``mf`` if the shared cache holds it."""
+        return self.cache.get(manifest_cache_key(self.io, mf), mf.manifest_length, self.prune_context.key)
 
     def select(
         self, manifests: Iterable[ManifestFile], m: PlanMetrics
