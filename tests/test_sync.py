@@ -120,6 +120,21 @@ def test_plan_files_stops_early_and_the_loop_keeps_serving(tmp_path: Path) -> No
     assert table.scan().to_arrow().num_rows == 30
 
 
+def test_blocking_calls_reuse_the_loops_worker_threads(tmp_path: Path) -> None:
+    """Each blocking read used to start a worker thread and stop it at its end (anyio ties
+    its workers to the root task, which was each call's own): the next call paid a start."""
+    table = make_table(tmp_path)
+
+    def workers() -> set[int | None]:
+        return {t.ident for t in threading.enumerate() if t.name.startswith("AnyIO worker")}
+
+    table.scan(row_filter="region = 'eu'").to_arrow()
+    before = workers()
+    for _ in range(5):
+        assert table.scan(row_filter="region = 'eu'").to_arrow().num_rows == 15
+    assert before and workers() == before
+
+
 def test_transaction_commits_once_on_clean_exit_and_not_on_error(tmp_path: Path) -> None:
     table = make_table(tmp_path, appends=0)
     before = table.version

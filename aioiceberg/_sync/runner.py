@@ -37,6 +37,7 @@ class BlockingLoop:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._stopping: asyncio.Event | None = None  # set: the loop's root task returns
         # Loops (and through them clients) inherited from the parent across fork: kept
         # referenced so their sockets are never closed or garbage collected in the child.
         self._inherited: list[object] = []
@@ -54,16 +55,20 @@ class BlockingLoop:
                 return self._loop
             loop = asyncio.new_event_loop()
             ready = threading.Event()
+            stopping = asyncio.Event()  # bound to the loop on first use, in its thread
 
             def main() -> None:
                 asyncio.set_event_loop(loop)
                 loop.call_soon(ready.set)
-                loop.run_forever()
+                # A root task that lives as long as the loop: anyio ties its worker threads to
+                # the root task, which under ``run_forever`` was each call's own task, so every
+                # blocking call that decoded started a thread and stopped it at its end.
+                loop.run_until_complete(stopping.wait())
 
             thread = threading.Thread(target=main, name="aioiceberg-sync-loop", daemon=True)
             thread.start()
             ready.wait()
-            self._loop, self._thread = loop, thread
+            self._loop, self._thread, self._stopping = loop, thread, stopping
             return loop
 
     @property
@@ -106,8 +111,8 @@ class BlockingLoop:
     def shutdown(self, timeout: float = 10.0) -> None:
         """Close the loop's async generators (and with them its clients), then stop it."""
         with self._lock:
-            loop, thread = self._loop, self._thread
-            self._loop, self._thread = None, None
+            loop, thread, stopping = self._loop, self._thread, self._stopping
+            self._loop, self._thread, self._stopping = None, None, None
         if loop is None or thread is None or not thread.is_alive():
             return
 
@@ -120,7 +125,7 @@ class BlockingLoop:
             asyncio.run_coroutine_threadsafe(close_all(), loop).result(timeout=timeout)
         except Exception:
             pass
-        loop.call_soon_threadsafe(loop.stop)
+        loop.call_soon_threadsafe(stopping.set if stopping is not None else loop.stop)
         thread.join(timeout=timeout)
         if not loop.is_running():
             loop.close()
@@ -131,7 +136,7 @@ class BlockingLoop:
         if self._loop is not None:
             self._inherited.append(self._loop)
         self._lock = threading.Lock()
-        self._loop, self._thread = None, None
+        self._loop, self._thread, self._stopping = None, None, None
 
 
 def _shutdown_at_exit(ref: weakref.ReferenceType[BlockingLoop]) -> None:
