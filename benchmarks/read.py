@@ -12,9 +12,9 @@ Each cell is the best of ``--rounds`` runs. DuckDB and we run twice: as shipped 
 external file cache and our runtime's data file cache serve repeated rounds from memory)
 and with those caches off. MB/s counts the
 Arrow bytes produced. Each side opens its store client once per store and reuses it in
-every round (ours: one FileIO on one event loop; PyIceberg: one FileIO; DuckDB: one
-connection); every round still reads the metadata JSON, plans (both planners keep a
-process-wide manifest cache) and reads. The peak-RSS line runs a batch-by-batch scan in a
+every round (ours: the blocking API, whose background loop and runtime keep theirs, as a
+script calls it; PyIceberg: one FileIO; DuckDB: one connection); every round still reads
+the metadata JSON, plans (both planners keep a process-wide manifest cache) and reads. The peak-RSS line runs a batch-by-batch scan in a
 fresh process and compares its peak memory with the size of the table it streamed.
 """
 
@@ -81,39 +81,29 @@ def write_table(warehouse: str, tmp: Path, rows: int, options: dict[str, str]) -
     return str(table.metadata_location)
 
 
-async def ours(io: Any, location: str, row_filter: str) -> pa.Table:
-    from aioiceberg.read import read_to_table
-    from aioiceberg.spec.metadata_json import parse_table_metadata
-    from aioiceberg.table_scan import TableScan
-
-    md = parse_table_metadata(await io.read(location), location)
-    scan = TableScan(io, md, row_filter=row_filter, decode_workers=0)
-    tasks = [t async for t in scan.plan_files()]
-    return await read_to_table(io, tasks, md.schema(), table_schema=md.schema())
-
-
 class Ours:
-    """One event loop and one FileIO (so one S3 client) per store, reused by every round."""
+    """aioiceberg's blocking API, as a script calls it: every round loads the table by its
+    metadata file, plans and reads. Its background loop and the runtime's clients serve
+    every round, as they serve a process."""
 
     def __init__(self, location: str, options: dict[str, str], data_cache: bool = True) -> None:
-        from aioiceberg.io import resolve_io
         from aioiceberg.runtime import Runtime
 
-        self.location = location
-        self.runner = asyncio.Runner()
+        self.location, self.options = location, options
         # ``data_cache=False``: a runtime that keeps no data file bytes between reads (the
         # default one keeps small remote files, as DuckDB's external file cache does)
         self.runtime = None if data_cache else Runtime(data_cache_bytes=0)
-        self.io = resolve_io(location, options).bind_runtime(self.runtime)
 
     def scan(self, row_filter: str) -> pa.Table:
-        return self.runner.run(ours(self.io, self.location, row_filter))
+        from aioiceberg import sync
+
+        table = sync.load_table(self.location, self.options, runtime=self.runtime)
+        result: pa.Table = table.scan(row_filter=row_filter or None, decode_workers=0).to_arrow()
+        return result
 
     def close(self) -> None:
-        self.runner.run(self.io.aclose())
         if self.runtime is not None:
-            self.runner.run(self.runtime.aclose())
-        self.runner.close()
+            self.runtime.close_sync()
 
 
 class PyIceberg:
