@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
+from loop_helpers import loop_ticks
 
 from aioiceberg.errors import PreconditionFailedError
 from aioiceberg.io import LocalFileIO, resolve_io
@@ -104,20 +105,10 @@ async def test_replacements_never_repeat_a_version_token(tmp_path: Path) -> None
 
 async def test_blocking_file_io_leaves_the_event_loop_free(tmp_path: Path) -> None:
     io = LocalFileIO()
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await anyio.sleep(0)
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(ticker)
+    async with loop_ticks() as ticks:
         await io.write(str(tmp_path / "big"), os.urandom(8 << 20))
         await io.read(str(tmp_path / "big"))
-        tg.cancel_scope.cancel()
-    assert ticks > 2
+    assert ticks.count > 2
 
 
 def test_resolve_io_picks_the_backend_from_the_scheme(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import anyio
 import pytest
 from benchmark_runs import run_tiny
+from loop_helpers import loop_ticks
 
 from aioiceberg.errors import NotFoundError, ValidationError
 from aioiceberg.io import FileIO, LocalFileIO, MemoryFileIO
@@ -170,20 +171,10 @@ async def test_a_plan_decided_from_the_caches_lets_the_loop_run_between_manifest
     io, md = await _table(tmp_path, 12, 30)
     kw = _fresh()
     await _paths(TableScan(io, md, **kw))
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await anyio.sleep(0)
-
     seen = []
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(ticker)
+    async with loop_ticks() as ticks:
         async for _ in TableScan(io, md, **kw).plan_files():
-            seen.append(ticks)
-        tg.cancel_scope.cancel()
+            seen.append(ticks.count)
     assert len(seen) == 360 and seen[-1] - seen[0] >= 11  # at least once a manifest
 
 
