@@ -10,11 +10,11 @@ connections open. Without nginx it is skipped with one line saying what to insta
 
 Each cell is the best of ``--rounds`` runs. DuckDB and we run twice: as shipped (DuckDB's
 external file cache and our runtime's data file cache serve repeated rounds from memory)
-and with those caches off. MB/s counts the
-Arrow bytes produced. Each side opens its store client once per store and reuses it in
-every round (ours: the blocking API, whose background loop and runtime keep theirs, as a
-script calls it; PyIceberg: one FileIO; DuckDB: one connection); every round still reads
-the metadata JSON, plans (both planners keep a process-wide manifest cache) and reads. The peak-RSS line runs a batch-by-batch scan in a
+and with those caches off. MB/s counts the Arrow bytes produced. Each side opens its store
+client once per store and reuses it in every round (ours: the blocking API, whose background
+loop and runtime keep theirs, as a script calls it; PyIceberg: one FileIO; DuckDB: one
+connection); every round still reads the metadata JSON, plans (both planners keep a
+process-wide manifest cache) and reads. The peak-RSS line runs a batch-by-batch scan in a
 fresh process and compares its peak memory with the size of the table it streamed.
 """
 

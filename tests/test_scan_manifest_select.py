@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,10 @@ from hypothesis import strategies as st
 from aioiceberg.expressions import ManifestEvaluator
 from aioiceberg.expressions.parser import parse
 from aioiceberg.io import LocalFileIO
+from aioiceberg.scan.cache import ManifestCache, ManifestListCache
 from aioiceberg.scan.manifest_select import BULK_MIN_MANIFESTS, ManifestListing, may_match
 from aioiceberg.scan.metrics import PlanMetrics
-from aioiceberg.spec.manifest import ManifestContent, ManifestFile, write_manifest_list
+from aioiceberg.spec.manifest import ManifestContent, ManifestFile, columnar_list, write_manifest_list
 from aioiceberg.spec.manifest.columnar_list import ManifestRows, decode_manifest_rows
 from aioiceberg.spec.manifest.manifest_file import PartitionFieldSummary
 from aioiceberg.spec.metadata_json import parse_table_metadata
@@ -168,3 +170,36 @@ async def test_a_plan_of_many_manifests_selects_what_the_evaluator_selects(tmp_p
         assert m.manifests_total - m.manifests_skipped_by_summaries == len(data)
         again = planner.select(listing, PlanMetrics())  # the columns built once serve again
         assert again == (data, deletes)
+
+
+@pytest.mark.anyio
+async def test_a_plan_reading_most_of_a_long_list_builds_its_rows_off_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A columnar list builds rows as they are read: a filtered plan builds the few it keeps,
+    and a plan that reads hundreds builds them in a worker thread, not on the event loop."""
+    io = LocalFileIO(fsync=False)
+    meta = await build_table(io, f"file://{tmp_path}/t", 1000, 1)  # a list decoded in a thread
+    md = parse_table_metadata(await io.read(meta), meta)
+    kw = {"cache": ManifestCache(), "manifest_list_cache": ManifestListCache(), "decode_workers": 0}
+    narrow = TableScan(io, md, filters(1000, 1)["day_1pct"], **kw)
+    assert len([t async for t in narrow.plan_files()]) == 10
+    listing = await narrow.planner.manifests()
+    assert isinstance(listing, ManifestListing) and len(listing.unbuilt(None)) == 990
+    built_on_loop: list[bool] = []
+    build = columnar_list._new_manifest_file
+
+    def watched(*args: Any) -> ManifestFile:
+        built_on_loop.append(threading.current_thread() is threading.main_thread())
+        return build(*args)
+
+    monkeypatch.setattr(columnar_list, "_new_manifest_file", watched)
+    for owned in (False, True):  # the second finds them built
+        wide = TableScan(io, md, **kw)
+        if owned:
+            async with wide.plan_files() as tasks:
+                n = len([t async for t in tasks])
+        else:
+            n = len([t async for t in wide.plan_files()])
+        assert n == 1000 and not listing.unbuilt(None)
+    assert len(built_on_loop) == 990 and not any(built_on_loop)

@@ -69,6 +69,17 @@ class ManifestListing(Sequence[ManifestFile]):
 
     __hash__ = None  # type: ignore[assignment]
 
+    def unbuilt(self, rows: Sequence[int] | None) -> list[int]:
+        """Those of ``rows`` (None: all) whose manifests are not built yet (see
+        :class:`ManifestRows`); none for a listing of built manifests."""
+        if not isinstance(self._rows, ManifestRows):
+            return []
+        return self._rows.unbuilt(range(len(self._rows)) if rows is None else rows)
+
+    def build(self, rows: Sequence[int]) -> None:
+        if isinstance(self._rows, ManifestRows):
+            self._rows.build(rows)
+
     def by_spec(self) -> Mapping[int, np.ndarray[Any, Any]]:
         """Indices of the manifests of each partition spec id."""
         if self._by_spec is None:

@@ -37,6 +37,7 @@ from aioiceberg.errors import PlanInterruptedError
 from aioiceberg.expressions.tree import AlwaysTrue
 from aioiceberg.scan.cache import CachedManifest
 from aioiceberg.scan.delete_index import DeleteIndex
+from aioiceberg.scan.manifest_select import ManifestListing
 from aioiceberg.scan.metrics import PlanMetrics
 from aioiceberg.spec.manifest import DataFile, ManifestContent, ManifestEntry, ManifestFile
 from aioiceberg.spec.tasks import FileScanTask
@@ -81,6 +82,8 @@ class PlanContext:
 
 
 Selected: TypeAlias = tuple[list[ManifestFile], list[ManifestFile]]
+# More manifest-list rows than this to build for a plan's choice (~3 us each) go to a thread.
+BUILD_ON_LOOP_MAX = 64
 
 
 def decide_from_cache(ctx: PlanContext) -> tuple[list[Sequence[FileScanTask]] | None, Selected | None]:
@@ -91,8 +94,8 @@ def decide_from_cache(ctx: PlanContext) -> tuple[list[Sequence[FileScanTask]] | 
     planner, m = ctx.planner, ctx.metrics
     try:
         listing = planner.cached_manifests(m)
-        if listing is None:
-            return None, None
+        if listing is None or len(planner.unbuilt_candidates(listing)) > BUILD_ON_LOOP_MAX:
+            return None, None  # the stages build them in a worker thread first
         data, deletes = planner.select(listing, m)
     except Exception:  # the stages decide again and report it as they do
         return None, None
@@ -134,7 +137,12 @@ async def run_stages(
         with out:
             try:
                 if selected is None:
-                    selected = planner.select(await planner.manifests(ctx.metrics), ctx.metrics)
+                    listing = await planner.manifests(ctx.metrics)
+                    unbuilt = planner.unbuilt_candidates(listing)
+                    if len(unbuilt) > BUILD_ON_LOOP_MAX and isinstance(listing, ManifestListing):
+                        # rows of a columnar list are built as read: many are built off the loop
+                        await anyio.to_thread.run_sync(listing.build, unbuilt)
+                    selected = planner.select(listing, ctx.metrics)
                 data, deletes = selected
             except Exception as e:
                 await out.send(Failed(e))

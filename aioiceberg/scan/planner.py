@@ -284,6 +284,15 @@ class Planner:
         """This plan's view of ``mf`` if the shared cache holds it."""
         return self.cache.get(manifest_cache_key(self.io, mf), mf.manifest_length, self.prune_context.key)
 
+    def unbuilt_candidates(self, listing: Sequence[ManifestFile]) -> list[int]:
+        """The manifests ``select`` would read that a columnar listing has not built yet."""
+        if not isinstance(listing, ManifestListing) or isinstance(self.bound_filter, AlwaysFalse):
+            return []
+        chosen = None
+        if not isinstance(self.bound_filter, AlwaysTrue):
+            chosen = may_match(listing, self._summary_filters(listing))
+        return listing.unbuilt(None if chosen is None else chosen.tolist())
+
     def select(
         self, manifests: Iterable[ManifestFile], m: PlanMetrics
     ) -> tuple[list[ManifestFile], list[ManifestFile]]:

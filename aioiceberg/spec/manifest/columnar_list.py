@@ -200,6 +200,16 @@ class ManifestRows(Sequence[ManifestFile]):
         for i in range(self._n):
             yield self._row(i)
 
+    def unbuilt(self, rows: Sequence[int]) -> list[int]:
+        """Those of ``rows`` not built yet."""
+        built = self._built
+        return [i for i in rows if built[i] is None]
+
+    def build(self, rows: Sequence[int]) -> None:
+        """Build ``rows`` now (from a worker thread, when a plan is about to read many)."""
+        for i in rows:
+            self._row(i)
+
     def spec_ids(self) -> np.ndarray[Any, np.dtype[np.int64]]:
         return np.asarray(self._columns[2], dtype=np.int64)
 
