@@ -858,3 +858,30 @@ async def test_a_big_first_manifest_damaged_past_its_first_blocks_fails_the_plan
         await _paths(scan)
     assert path in str(caught.value)
     assert scan.metrics.entries_ahead > 0  # the first part went ahead before the rest failed
+
+
+@pytest.mark.anyio
+async def test_a_plans_first_whole_manifest_decode_runs_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first decode's tasks are the plan's first; a second decode beside it on the same
+    cores only delayed them. The others may then run side by side."""
+    from aioiceberg.scan.decode import Decoder
+
+    io, md = await _table(tmp_path, 6, 300)
+    spans: list[tuple[float, float]] = []
+    real = Decoder.decode
+
+    async def timed(self: Decoder, *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return await real(self, *args, **kwargs)
+        finally:
+            spans.append((start, time.perf_counter()))
+
+    monkeypatch.setattr(Decoder, "decode", timed)
+    scan = TableScan(io, md, **_fresh(decode_workers=2, columnar_min_entries=1))
+    assert len(await _paths(scan)) == 1800
+    assert len(spans) == 6
+    first = min(spans)
+    assert all(start >= first[1] for start, _ in spans if (start, _) != first)

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -413,14 +414,15 @@ class Planner:
         elif columnar and small:
             result = await lanes.batches.decode(data, mf, fetch_s)  # small: decoded with its neighbours
         else:
-            result = await self.runtime.decoder(self.options.workers).decode(
-                data,
-                mf,
-                self.prune_context,
-                processes=lanes.processes,
-                thread_lane=lanes.columnar_lane if columnar else lanes.fastavro_lane,
-                columnar=columnar,
-            )
+            async with lanes.first_alone():
+                result = await self.runtime.decoder(self.options.workers).decode(
+                    data,
+                    mf,
+                    self.prune_context,
+                    processes=lanes.processes,
+                    thread_lane=lanes.columnar_lane if columnar else lanes.fastavro_lane,
+                    columnar=columnar,
+                )
         del data
         m.manifests_read += 1
         if result.in_worker_process:
@@ -539,8 +541,28 @@ class Lanes:
         )
         self.fastavro_lane = anyio.CapacityLimiter(1)
         self.processes = False
+        self._first_started = False
+        self._first_done = anyio.Event()
         if not self.columnar:
             self._use_processes()
+
+    @asynccontextmanager
+    async def first_alone(self) -> AsyncIterator[None]:
+        """The plan's first whole-manifest decode runs alone; the others start when it ends.
+
+        Its tasks are the plan's first, and a second decode beside it (the same two cores,
+        one GIL) only delayed them: a 1% plan of 500x1000 decoded its first 1000-entry
+        manifest in 20-30 ms beside another, ~10 ms alone.
+        """
+        if self._first_started:
+            await self._first_done.wait()
+            yield
+            return
+        self._first_started = True
+        try:
+            yield
+        finally:
+            self._first_done.set()
 
     def _use_processes(self) -> None:
         workers = self._scan.options.workers
