@@ -37,7 +37,6 @@ from aioiceberg.errors import PlanInterruptedError
 from aioiceberg.expressions.tree import AlwaysTrue
 from aioiceberg.scan.cache import CachedManifest
 from aioiceberg.scan.delete_index import DeleteIndex
-from aioiceberg.scan.manifest_select import ManifestListing
 from aioiceberg.scan.metrics import PlanMetrics
 from aioiceberg.spec.manifest import DataFile, ManifestContent, ManifestEntry, ManifestFile
 from aioiceberg.spec.tasks import FileScanTask
@@ -94,9 +93,12 @@ def decide_from_cache(ctx: PlanContext) -> tuple[list[Sequence[FileScanTask]] | 
     planner, m = ctx.planner, ctx.metrics
     try:
         listing = planner.cached_manifests(m)
-        if listing is None or len(planner.unbuilt_candidates(listing)) > BUILD_ON_LOOP_MAX:
+        if listing is None:
+            return None, None
+        choice = planner.bulk_choice(listing)
+        if len(choice.unbuilt) > BUILD_ON_LOOP_MAX:
             return None, None  # the stages build them in a worker thread first
-        data, deletes = planner.select(listing, m)
+        data, deletes = planner.select(choice, m)
     except Exception:  # the stages decide again and report it as they do
         return None, None
     if deletes or planner.options.split_size is not None:
@@ -137,12 +139,11 @@ async def run_stages(
         with out:
             try:
                 if selected is None:
-                    listing = await planner.manifests(ctx.metrics)
-                    unbuilt = planner.unbuilt_candidates(listing)
-                    if len(unbuilt) > BUILD_ON_LOOP_MAX and isinstance(listing, ManifestListing):
+                    choice = planner.bulk_choice(await planner.manifests(ctx.metrics))
+                    if len(choice.unbuilt) > BUILD_ON_LOOP_MAX:
                         # rows of a columnar list are built as read: many are built off the loop
-                        await anyio.to_thread.run_sync(listing.build, unbuilt)
-                    selected = planner.select(listing, ctx.metrics)
+                        await anyio.to_thread.run_sync(choice.listing.build, choice.unbuilt)
+                    selected = planner.select(choice, ctx.metrics)
                 data, deletes = selected
             except Exception as e:
                 await out.send(Failed(e))

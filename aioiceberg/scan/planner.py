@@ -20,6 +20,7 @@ import datetime as dt
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -74,6 +75,16 @@ AHEAD_ROWS = 256
 # FileScanTask's checks (a tuple of deletes, start >= 0, length >= 0 or None) hold for every
 # task built here, so tasks are built without them (several times faster per task).
 _new_task = frozen_builder(FileScanTask, trusted=True)
+
+
+@dataclass(frozen=True, slots=True)
+class BulkChoice:
+    """A listing, the indices its summaries may match (None: all), and those of them a
+    columnar listing has not built yet (a plan builds many in a worker thread first)."""
+
+    listing: ManifestListing
+    indices: list[int] | None
+    unbuilt: list[int]
 
 
 def _entry_count(mf: ManifestFile) -> int | None:
@@ -287,32 +298,33 @@ class Planner:
         """This plan's view of ``mf`` if the shared cache holds it."""
         return self.cache.get(manifest_cache_key(self.io, mf), mf.manifest_length, self.prune_context.key)
 
-    def unbuilt_candidates(self, listing: Sequence[ManifestFile]) -> list[int]:
-        """The manifests ``select`` would read that a columnar listing has not built yet."""
-        if not isinstance(listing, ManifestListing) or isinstance(self.bound_filter, AlwaysFalse):
-            return []
+    def bulk_choice(self, manifests: Iterable[ManifestFile]) -> BulkChoice:
+        """What the summaries leave of the listing, in bulk, before ``select`` reads them."""
+        listing = manifests if isinstance(manifests, ManifestListing) else ManifestListing(manifests)
+        if isinstance(self.bound_filter, AlwaysFalse):
+            return BulkChoice(listing, [], [])
         chosen = None
         if not isinstance(self.bound_filter, AlwaysTrue):
-            chosen = may_match(listing, self._summary_filters(listing))
-        return listing.unbuilt(None if chosen is None else chosen.tolist())
+            found = may_match(listing, self._summary_filters(listing))
+            chosen = None if found is None else found.tolist()
+        return BulkChoice(listing, chosen, listing.unbuilt(chosen))
 
     def select(
-        self, manifests: Iterable[ManifestFile], m: PlanMetrics
+        self, manifests: Iterable[ManifestFile] | BulkChoice, m: PlanMetrics
     ) -> tuple[list[ManifestFile], list[ManifestFile]]:
         """Drop manifests the summaries exclude and delete manifests older than all data."""
         data: list[ManifestFile] = []
         deletes: list[ManifestFile] = []
-        listing = manifests if isinstance(manifests, ManifestListing) else ManifestListing(manifests)
+        choice = manifests if isinstance(manifests, BulkChoice) else self.bulk_choice(manifests)
+        listing = choice.listing
         m.manifests_total += len(listing)
         if isinstance(self.bound_filter, AlwaysFalse):
             m.manifests_skipped_by_summaries += len(listing)
             return [], []
         candidates: Sequence[ManifestFile] = listing
-        if not isinstance(self.bound_filter, AlwaysTrue):
-            chosen = may_match(listing, self._summary_filters(listing))
-            if chosen is not None:
-                candidates = [listing[i] for i in chosen.tolist()]
-                m.manifests_skipped_by_summaries += len(listing) - len(candidates)
+        if choice.indices is not None:
+            candidates = [listing[i] for i in choice.indices]
+            m.manifests_skipped_by_summaries += len(listing) - len(candidates)
         for mf in candidates:
             ev = self._manifest_evaluator(mf.partition_spec_id)
             if ev is not None and not ev.eval(mf.partitions):
