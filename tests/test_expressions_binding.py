@@ -323,3 +323,24 @@ def test_masks_compare_uuid_columns_by_their_storage_at_any_depth(text: str, kep
         filter_table(pa.Table.from_batches([batch]), to_arrow_expression(bound)).column("row").to_pylist()
         == kept
     )
+
+
+def test_masks_take_constants_inside_and_or_and_alone() -> None:
+    """Binding folds constants away, but an expression built directly may keep them: the mask
+    then combines Arrow scalars, as the expression filter combines its own."""
+    from aioiceberg.expressions.tree import AlwaysFalse, And, Or
+
+    schema = Schema(NestedField(1, "l", LongType()))
+    batch = pa.record_batch({"l": pa.array([1, None, 5], pa.int64())})
+    small = bind_row_filter(schema, "l < 3")
+    cases = {
+        Or(small, AlwaysTrue()): [1, None, 5],
+        And(small, AlwaysTrue()): [1],
+        Or(small, AlwaysFalse()): [1],
+        And(small, AlwaysFalse()): [],
+        AlwaysTrue(): [1, None, 5],
+        AlwaysFalse(): [],
+    }
+    for expr, kept in cases.items():
+        assert RowMask(expr).filter(batch).column("l").to_pylist() == kept, expr
+        assert batch.filter(to_arrow_expression(expr)).column("l").to_pylist() == kept, expr

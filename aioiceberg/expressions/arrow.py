@@ -129,7 +129,7 @@ def _field_path(ref: BoundReference, names: FieldNames | None) -> tuple[str, ...
 
 def _predicate(pred: Predicate, f: Any) -> Any:
     """``pred`` over ``f``, a field expression or an Arrow array: compute functions take either,
-    so the row filter and the mask (``compile_mask``) are one translation."""
+    so the row filter and the mask (:class:`RowMask`) are one translation."""
     ref = pred.ref
     op = pred.op
     if op is Op.IS_NULL:
@@ -170,18 +170,20 @@ def _predicate(pred: Predicate, f: Any) -> Any:
 
 
 class _Translate(BooleanExpressionVisitor[Any]):
-    """To a compute expression, or (``field`` giving arrays) straight to a mask."""
+    """To a compute expression, or (``field`` giving arrays, ``constant`` Arrow scalars)
+    straight to a mask."""
 
-    __slots__ = ("_field",)
+    __slots__ = ("_constant", "_field")
 
-    def __init__(self, field: Callable[[BoundReference], Any]) -> None:
+    def __init__(self, field: Callable[[BoundReference], Any], constant: Callable[[bool], Any]) -> None:
         self._field = field
+        self._constant = constant
 
     def visit_true(self) -> Any:
-        return pc.scalar(True)
+        return self._constant(True)
 
     def visit_false(self) -> Any:
-        return pc.scalar(False)
+        return self._constant(False)
 
     def visit_not(self, child: Any) -> Any:
         # Arrow's NOT keeps a null unknown where Iceberg's negated predicates say true
@@ -205,7 +207,7 @@ def to_arrow_expression(expr: Expression, names: FieldNames | None = None) -> pc
     Kleene logic on null inputs) drop the row, which is the intended answer here.
     """
     result: pc.Expression = visit(
-        rewrite_not(expr), _Translate(lambda ref: pc.field(*_field_path(ref, names)))
+        rewrite_not(expr), _Translate(lambda ref: pc.field(*_field_path(ref, names)), pc.scalar)
     )
     return result
 
@@ -233,7 +235,7 @@ class RowMask:
                 found = pc.struct_field(found, list(path[1:]))
             return found.storage if isinstance(found, pa.ExtensionArray) else found
 
-        result: pa.Array | pa.BooleanScalar = visit(self._expr, _Translate(column))
+        result: pa.Array | pa.BooleanScalar = visit(self._expr, _Translate(column, pa.scalar))
         return result
 
     def filter(self, batch: pa.RecordBatch) -> pa.RecordBatch:
