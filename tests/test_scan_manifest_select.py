@@ -202,4 +202,46 @@ async def test_a_plan_reading_most_of_a_long_list_builds_its_rows_off_the_loop(
         else:
             n = len([t async for t in wide.plan_files()])
         assert n == 1000 and not listing.unbuilt(None)
-    assert len(built_on_loop) == 990 and not any(built_on_loop)
+    # the first manifest read is chosen on the loop (one row), the others in a thread
+    assert len(built_on_loop) == 990 and sum(built_on_loop) == 1
+
+
+@pytest.mark.anyio
+async def test_a_long_lists_first_manifest_is_requested_before_its_other_rows_are_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plan reading most of a long list fetches its first manifest while the list's other
+    rows are built: the build waits here until that request is made (the old order, all
+    rows first, timed out), and the plan's tasks and counts are those of a plan whose rows
+    were all built beforehand."""
+    io = LocalFileIO(fsync=False)
+    meta = await build_table(io, f"file://{tmp_path}/t", 1000, 1)
+    md = parse_table_metadata(await io.read(meta), meta)
+    text = filters(1000, 1)["metrics_only"]  # the summaries narrow nothing
+    lists = ManifestListCache()
+    requested = threading.Event()
+    read = io.read_expecting
+
+    async def watched_read(location: str, size: int) -> bytes:
+        requested.set()
+        return await read(location, size)
+
+    waited: list[bool] = []
+    build = columnar_list._new_manifest_file
+
+    def slow_build(*args: Any) -> ManifestFile:
+        if threading.current_thread() is not threading.main_thread() and not waited:
+            waited.append(requested.wait(5))
+        return build(*args)
+
+    monkeypatch.setattr(io, "read_expecting", watched_read)
+    monkeypatch.setattr(columnar_list, "_new_manifest_file", slow_build)
+    first = TableScan(io, md, text, cache=ManifestCache(), manifest_list_cache=lists, decode_workers=0)
+    tasks = [t.file.file_path async for t in first.plan_files()]
+    assert waited == [True]
+    again = TableScan(io, md, text, cache=ManifestCache(), manifest_list_cache=lists, decode_workers=0)
+    assert sorted(tasks) == sorted([t.file.file_path async for t in again.plan_files()])
+    a, b = first.planner.metrics.as_dict(), again.planner.metrics.as_dict()
+    counts = ("manifests_total", "manifests_skipped_by_summaries", "manifests_read", "entries_read", "tasks")
+    assert [a[k] for k in counts] == [b[k] for k in counts]
+    assert a["manifests_total"] == a["manifests_read"] == 1000 and b["manifest_list_from_cache"]

@@ -19,7 +19,7 @@ import numpy as np
 from aioiceberg.expressions.tree import Expression
 from aioiceberg.expressions.visitor import visit
 from aioiceberg.scan.columnar import BoundsPrefilter
-from aioiceberg.spec.manifest import ManifestFile
+from aioiceberg.spec.manifest import ManifestContent, ManifestFile
 from aioiceberg.spec.manifest.columnar import BoundColumn
 from aioiceberg.spec.manifest.columnar_list import ManifestRows
 
@@ -79,6 +79,19 @@ class ManifestListing(Sequence[ManifestFile]):
     def build(self, rows: Sequence[int]) -> None:
         if isinstance(self._rows, ManifestRows):
             self._rows.build(rows)
+
+    def has_deletes(self) -> bool:
+        """Whether the listing names any delete manifest (from the column, unbuilt)."""
+        rows = self._rows
+        if isinstance(rows, ManifestRows):
+            return rows.has_deletes()
+        return any(mf.content == ManifestContent.DELETES for mf in rows)
+
+    def total_length(self, rows: Sequence[int]) -> int:
+        """The listed lengths of the manifests at ``rows`` (from the column, unbuilt)."""
+        if isinstance(self._rows, ManifestRows):
+            return self._rows.total_length(rows)
+        return sum(self._rows[i].manifest_length for i in rows)
 
     def by_spec(self) -> Mapping[int, np.ndarray[Any, Any]]:
         """Indices of the manifests of each partition spec id."""

@@ -20,6 +20,7 @@ Who owns the task group:
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import AsyncGenerator, Awaitable, Iterator, Sequence
 from contextlib import AsyncExitStack, suppress
@@ -131,19 +132,28 @@ async def run_stages(
     selected: Selected | None = None,
 ) -> None:
     """Select the manifests (unless ``selected``), then start the workers and the task
-    builder in ``tg``."""
+    builder in ``tg``. Of a long list whose rows are mostly unbuilt, the first manifest read
+    is chosen first and fetched while the others are built and chosen (see
+    :meth:`Planner.select_first`)."""
     planner = ctx.planner
     if planner.columnar:
         planner.runtime.warm_columnar()  # during the manifest list's round trip
     try:
         with out:
+            listing, rest = None, None  # rows still to build and choose, after the first manifest
             try:
                 if selected is None:
                     choice = planner.bulk_choice(await planner.manifests(ctx.metrics))
                     if len(choice.unbuilt) > BUILD_ON_LOOP_MAX:
-                        # rows of a columnar list are built as read: many are built off the loop
-                        await anyio.to_thread.run_sync(choice.listing.build, choice.unbuilt)
-                    selected = planner.select(choice, ctx.metrics)
+                        first = planner.select_first(choice, ctx.metrics, BUILD_ON_LOOP_MAX)
+                        if first is not None:
+                            listing, (head, rest) = choice.listing, first
+                            selected = ([head], [])
+                        else:
+                            # rows of a columnar list are built as read: many are built off the loop
+                            await anyio.to_thread.run_sync(choice.listing.build, choice.unbuilt)
+                    if selected is None:
+                        selected = planner.select(choice, ctx.metrics)
                 data, deletes = selected
             except Exception as e:
                 await out.send(Failed(e))
@@ -155,17 +165,31 @@ async def run_stages(
                 ctx.max_delete_seq = max(mf.sequence_number or 0 for mf in deletes)
             else:
                 ctx.index_ready.set()
-            ctx.lanes = planner.lanes(sum(mf.manifest_length for mf in [*data, *deletes]))
             todo = [*deletes, *data]  # the delete index first: data files may wait for it
-            manifests_in, manifests_out = anyio.create_memory_object_stream[ManifestFile](len(todo))
+            count = len(todo) + (len(rest) if rest else 0)  # at most
+            total_bytes = sum(mf.manifest_length for mf in todo)
+            if listing is not None and rest:
+                total_bytes += listing.total_length(rest)
+            ctx.lanes = planner.lanes(total_bytes)
+            manifests_in, manifests_out = anyio.create_memory_object_stream[ManifestFile](count)
             decoded_in, decoded_out = anyio.create_memory_object_stream[Decoded](
                 planner.options.buffered_manifests
             )
-            for mf in todo:
-                manifests_in.send_nowait(mf)
-            manifests_in.close()
-            tg.start_soon(build_tasks, ctx, decoded_out, out.clone())
-            await start_workers(ctx, tg, manifests_out, decoded_in, len(todo), len(deletes))
+            with manifests_in:
+                for mf in todo:
+                    manifests_in.send_nowait(mf)
+                tg.start_soon(build_tasks, ctx, decoded_out, out.clone())
+                if listing is None or not rest:
+                    manifests_in.close()
+                    await start_workers(ctx, tg, manifests_out, decoded_in, count, len(deletes))
+                    return
+                tg.start_soon(start_workers, ctx, tg, manifests_out, decoded_in, count, 0)
+                try:
+                    await anyio.to_thread.run_sync(listing.build, listing.unbuilt(rest))
+                    for mf in planner.select_rest(listing, rest, ctx.metrics):
+                        manifests_in.send_nowait(mf)
+                except Exception as e:
+                    await out.send(Failed(e))
     except anyio.BrokenResourceError:
         pass
 
@@ -178,22 +202,24 @@ async def start_workers(
     count: int,
     deletes: int,
 ) -> None:
-    """``io_concurrency`` fetch+decode workers. The first fetches alone, then the rest at once:
-    its GET does not queue behind a burst of others, nor its decode behind theirs, so the
-    first task is about one fetch and one decode away (costing the rest one round trip). A
-    plan reading few manifests (a selective filter) starts them all at once: that round
-    trip would be most of its time."""
+    """``io_concurrency`` fetch+decode workers. The first fetches and decodes alone, then the
+    rest start at once: its GET does not queue behind a burst of others, nor its decode
+    behind theirs or behind the loop issuing them (63 requests: ~4 ms of the loop, which
+    the first decode waited out when the rest started as its bytes landed), so the first
+    task is about one fetch and one decode away (costing the rest one round trip and that
+    decode). A plan reading few manifests (a selective filter) starts them all at once:
+    that round trip would be most of its time."""
     io_concurrency = ctx.planner.options.io_concurrency
     n = min(io_concurrency, count)
     if ctx.lanes is not None and count <= io_concurrency:
         ctx.lanes.batches.gather = True  # every fetch starts at once: decode the burst together
     ctx.deletes_left = deletes
     with manifests, decoded:
-        first_fetched = anyio.Event()
-        tg.start_soon(fetch_and_decode, ctx, manifests.clone(), decoded.clone(), first_fetched)
+        first_done = anyio.Event()
+        tg.start_soon(fetch_and_decode, ctx, manifests.clone(), decoded.clone(), first_done)
         if n > 1:
             if count > io_concurrency // 2:
-                await first_fetched.wait()
+                await first_done.wait()
             for _ in range(n - 1):
                 tg.start_soon(fetch_and_decode, ctx, manifests.clone(), decoded.clone(), None)
 
@@ -202,18 +228,21 @@ async def fetch_and_decode(
     ctx: PlanContext,
     manifests: MemoryObjectReceiveStream[ManifestFile],
     decoded: MemoryObjectSendStream[Decoded],
-    first_fetched: anyio.Event | None,
+    first_done: anyio.Event | None,
 ) -> None:
-    """One worker: manifests in, decoded views out (delete manifests go to the index)."""
+    """One worker: manifests in, decoded views out (delete manifests go to the index).
+    ``first_done`` (the plan's first worker): set once its first manifest is decoded, or
+    its first blocks' view sent ahead."""
     planner = ctx.planner
     unpartitioned = planner.unpartitioned_spec_ids
     with manifests, decoded:
         try:
             async for mf in manifests:
+                early = None
+                if first_done is not None:  # the plan's first manifest may send its first blocks' view ahead
+                    early = functools.partial(_send_ahead, decoded, first_done)
                 try:
-                    # the plan's first manifest may send its first blocks' view ahead
-                    early = decoded.send if first_fetched is not None else None
-                    loaded = await planner.load(mf, ctx, first_fetched, early)
+                    loaded = await planner.load(mf, ctx, early)
                 except Exception as e:
                     if mf.content == ManifestContent.DELETES:
                         ctx.index_error = e
@@ -221,9 +250,9 @@ async def fetch_and_decode(
                     await decoded.send(Failed(e))
                     return
                 finally:
-                    if first_fetched is not None:
-                        first_fetched.set()
-                        first_fetched = None
+                    if first_done is not None:
+                        first_done.set()
+                        first_done = None
                 if mf.content == ManifestContent.DELETES:
                     for entry in loaded.entries:
                         ctx.index.add(entry, unpartitioned)
@@ -235,6 +264,13 @@ async def fetch_and_decode(
                 del loaded  # a consumed view must not live on while this worker fetches the next
         except anyio.BrokenResourceError:
             pass
+
+
+async def _send_ahead(
+    decoded: MemoryObjectSendStream[Decoded], done: anyio.Event, view: CachedManifest
+) -> None:
+    await decoded.send(view)
+    done.set()
 
 
 async def build_tasks(

@@ -14,6 +14,7 @@ caller then reads the list with fastavro, which also says what is wrong.
 from __future__ import annotations
 
 import io
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
 
@@ -104,6 +105,9 @@ def _column(table: pa.Table, name: str) -> list[Any] | None:
         return None
     values: list[Any] = table.column(name).to_pylist()
     return values
+
+
+_BUILD_CHUNK = 64  # rows built between two releases of the GIL (~5 us a row)
 
 
 class ManifestRows(Sequence[ManifestFile]):
@@ -206,9 +210,24 @@ class ManifestRows(Sequence[ManifestFile]):
         return [i for i in rows if built[i] is None]
 
     def build(self, rows: Sequence[int]) -> None:
-        """Build ``rows`` now (from a worker thread, when a plan is about to read many)."""
-        for i in rows:
-            self._row(i)
+        """Build ``rows`` now (from a worker thread, when a plan is about to read many).
+
+        The GIL is let go every ``_BUILD_CHUNK`` rows: a waiting event loop (a plan's first
+        request is under way meanwhile) runs within ~0.3 ms, not at the interpreter's 5 ms
+        switch interval."""
+        for start in range(0, len(rows), _BUILD_CHUNK):
+            for i in rows[start : start + _BUILD_CHUNK]:
+                self._row(i)
+            time.sleep(0)
+
+    def has_deletes(self) -> bool:
+        """Whether any row lists a delete manifest, read from the content column."""
+        return self._kinds is not None and any(k == ManifestContent.DELETES.value for k in self._kinds)
+
+    def total_length(self, rows: Sequence[int]) -> int:
+        """The listed lengths of ``rows``' manifests, from the column."""
+        lengths = self._columns[1]
+        return sum(lengths[i] for i in rows)
 
     def spec_ids(self) -> np.ndarray[Any, np.dtype[np.int64]]:
         return np.asarray(self._columns[2], dtype=np.int64)
