@@ -138,24 +138,58 @@ def _settle() -> None:
     gc.collect()
 
 
-async def _service_ours(meta: str, first: str, second: str, options: dict[str, str]) -> dict[str, Any]:
-    """A warm process (client open, pool started, default caches) gets a query on other days."""
+async def _service_ours(
+    meta: str, first: str, queries: list[str], options: dict[str, str], delay_ms: float
+) -> dict[str, Any]:
+    """A warm process (client open, pool started, default caches) gets queries on other days,
+    each timed; then, in the same process, each query's floor (see :func:`_service_floors`)."""
     import aioiceberg
 
     table = await aioiceberg.load_table(meta, options, runtime=_runtime())
     warm = 0
     async for _ in table.scan(row_filter=first).plan_files():
         warm += 1
-    _settle()
-    start = time.perf_counter()
-    scan = table.scan(row_filter=second)
-    n = 0
-    async for _ in scan.plan_files():
-        n += 1
-    out = {"seconds": time.perf_counter() - start, "tasks": n, "first_tasks": warm}
-    out["metrics"] = scan.metrics.as_dict()
+    seconds, tasks = [], []
+    for text in queries:
+        _settle()
+        start = time.perf_counter()
+        scan = table.scan(row_filter=text)
+        n = 0
+        async for _ in scan.plan_files():
+            n += 1
+        seconds.append(time.perf_counter() - start)
+        tasks.append(n)
+    floors = await _service_floors(table, queries, delay_ms)
     await table.io.aclose()
-    return out
+    return {"seconds": seconds, "tasks": tasks, "floors": floors, "first_tasks": warm}
+
+
+async def _service_floors(table: Any, queries: list[str], delay_ms: float) -> list[float]:
+    """Each query's floor: one round trip (the manifests it reads, fetched at once; the
+    manifest list is cached) plus decoding those manifests on one core, measured in the
+    process that ran the queries, right after them (the machine's state of that moment)."""
+    from aioiceberg.scan.decode import decode_and_prune_batch
+    from aioiceberg.scan.metrics import PlanMetrics
+
+    floors = []
+    for text in queries:
+        planner = table.scan(row_filter=text).planner
+        metrics = PlanMetrics()
+        data, deletes = planner.select(await planner.manifests(metrics), metrics)
+        chosen = [*deletes, *data]
+        blobs = await asyncio.gather(*(table.io.read(mf.manifest_path) for mf in chosen))
+        items = list(zip(blobs, chosen, strict=True))
+        planner.prune_context.evaluators()  # untimed, as a service has built its evaluators
+        gc.collect()
+        gc.freeze()  # a service's decode walks none of what the process holds
+        try:
+            start = time.perf_counter()
+            for i in range(0, len(items), 64):
+                decode_and_prune_batch(items[i : i + 64], planner.prune_context)
+            floors.append(delay_ms / 1000 + (time.perf_counter() - start))
+        finally:
+            gc.unfreeze()
+    return floors
 
 
 def _plan_pyiceberg(meta: str, row_filter: str, options: dict[str, str]) -> dict[str, Any]:
@@ -172,24 +206,28 @@ def _plan_pyiceberg(meta: str, row_filter: str, options: dict[str, str]) -> dict
     return {"seconds": time.perf_counter() - start, "load_s": loaded, "tasks": n, "ttft": ttft}
 
 
-def _service_pyiceberg(meta: str, first: str, second: str, options: dict[str, str]) -> dict[str, Any]:
+def _service_pyiceberg(meta: str, first: str, queries: list[str], options: dict[str, str]) -> dict[str, Any]:
     from pyiceberg.table import StaticTable
 
     table = StaticTable.from_metadata(meta, properties=options)
     warm = sum(1 for _ in table.scan(row_filter=first).plan_files())
-    _settle()
-    start = time.perf_counter()
-    n = sum(1 for _ in table.scan(row_filter=second).plan_files())
-    return {"seconds": time.perf_counter() - start, "tasks": n, "first_tasks": warm}
+    seconds, tasks = [], []
+    for text in queries:
+        _settle()
+        start = time.perf_counter()
+        tasks.append(sum(1 for _ in table.scan(row_filter=text).plan_files()))
+        seconds.append(time.perf_counter() - start)
+    return {"seconds": seconds, "tasks": tasks, "first_tasks": warm}
 
 
 def worker_main(args: argparse.Namespace) -> None:
     options = json.loads(args.options)
     _warm_imports(args.worker, args.meta)
     if args.service is not None and args.worker == "aioiceberg":
-        out = asyncio.run(_service_ours(args.meta, args.filter, args.service, options))
+        queries = json.loads(args.service)
+        out = asyncio.run(_service_ours(args.meta, args.filter, queries, options, args.delay_ms))
     elif args.service is not None:
-        out = _service_pyiceberg(args.meta, args.filter, args.service, options)
+        out = _service_pyiceberg(args.meta, args.filter, json.loads(args.service), options)
     elif args.worker == "aioiceberg":
         out = asyncio.run(_plan_ours(args.meta, args.filter, options, args.twice, args.cache_mb))
     else:
@@ -207,13 +245,14 @@ def measure(
     options: dict[str, str],
     twice: bool = False,
     cache_mb: int = 0,
-    service: str | None = None,
+    service: list[str] | None = None,
+    delay_ms: float = 0.0,
 ) -> dict[str, Any]:
-    """Run one worker in a fresh process; ``service``: the second filter of the service case."""
+    """Run one worker in a fresh process; ``service``: the later queries of the service case."""
     cmd = [sys.executable, __file__, "--worker", engine, "--meta", meta, "--filter", row_filter]
     cmd += ["--options", json.dumps(options)]
     cmd += ["--twice", "--cache-mb", str(cache_mb)] if twice else []
-    cmd += ["--service", service] if service is not None else []
+    cmd += ["--service", json.dumps(service), "--delay-ms", str(delay_ms)] if service is not None else []
     done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=900)
     if done.returncode != 0:
         raise RuntimeError(f"{engine} worker failed:\n{done.stderr[-3000:]}")
@@ -516,68 +555,47 @@ def main() -> None:
                 )
         print()
         print(
-            "Service case: one warm process plans day_1pct, then another 1% day range (manifests "
-            "not read yet); the second plan is timed (median of fresh processes). Floor: one round "
-            "trip plus decoding the manifests it reads on one core."
+            f"Service case: one warm process plans day_1pct, then {SERVICE_QUERIES} other 1% day "
+            "ranges (manifests not read yet), each timed; fresh processes as above. Floor: one round "
+            "trip plus decoding the manifests the query reads on one core, measured in the same "
+            "process right after the queries. Times and the floor are medians of every query; "
+            "ours / floor is the median of each query's own ratio, beside their range."
         )
-        print("| M x E | store | tasks | ours s | PyIceberg s | ratio | floor s | ours / floor | load |")
-        print("|" + "---|" * 9)
+        print(
+            "| M x E | store | tasks | queries | ours s | PyIceberg s | ratio | floor s | ours / floor "
+            "| range | load |"
+        )
+        print("|" + "---|" * 11)
         print("\n".join(service_rows), flush=True)
 
 
+# Queries per process in the service case: each sample is one query, and a fresh process's
+# state (where its allocator, threads and caches stand) no longer weighs a third of the verdict.
+SERVICE_QUERIES = 5
+
+
 def _service_row(store: Store, meta: str, m: int, e: int, repeat: int, pyi_repeat: int) -> str:
-    first, second = service_filters(m)
+    first, queries = service_filters(m, SERVICE_QUERIES)
     ours: list[dict[str, Any]] = []
     theirs: list[dict[str, Any]] = []
     for i in range(max(repeat, pyi_repeat)):
         if i < repeat:
-            ours.append(measure("aioiceberg", meta, first, store.options, service=second))
+            run = measure("aioiceberg", meta, first, store.options, service=queries, delay_ms=store.delay_ms)
+            ours.append(run)
         if i < pyi_repeat:
-            theirs.append(measure("pyiceberg", meta, first, store.options, service=second))
-    if theirs and {r["tasks"] for r in theirs} != {ours[0]["tasks"]}:
+            theirs.append(measure("pyiceberg", meta, first, store.options, service=queries))
+    if theirs and any(r["tasks"] != ours[0]["tasks"] for r in [*ours, *theirs]):
         raise SystemExit(f"service task counts differ: {ours[0]['tasks']} vs {theirs[0]['tasks']}")
-    t_ours = statistics.median(r["seconds"] for r in ours)
-    t_pyi = statistics.median(r["seconds"] for r in theirs) if theirs else float("nan")
-    floor = asyncio.run(_service_floor(meta, second, store))
+    t_ours = statistics.median(t for r in ours for t in r["seconds"])
+    t_pyi = statistics.median(t for r in theirs for t in r["seconds"]) if theirs else float("nan")
+    floor = statistics.median(f for r in ours for f in r["floors"])
+    ratios = sorted(t / f for r in ours for t, f in zip(r["seconds"], r["floors"], strict=True))
     return (
-        f"| {m}x{e} | {store.name} | {ours[0]['tasks']} | {fmt(t_ours)} | "
+        f"| {m}x{e} | {store.name} | {ours[0]['tasks'][0]} | {len(ratios)} | {fmt(t_ours)} | "
         f"{fmt(t_pyi) if theirs else '-'} | {t_pyi / t_ours:.1f}x | {fmt(floor)} | "
-        f"{t_ours / floor:.2f}x | {os.getloadavg()[0]:.1f} |"
+        f"{statistics.median(ratios):.2f}x | {ratios[0]:.2f}-{ratios[-1]:.2f}x | "
+        f"{os.getloadavg()[0]:.1f} |"
     )
-
-
-async def _service_floor(meta: str, row_filter: str, store: Store) -> float:
-    """The service case's floor: one round trip (the manifests it reads, fetched at once; the
-    manifest list is cached) plus decoding those manifests on one core."""
-    import aioiceberg
-    from aioiceberg.scan.decode import decode_and_prune_batch, warm_columnar_decoder
-
-    table = await aioiceberg.load_table(meta, store.options)
-    planner = table.scan(row_filter=row_filter).planner
-    from aioiceberg.scan.metrics import PlanMetrics
-
-    metrics = PlanMetrics()
-    data, deletes = planner.select(await planner.manifests(metrics), metrics)
-    chosen = [*deletes, *data]
-    blobs = await asyncio.gather(*(table.io.read(mf.manifest_path) for mf in chosen))
-    await table.io.aclose()
-    items = list(zip(blobs, chosen, strict=True))
-    # untimed: the columnar decoder's one-time costs (a warm service has paid them; a lone
-    # manifest decodes with fastavro and would leave them inside the timed batch), and the
-    # evaluators
-    warm_columnar_decoder()
-    decode_and_prune_batch(items[:2], planner.prune_context)
-    # This process has planned every table (the floors above): collections would walk all
-    # it holds, which a service's decode does not pay for (0.086 s measured for 2000x50).
-    gc.collect()
-    gc.freeze()
-    try:
-        start = time.perf_counter()
-        for i in range(0, len(items), 64):
-            decode_and_prune_batch(items[i : i + 64], planner.prune_context)
-        return store.delay_ms / 1000 + (time.perf_counter() - start)
-    finally:
-        gc.unfreeze()
 
 
 def _build_in_child(store: Store, location: str, m: int, e: int) -> str:

@@ -157,6 +157,9 @@ def test_plan_benchmark_tiny_run_on_nginx() -> None:
     assert len(plans) == 1 and plans[0].split("|")[4].strip() == "20"  # one day of 4 x 20 files
     service = [r for r in rows if r.startswith("| 4x20 | nginx+5ms |")]
     assert len(service) == 1 and service[0].split("|")[3].strip() == "20"
+    cells = [c.strip() for c in service[0].split("|")]
+    # two later queries fit in 4 days: each timed, each held to its own floor
+    assert cells[4] == "2" and cells[9].endswith("x") and cells[10].count("-") == 1
 
 
 @needs_nginx

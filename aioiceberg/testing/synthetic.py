@@ -195,10 +195,18 @@ def filters(manifests: int, entries: int) -> dict[str, str]:
     }
 
 
-def service_filters(manifests: int) -> tuple[str, str]:
-    """The service case's two plans: ``day_1pct``, then another 1% of days a quarter in
-    (disjoint, so none of its manifests was read by the first plan)."""
+def service_filters(manifests: int, queries: int = 1) -> tuple[str, list[str]]:
+    """The service case's plans: ``day_1pct``, then up to ``queries`` other 1% day ranges
+    from a quarter in, disjoint from it and from each other (none of their manifests read
+    by an earlier plan)."""
     span = max(1, manifests // 100)
     mid = manifests // 2
-    other = manifests // 4 if manifests // 4 + span <= mid else mid + span
-    return day_range(mid, span), day_range(other, span)
+    others: list[str] = []
+    start = manifests // 4
+    while len(others) < queries and start + span <= manifests:
+        if start + span <= mid or start >= mid + span:
+            others.append(day_range(start, span))
+            start += span
+        else:
+            start = mid + span
+    return day_range(mid, span), others
