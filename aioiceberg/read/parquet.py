@@ -376,18 +376,41 @@ class ParquetSource:
         the strings are built (the caller decodes what survives).
         """
         names = [self.arrow_schema.field(i).name for i in top_fields]
+        return self._reader(rg, as_dictionary).read_row_group(rg, columns=names)
+
+    def read_row_group_prefix(
+        self, rg: int, top_fields: Sequence[int], rows: int, as_dictionary: Sequence[int] = ()
+    ) -> pa.Table:
+        """The first ``rows`` (>= 1) rows of ``rg`` (call from a worker thread), as ``read_row_group``.
+
+        pyarrow has no row-range read: one batch of ``rows`` rows is decoded and the rest of
+        the row group is left alone. Pages past the batch are never decompressed, but those
+        it touches (and every dictionary page) are in full.
+        """
+        names = [self.arrow_schema.field(i).name for i in top_fields]
+        reader = self._reader(rg, as_dictionary)
+        batches: list[pa.RecordBatch] = []
+        got = 0
+        for batch in reader.iter_batches(batch_size=rows, row_groups=[rg], columns=names):
+            batches.append(batch)
+            got += batch.num_rows
+            if got >= rows:
+                break
+        return pa.Table.from_batches(batches).slice(0, rows)
+
+    def _reader(self, rg: int, as_dictionary: Sequence[int]) -> pq.ParquetFile:
         encoded = tuple(
             self.arrow_schema.field(i).name for i in as_dictionary if self._dictionary_encoded(rg, i)
         )
         if not encoded:
-            return self.pf.read_row_group(rg, columns=names)
+            return self.pf
         reader = self._dictionary_readers.get(encoded)
         if reader is None:
             reader = pq.ParquetFile(
                 self._source, metadata=self.metadata, read_dictionary=encoded, pre_buffer=False
             )
             self._dictionary_readers[encoded] = reader
-        return reader.read_row_group(rg, columns=names)
+        return reader
 
     def _dictionary_encoded(self, rg: int, top: int) -> bool:
         """Whether top-level field ``top`` is a string or binary chunk in ``rg`` holding (nearly)

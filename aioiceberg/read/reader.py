@@ -19,6 +19,7 @@ import anyio
 import anyio.to_thread
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from aioiceberg._concurrency import task_group
@@ -108,12 +109,16 @@ def _process(
     first_row: int,
     deletes: TaskDeletes,
     keep_dictionary: frozenset[int] = frozenset(),
+    matched: pa.Array | None = None,
 ) -> list[pa.RecordBatch]:
     """Decode-side work for one chunk of a file: reshape, delete, filter, project.
 
     ``keep_dictionary``: field ids the filter does not read whose dictionary arrays pass
     the filter as they are; the last projection decodes only the rows that survive.
+    ``matched``: the filter's result over ``table``'s rows when already computed (no deletes).
     """
+    assert matched is None or (deletes.empty and len(matched) == table.num_rows)
+    offset = 0
     out: list[pa.RecordBatch] = []
     fields = _source_fields(table.schema, plan.name_mapping, plan.task.file.file_path)
     # a filter runs once over each chunk as read (a row group), not once per output batch:
@@ -122,7 +127,6 @@ def _process(
     for batch in table.to_batches(max_chunksize=chunk_rows):
         n = batch.num_rows
         if n == 0:
-            first_row += 0
             continue
         columns = project_columns(
             list(batch.columns),
@@ -151,7 +155,10 @@ def _process(
             if mask is not None and mask.any():
                 read = read.filter(pa.array(~mask))
         first_row += n
-        if plan.filter is not None and read.num_rows:
+        if matched is not None:
+            read = read.filter(matched.slice(offset, n))
+            offset += n
+        elif plan.filter is not None and read.num_rows:
             read = plan.filter.filter(read)
         if read.num_rows == 0:
             continue
@@ -166,6 +173,90 @@ def _process(
         done = pa.RecordBatch.from_arrays(arrays, schema=plan.out_schema)
         out.extend(done.slice(i, plan.batch_rows) for i in range(0, done.num_rows, plan.batch_rows))
     return out
+
+
+# The other columns are decoded only up to the last matching row when it lies this far into
+# the row group at most: past it, a prefix read saves little (every dictionary page is
+# decompressed either way) and a whole-row-group read decodes the columns in parallel.
+LATE_MAX_FRACTION = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class _LateRead:
+    """Late materialisation for one Parquet file with a row filter and no deletes.
+
+    The filter's columns of a row group are decoded first; the others only when some row
+    matches, and only up to the last match when it comes early (sorted or clustered data).
+    pyarrow has no page index or row-range read, so rows after the last match are all that
+    can be skipped.
+    """
+
+    filter_tops: list[int]  # top-level file fields the filter reads
+    other_tops: list[int]  # the rest of the fields read
+    schema: Schema  # the filter's fields of the read schema
+    arrow: pa.Schema
+
+
+def _late_read(
+    plan: _FilePlan, fields: list[pa.Field], tops: list[int], filtered: frozenset[int]
+) -> _LateRead | None:
+    """The split of ``tops`` for :func:`_read_late`, or None when it cannot save anything."""
+    filter_tops = [i for i in tops if _any_id(fields[i]) & filtered]
+    other_tops = [i for i in tops if i not in filter_tops]
+    if not filter_tops or not other_tops:
+        return None
+    schema = prune_columns(
+        plan.read_schema, set(filtered & plan.read_schema.field_ids()), select_full_types=True
+    )
+    return _LateRead(filter_tops, other_tops, schema, schema_to_arrow(schema))
+
+
+def _read_late(
+    plan: _FilePlan,
+    late: _LateRead,
+    source: ParquetSource,
+    fields: list[pa.Field],
+    rg: int,
+    first_row: int,
+    as_dictionary: list[int],
+    keep: frozenset[int],
+) -> list[pa.RecordBatch]:
+    """``_process`` over row group ``rg`` decoding the columns the filter does not read only
+    as far as the last matching row (call from a worker thread)."""
+    assert plan.filter is not None
+    head = source.read_row_group(rg, late.filter_tops)
+    n = head.num_rows
+    if n == 0:
+        return []
+    arrays = [c.chunk(0) if c.num_chunks == 1 else c.combine_chunks() for c in head.columns]
+    source_fields = _with_types([fields[i] for i in late.filter_tops], arrays)
+    columns = project_columns(
+        arrays, list(source_fields), late.schema, n, constants=plan.constants, where=plan.task.file.file_path
+    )
+    found = plan.filter(pa.RecordBatch.from_arrays(columns, schema=late.arrow))
+    mask: pa.Array | None = None
+    if isinstance(found, pa.Scalar):  # the filter reduced to a constant over this file
+        if found.as_py() is not True:
+            return []
+        stop = n
+    else:
+        matches = pc.indices_nonzero(found)  # nulls are no match, as in the filter
+        if len(matches) == 0:
+            return []
+        stop = matches[-1].as_py() + 1
+        mask = found.slice(0, stop)
+    if stop <= n * LATE_MAX_FRACTION:
+        rest = source.read_row_group_prefix(rg, late.other_tops, stop, as_dictionary)
+    else:
+        rest = source.read_row_group(rg, late.other_tops, as_dictionary)
+        rest = rest.slice(0, stop)
+    by_top = dict(zip(late.filter_tops, (a.slice(0, stop) for a in arrays), strict=True))
+    by_top.update(zip(late.other_tops, rest.columns, strict=True))
+    tops = sorted(by_top)
+    table = pa.Table.from_arrays(
+        [by_top[i] for i in tops], schema=_with_types([fields[i] for i in tops], (by_top[i] for i in tops))
+    )
+    return _process(plan, table, first_row, TaskDeletes(None, ()), keep, mask)
 
 
 class _Reader:
@@ -301,6 +392,9 @@ class _Reader:
             ids = ((i, field_id_of(fields[i])) for i in tops)
             offered = {i: fid for i, fid in ids if fid is not None and fid not in filtered}
         as_dictionary, keep = list(offered), frozenset(offered.values())
+        late = None
+        if plan.filter is not None and deletes.empty:
+            late = _late_read(plan, fields, tops, filtered)
         for run in source.group_row_groups(row_groups, tops):
             await source.prefetch(run, tops)
             for rg in run:
@@ -308,6 +402,8 @@ class _Reader:
                 first_row = source.row_group_first_row[rg]
 
                 def work(rg: int = rg, first_row: int = first_row) -> list[pa.RecordBatch]:
+                    if late is not None:
+                        return _read_late(plan, late, source, fields, rg, first_row, as_dictionary, keep)
                     table = source.read_row_group(rg, tops, as_dictionary)
                     if tops:  # with no column (none resolvable) the row count is all there is
                         with_ids = _with_types([fields[i] for i in tops], table.columns)
