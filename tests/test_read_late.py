@@ -1,0 +1,286 @@
+"""Late materialisation by prefix (``reader._read_late``) against the whole-row-group read.
+
+A row group's filter columns are decoded first and the others only up to the last matching
+row; every case here is read both ways and must come out the same, with checks that the
+prefix read really ran (and how far) so a case cannot pass by falling back.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import anyio
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aioiceberg.expressions.tree import AlwaysTrue
+from aioiceberg.io import MemoryFileIO
+from aioiceberg.read import read_to_table
+from aioiceberg.read import reader as reader_module
+from aioiceberg.read.parquet import ParquetSource
+from aioiceberg.spec.manifest import DataFile, DataFileContent, FileFormat
+from aioiceberg.spec.name_mapping import create_mapping_from_schema
+from aioiceberg.spec.partitioning import PartitionSpec
+from aioiceberg.spec.schema import Schema
+from aioiceberg.spec.tasks import FileScanTask
+from aioiceberg.spec.types import (
+    DoubleType,
+    IntegerType,
+    ListType,
+    LongType,
+    MapType,
+    NestedField,
+    StringType,
+    StructType,
+)
+
+SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=False),
+    NestedField(2, "name", StringType(), required=False),
+    NestedField(3, "region", StringType(), required=False),
+    NestedField(
+        4,
+        "loc",
+        StructType(
+            NestedField(5, "lat", DoubleType(), required=False),
+            NestedField(6, "lon", DoubleType(), required=False),
+        ),
+        required=False,
+    ),
+    NestedField(7, "tags", ListType(8, StringType(), element_required=False), required=False),
+    NestedField(9, "attrs", MapType(10, StringType(), 11, LongType(), value_required=False), required=False),
+    NestedField(12, "qty", IntegerType(), required=False),
+    NestedField(13, "added", LongType(), required=False),  # not in the file: null
+)
+ROWS = 3000
+ROW_GROUP = 1000
+PATH = "memory://t/late.parquet"
+
+
+def _data() -> pa.Table:
+    n = ROWS
+    return pa.table(
+        {
+            "id": pa.array(range(n), pa.int64()),
+            # dictionary-encoded strings: kept as dictionaries through the filter when not read by it
+            "name": pa.array([None if i % 11 == 0 else f"n-{i % 50}" for i in range(n)]),
+            "region": pa.array([["eu", "us", "ap"][i % 3] for i in range(n)]),
+            "loc": pa.array(
+                [None if i % 13 == 0 else {"lat": i * 0.001, "lon": -i * 0.5} for i in range(n)],
+                pa.struct([("lat", pa.float64()), ("lon", pa.float64())]),
+            ),
+            "tags": pa.array([[f"t{i % 4}"] * (i % 3) for i in range(n)], pa.list_(pa.string())),
+            "attrs": pa.array(
+                [[("k", i), ("j", None)] if i % 2 else [] for i in range(n)], pa.map_(pa.string(), pa.int64())
+            ),
+            "qty": pa.array([i % 97 for i in range(n)], pa.int32()),
+        }
+    )
+
+
+def _with_ids(table: pa.Table) -> pa.Table:
+    """``table`` with the ids of ``SCHEMA`` on every field, nested ones included."""
+    from aioiceberg.spec.arrow import schema_to_arrow
+
+    target = schema_to_arrow(SCHEMA)
+    return table.cast(pa.schema([target.field(name) for name in table.column_names]))
+
+
+def _file(ids: bool, empty_group: bool = False) -> bytes:
+    """Three 1000-row groups (small pages, so a prefix ends inside a column chunk), one empty
+    row group after the first when asked."""
+    data = _data()
+    if ids:
+        data = _with_ids(data)
+    buf = io.BytesIO()
+    with pq.ParquetWriter(buf, data.schema, data_page_size=2048, write_batch_size=256) as writer:
+        for start in range(0, ROWS, ROW_GROUP):
+            writer.write_table(data.slice(start, ROW_GROUP), row_group_size=ROW_GROUP)
+            if empty_group and start == 0:
+                writer.write_table(data.slice(0, 0))
+    return buf.getvalue()
+
+
+def _task(size: int) -> FileScanTask:
+    f = DataFile(DataFileContent.DATA, PATH, FileFormat.PARQUET, (), ROWS, size)  # type: ignore[arg-type]
+    return FileScanTask(f, (), AlwaysTrue(), PartitionSpec(0, ()), SCHEMA)  # type: ignore[arg-type]
+
+
+async def _read_both(
+    monkeypatch: pytest.MonkeyPatch, data: bytes, row_filter: str, **kwargs: Any
+) -> tuple[pa.Table, pa.Table, list[int]]:
+    """The rows read with late materialisation, without it, and the prefix lengths read."""
+    store = MemoryFileIO()
+    await store.write(PATH, data)
+    task = _task(len(data))
+    prefixes: list[int] = []
+    prefix = ParquetSource.read_row_group_prefix
+
+    def spy(self: ParquetSource, rg: int, tops: Any, rows: int, as_dictionary: Any = ()) -> pa.Table:
+        prefixes.append(rows)
+        table = prefix(self, rg, tops, rows, as_dictionary)
+        assert table.num_rows == rows
+        return table
+
+    with monkeypatch.context() as m:
+        m.setattr(ParquetSource, "read_row_group_prefix", spy)
+        late = await read_to_table(
+            store, [task], kwargs.pop("projected", SCHEMA), row_filter=row_filter, **kwargs
+        )
+    projected = late.schema
+    with monkeypatch.context() as m:
+        m.setattr(reader_module, "_late_read", lambda *a: None)
+        whole = await read_to_table(store, [task], _projected_of(projected), row_filter=row_filter, **kwargs)
+    return late, whole, prefixes
+
+
+def _projected_of(schema: pa.Schema) -> Schema:
+    names = [n for n in schema.names if n not in ("_file", "_pos")]
+    return SCHEMA.select(*names)
+
+
+@pytest.fixture(scope="module")
+def file_with_ids() -> bytes:
+    return _file(ids=True)
+
+
+# filter, prefix lengths read (one per row group read late with a match in its first half)
+CASES = [
+    ("id < 10", [10]),
+    ("id < 1400", [400]),  # the first group read whole (last match at its end), the second in part
+    ("id >= 990 AND id < 1010", [10]),
+    ("id = 2999", []),  # the last row: the whole group
+    ("id = 2000", [1]),  # the first row of a group
+    ("id >= 2400 AND id < 2410", [410]),
+    ("id >= 2600 AND id < 2610", []),  # matches past the middle: the whole group
+    ("qty = 5", []),  # scattered
+    ("name = 'n-7'", []),  # a filter on a dictionary-encoded string
+    ("name = 'n-7x'", []),  # within the statistics' range but matching nothing
+    ("name IS NULL AND id < 300", [298]),  # the last null name below 300 is row 297
+    ("loc.lat < 0.05", [50]),  # a nested filter column (null structs do not match)
+    ("loc.lon > -3", [6]),
+    ("region = 'eu' AND id < 100", [100]),  # row 99 is the last eu
+    ("id < 5 OR id = 1100", [5, 101]),
+    ("id < 5 OR qty = 3", []),
+    ("added IS NULL AND id < 7", [7]),  # a column the file lacks, with one it has
+    ("added IS NOT NULL", []),
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("row_filter", "prefixes"), CASES)
+async def test_late_read_matches_the_whole_read(
+    monkeypatch: pytest.MonkeyPatch, file_with_ids: bytes, row_filter: str, prefixes: list[int]
+) -> None:
+    late, whole, read = await _read_both(monkeypatch, file_with_ids, row_filter)
+    assert late.equals(whole), row_filter
+    assert read == prefixes, row_filter
+
+
+@pytest.mark.anyio
+async def test_late_read_expected_rows(monkeypatch: pytest.MonkeyPatch, file_with_ids: bytes) -> None:
+    late, _, _ = await _read_both(monkeypatch, file_with_ids, "id < 5 OR id = 1100")
+    assert late.column("id").to_pylist() == [0, 1, 2, 3, 4, 1100]
+    assert late.column("name").to_pylist() == [None, "n-1", "n-2", "n-3", "n-4", None]
+    assert late.column("loc").to_pylist()[1] == {"lat": 0.001, "lon": -0.5}
+    assert late.column("attrs").to_pylist()[1] == [("k", 1), ("j", None)]
+    assert late.schema.field("name").type == pa.string()  # read as a dictionary, decoded
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("row_filter", ["id < 10", "id >= 990 AND id < 1010", "qty = 5", "id = 2999"])
+async def test_late_read_positions_and_file(
+    monkeypatch: pytest.MonkeyPatch, file_with_ids: bytes, row_filter: str
+) -> None:
+    late, whole, _ = await _read_both(
+        monkeypatch, file_with_ids, row_filter, include_pos_column=True, include_file_column=True
+    )
+    assert late.equals(whole)
+    assert late.column("_pos").to_pylist() == late.column("id").to_pylist()  # id is the row number
+    assert set(late.column("_file").to_pylist()) == {PATH}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("row_filter", ["qty = 5 AND id < 20", "loc.lat < 0.03", "name = 'n-3' AND id < 400"])
+async def test_late_read_filter_on_columns_not_projected(
+    monkeypatch: pytest.MonkeyPatch, file_with_ids: bytes, row_filter: str
+) -> None:
+    late, whole, read = await _read_both(
+        monkeypatch, file_with_ids, row_filter, projected=SCHEMA.select("tags", "region")
+    )
+    assert late.schema.names == ["region", "tags"]
+    assert late.equals(whole)
+    assert read  # the projected columns were read only in part
+    assert late.num_rows > 0
+
+
+@pytest.mark.anyio
+async def test_late_read_only_filter_columns_projected(
+    monkeypatch: pytest.MonkeyPatch, file_with_ids: bytes
+) -> None:
+    """With nothing but the filter's columns to read there is nothing to read late."""
+    late, whole, read = await _read_both(monkeypatch, file_with_ids, "id < 10", projected=SCHEMA.select("id"))
+    assert late.equals(whole) and late.num_rows == 10
+    assert read == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("row_filter", ["id < 10", "id < 1400", "qty = 5", "loc.lat < 0.05"])
+async def test_late_read_name_mapped_file(monkeypatch: pytest.MonkeyPatch, row_filter: str) -> None:
+    """A file without field ids: the filter's columns find their ids through the name mapping."""
+    mapping = create_mapping_from_schema(SCHEMA)
+    late, whole, read = await _read_both(monkeypatch, _file(ids=False), row_filter, name_mapping=mapping)
+    assert late.equals(whole)
+    assert late.num_rows > 0
+    assert read == dict(CASES).get(row_filter, read)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("row_filter", ["id < 10", "id >= 995 AND id < 1005", "qty = 5"])
+async def test_late_read_empty_row_group(monkeypatch: pytest.MonkeyPatch, row_filter: str) -> None:
+    late, whole, _ = await _read_both(
+        monkeypatch, _file(ids=True, empty_group=True), row_filter, include_pos_column=True
+    )
+    assert late.equals(whole)
+    assert late.column("_pos").to_pylist() == late.column("id").to_pylist()
+
+
+@pytest.mark.anyio
+async def test_late_read_prefix_reads_exactly_the_prefix(file_with_ids: bytes) -> None:
+    """The prefix read gives a row group's first rows whatever the page and batch boundaries."""
+    from aioiceberg.read.parquet import open_parquet
+
+    store = MemoryFileIO()
+    await store.write(PATH, file_with_ids)
+    source = await open_parquet(store, PATH, len(file_with_ids))
+    whole = source.read_row_group(1, [1, 3, 4, 5], [1])
+    for rows in (1, 255, 256, 257, 499, 500, 999, 1000):
+        part = await anyio.to_thread.run_sync(source.read_row_group_prefix, 1, [1, 3, 4, 5], rows, [1])
+        assert part.num_rows == rows
+        assert pa.types.is_dictionary(part.schema.field("name").type)
+        assert part.to_pylist() == whole.slice(0, rows).to_pylist(), rows
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lo=st.integers(min_value=-5, max_value=ROWS + 5),
+    width=st.integers(min_value=0, max_value=1200),
+    qty=st.one_of(st.none(), st.integers(min_value=0, max_value=96)),
+    pos=st.booleans(),
+)
+def test_late_read_any_range(file_with_ids: bytes, lo: int, width: int, qty: int | None, pos: bool) -> None:
+    row_filter = f"id >= {lo} AND id < {lo + width}" + (f" AND qty <> {qty}" if qty is not None else "")
+    expected = [i for i in range(max(lo, 0), min(lo + width, ROWS)) if qty is None or i % 97 != qty]
+
+    async def run() -> tuple[pa.Table, pa.Table]:
+        with pytest.MonkeyPatch.context() as m:
+            late, whole, _ = await _read_both(m, file_with_ids, row_filter, include_pos_column=pos)
+        return late, whole
+
+    late, whole = anyio.run(run)
+    assert late.equals(whole)
+    assert late.column("id").to_pylist() == expected
