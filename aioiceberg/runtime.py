@@ -22,6 +22,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Self
 
@@ -89,6 +90,7 @@ class Runtime:
         pause_gc: bool = False,
         write_io_concurrency: int = 16,
         write_cpu_workers: int = 2,
+        read_threads: int | None = None,
     ) -> None:
         for name, value in (
             ("write_io_concurrency", write_io_concurrency),
@@ -96,6 +98,12 @@ class Runtime:
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValidationError(f"Runtime({name}={value!r}): must be an int of at least 1")
+        if read_threads is None:
+            read_threads = max(1, (os.cpu_count() or 2) - 1)
+        if not isinstance(read_threads, int) or isinstance(read_threads, bool) or read_threads < 0:
+            raise ValidationError(f"Runtime(read_threads={read_threads!r}): must be an int of at least 0")
+        self.read_threads = read_threads
+        self._read_helpers: ThreadPoolExecutor | None = None
         cache = data_cache_bytes
         if not isinstance(cache, int) or isinstance(cache, bool) or cache < 0:
             raise ValidationError(f"Runtime(data_cache_bytes={cache!r}): must be an int of at least 0")
@@ -149,9 +157,12 @@ class Runtime:
         """What can be closed without an event loop (the rest closes with its loop)."""
         with self._lock:
             decoders, self._decoders = list(self._decoders.values()), {}
+            helpers, self._read_helpers = self._read_helpers, None
             self._stores.clear()
         for d in decoders:
             d.shutdown()
+        if helpers is not None:
+            helpers.shutdown(wait=False)
         self.manifest_cache.clear()
         self.manifest_list_cache.clear()
         self.data_file_cache.clear()
@@ -166,6 +177,19 @@ class Runtime:
             if self._blocking is None:
                 self._blocking = BlockingLoop()
             return self._blocking
+
+    @property
+    def read_helpers(self) -> Executor | None:
+        """Threads that decode a filtered read's other columns while its filter columns are
+        decoded and evaluated (``aioiceberg/read/late.py``); None with ``read_threads=0``."""
+        if self.read_threads == 0:
+            return None
+        with self._lock:
+            if self._read_helpers is None:
+                self._read_helpers = ThreadPoolExecutor(
+                    self.read_threads, thread_name_prefix="aioiceberg-read"
+                )
+            return self._read_helpers
 
     def decoder(self, workers: int) -> Decoder:
         """The decoder with ``workers`` processes (its pool is reused by every scan)."""

@@ -196,13 +196,13 @@ async def test_strings_the_filter_does_not_read_pass_it_as_dictionaries(
 
     last = f"user-{n - 1:012d}-" + "x" * 48
     asked: set[int] = set()
-    reader = ParquetSource._reader
+    encoded = ParquetSource._encoded
 
-    def spy(self: ParquetSource, rg: int, as_dictionary: list[int]) -> pq.ParquetFile:
+    def spy(self: ParquetSource, rg: int, as_dictionary: list[int]) -> tuple[str, ...]:
         asked.update(as_dictionary)  # the filter's columns (read first) are never offered
-        return reader(self, rg, as_dictionary)
+        return encoded(self, rg, as_dictionary)
 
-    monkeypatch.setattr(ParquetSource, "_reader", spy)
+    monkeypatch.setattr(ParquetSource, "_encoded", spy)
     plain = pa.table({f.name: data.column(f.name) for f in data.schema}).cast(
         pa.schema([(f.name, f.type) for f in data.schema])
     )

@@ -1,13 +1,15 @@
-"""Late materialisation by prefix (``reader._read_late``) against the whole-row-group read.
+"""Late materialisation (``aioiceberg/read/late.py``) against the whole-row-group read.
 
 A row group's filter columns are decoded first and the others only up to the last matching
-row; every case here is read both ways and must come out the same, with checks that the
-prefix read really ran (and how far) so a case cannot pass by falling back.
+row. Every case is read both ways and must come out the same: without helper threads, with
+checks that the prefix read really ran (and how far) so a case cannot pass by falling back;
+with one, where the helper decodes the other columns meanwhile and stops at the limit.
 """
 
 from __future__ import annotations
 
 import io
+import threading
 from typing import Any
 
 import anyio
@@ -17,11 +19,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from aioiceberg.errors import CorruptFileError, ValidationError
 from aioiceberg.expressions.tree import AlwaysTrue
 from aioiceberg.io import MemoryFileIO
+from aioiceberg.read import late as late_module
+from aioiceberg.read import parquet as parquet_module
 from aioiceberg.read import read_to_table
 from aioiceberg.read import reader as reader_module
-from aioiceberg.read.parquet import ParquetSource
+from aioiceberg.read.late import RowLimit, take_until
+from aioiceberg.read.parquet import ParquetSource, open_parquet
+from aioiceberg.runtime import Runtime
 from aioiceberg.spec.manifest import DataFile, DataFileContent, FileFormat
 from aioiceberg.spec.name_mapping import create_mapping_from_schema
 from aioiceberg.spec.partitioning import PartitionSpec
@@ -111,10 +118,12 @@ def _task(size: int) -> FileScanTask:
 
 
 async def _read_both(
-    monkeypatch: pytest.MonkeyPatch, data: bytes, row_filter: str, **kwargs: Any
+    monkeypatch: pytest.MonkeyPatch, data: bytes, row_filter: str, threads: int = 0, **kwargs: Any
 ) -> tuple[pa.Table, pa.Table, list[int]]:
-    """The rows read with late materialisation, without it, and the prefix lengths read."""
-    store = MemoryFileIO()
+    """The rows read with late materialisation (``threads`` helper threads), without it, and
+    the prefix lengths read (by the reading thread: every one, without helpers)."""
+    runtime = Runtime(read_threads=threads)
+    store = MemoryFileIO().bind_runtime(runtime)
     await store.write(PATH, data)
     task = _task(len(data))
     prefixes: list[int] = []
@@ -133,8 +142,9 @@ async def _read_both(
         )
     projected = late.schema
     with monkeypatch.context() as m:
-        m.setattr(reader_module, "_late_read", lambda *a: None)
+        m.setattr(reader_module, "_late_split", lambda *a: None)
         whole = await read_to_table(store, [task], _projected_of(projected), row_filter=row_filter, **kwargs)
+    runtime.close_sync()
     return late, whole, prefixes
 
 
@@ -148,7 +158,7 @@ def file_with_ids() -> bytes:
     return _file(ids=True)
 
 
-# filter, prefix lengths read (one per row group read late with a match in its first half)
+# filter, prefix lengths read (one per row group read late whose last match is not its last row)
 CASES = [
     ("id < 10", [10]),
     ("id < 1400", [400]),  # the first group read whole (last match at its end), the second in part
@@ -156,16 +166,16 @@ CASES = [
     ("id = 2999", []),  # the last row: the whole group
     ("id = 2000", [1]),  # the first row of a group
     ("id >= 2400 AND id < 2410", [410]),
-    ("id >= 2600 AND id < 2610", []),  # matches past the middle: the whole group
-    ("qty = 5", []),  # scattered
-    ("name = 'n-7'", []),  # a filter on a dictionary-encoded string
+    ("id >= 2600 AND id < 2610", [610]),
+    ("qty = 5", [976, 946, 916]),  # scattered: rows 975, 1945 and 2915 are each group's last
+    ("name = 'n-7'", [908, 958, 958]),  # a dictionary-encoded string (957 is null: 11 x 87)
     ("name = 'n-7x'", []),  # within the statistics' range but matching nothing
     ("name IS NULL AND id < 300", [298]),  # the last null name below 300 is row 297
     ("loc.lat < 0.05", [50]),  # a nested filter column (null structs do not match)
     ("loc.lon > -3", [6]),
     ("region = 'eu' AND id < 100", [100]),  # row 99 is the last eu
     ("id < 5 OR id = 1100", [5, 101]),
-    ("id < 5 OR qty = 3", []),
+    ("id < 5 OR qty = 3", [974, 944, 914]),
     ("added IS NULL AND id < 7", [7]),  # a column the file lacks, with one it has
     ("added IS NOT NULL", []),
 ]
@@ -179,6 +189,41 @@ async def test_late_read_matches_the_whole_read(
     late, whole, read = await _read_both(monkeypatch, file_with_ids, row_filter)
     assert late.equals(whole), row_filter
     assert read == prefixes, row_filter
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("row_filter", "prefixes"), CASES)
+@pytest.mark.parametrize("chunk", [128, 1000])
+async def test_late_read_with_a_helper_matches_the_whole_read(
+    monkeypatch: pytest.MonkeyPatch, file_with_ids: bytes, row_filter: str, prefixes: list[int], chunk: int
+) -> None:
+    """The helper decodes the other columns in chunks of ``chunk`` rows alongside the filter's:
+    wherever it is when the limit comes (or if it never started), the rows are the same."""
+    monkeypatch.setattr(late_module, "CHUNK_ROWS", chunk)
+    covered: list[int] = []
+    until = late_module.take_until
+    started = threading.Event()
+
+    def spy(*args: Any) -> list[pa.RecordBatch]:
+        started.set()
+        batches = until(*args)
+        covered.append(sum(b.num_rows for b in batches))
+        return batches
+
+    read_row_group = ParquetSource.read_row_group
+
+    def filter_side(self: ParquetSource, *args: Any, **kwargs: Any) -> pa.Table:
+        if "use_threads" in kwargs:  # the filter's columns: once the helper is under way
+            assert started.wait(10)
+            started.clear()
+        return read_row_group(self, *args, **kwargs)
+
+    monkeypatch.setattr(late_module, "take_until", spy)
+    monkeypatch.setattr(ParquetSource, "read_row_group", filter_side)
+    late, whole, _ = await _read_both(monkeypatch, file_with_ids, row_filter, threads=1)
+    assert late.equals(whole), row_filter
+    assert all(0 < n <= ROW_GROUP for n in covered)
+    assert covered or row_filter == "added IS NOT NULL"  # (no filter column in the file: not late)
 
 
 @pytest.mark.anyio
@@ -284,3 +329,91 @@ def test_late_read_any_range(file_with_ids: bytes, lo: int, width: int, qty: int
     late, whole = anyio.run(run)
     assert late.equals(whole)
     assert late.column("id").to_pylist() == expected
+
+
+@pytest.mark.anyio
+async def test_the_helper_stops_once_its_limit_is_covered(file_with_ids: bytes) -> None:
+    store = MemoryFileIO()
+    await store.write(PATH, file_with_ids)
+    source = await open_parquet(store, PATH, len(file_with_ids))
+    whole = source.read_row_group(2, [1, 4, 5], [1])
+    for rows, covered in ((None, 1000), (0, 128), (1, 128), (128, 128), (129, 256), (999, 1000)):
+        limit = RowLimit()
+        limit.rows = rows
+        batches = await anyio.to_thread.run_sync(
+            take_until, source.row_group_batches(2, [1, 4, 5], [1], 128), limit
+        )
+        got = pa.Table.from_batches(batches)
+        assert got.num_rows == covered, rows
+        assert pa.types.is_dictionary(got.schema.field("name").type)
+        assert got.to_pylist() == whole.slice(0, covered).to_pylist()
+
+
+@pytest.mark.anyio
+async def test_the_helper_fetches_what_was_not_prefetched_from_its_own_thread(
+    monkeypatch: pytest.MonkeyPatch, file_with_ids: bytes
+) -> None:
+    """A file not held whole: the helper thread (not one of anyio's) fetches the column
+    chunks it misses through the event loop the file was opened on."""
+    monkeypatch.setattr(parquet_module, "WHOLE_FILE_MAX", 1024)
+    monkeypatch.setattr(parquet_module, "TAIL_READ", 4096)
+    store = MemoryFileIO()
+    await store.write(PATH, file_with_ids)
+    source = await open_parquet(store, PATH, len(file_with_ids))
+    assert source.file.size > 4096 and not source.file.holds(0, 4)  # only the tail is held
+    helpers = Runtime(read_threads=1).read_helpers
+    assert helpers is not None
+    pending = helpers.submit(take_until, source.row_group_batches(0, [0, 1], [], 256), RowLimit())
+    got = pa.Table.from_batches(await anyio.to_thread.run_sync(pending.result))
+    assert got.column("id").to_pylist() == list(range(1000))
+    helpers.shutdown()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("threads", [0, 1])
+async def test_late_read_of_a_file_not_held_whole(
+    monkeypatch: pytest.MonkeyPatch, file_with_ids: bytes, threads: int
+) -> None:
+    monkeypatch.setattr(parquet_module, "WHOLE_FILE_MAX", 1024)
+    monkeypatch.setattr(parquet_module, "TAIL_READ", 4096)
+    monkeypatch.setattr(late_module, "CHUNK_ROWS", 200)
+    for row_filter, _ in CASES:
+        late, whole, _ = await _read_both(monkeypatch, file_with_ids, row_filter, threads=threads)
+        assert late.equals(whole), row_filter
+
+
+def _damaged(data: bytes, column: str) -> bytes:
+    """``data`` with the middle of ``column``'s chunk in the second row group overwritten."""
+    chunk = (
+        pq.ParquetFile(io.BytesIO(data))
+        .metadata.row_group(1)
+        .column(pq.ParquetFile(io.BytesIO(data)).schema_arrow.names.index(column))
+    )
+    start = chunk.dictionary_page_offset or chunk.data_page_offset
+    middle = start + chunk.total_compressed_size // 2
+    return data[:middle] + b"\xff" * 64 + data[middle + 64 :]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("threads", [0, 1])
+@pytest.mark.parametrize("column", ["qty", "id"])
+async def test_a_damaged_chunk_on_either_side_of_a_late_read_is_a_corrupt_file(
+    file_with_ids: bytes, threads: int, column: str
+) -> None:
+    """The other columns' side (the helper, or the reading thread after it) or the filter's:
+    either way the read fails with the error naming the file."""
+    store = MemoryFileIO().bind_runtime(Runtime(read_threads=threads))
+    data = _damaged(file_with_ids, column)
+    await store.write(PATH, data)
+    with pytest.raises(CorruptFileError, match=r"late\.parquet"):
+        await read_to_table(store, [_task(len(data))], SCHEMA, row_filter="id >= 1000 AND id < 1900")
+
+
+def test_read_threads_is_checked() -> None:
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValidationError, match="read_threads"):
+            Runtime(read_threads=bad)  # type: ignore[arg-type]
+    assert Runtime(read_threads=0).read_helpers is None
+    runtime = Runtime(read_threads=2)
+    assert runtime.read_helpers is runtime.read_helpers
+    runtime.close_sync()

@@ -12,12 +12,13 @@ import bisect
 import datetime as dt
 import io as _io
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -59,7 +60,7 @@ class RangeFile(_io.RawIOBase):
     """A read-only, seekable file over prefetched byte ranges of one object.
 
     Reads inside a prefetched range are served from memory; others are fetched through
-    the event loop, which works only from a thread started by ``anyio.to_thread``.
+    the event loop it was made on, from any thread but that loop's.
     """
 
     def __init__(self, fio: FileIO, location: str, size: int) -> None:
@@ -71,6 +72,16 @@ class RangeFile(_io.RawIOBase):
         self._chunks: list[bytes] = []
         self._pos = 0
         self.misses = 0
+        try:  # the loop to fetch misses through (made on one; without, worker threads' own)
+            self._loop: anyio.lowlevel.EventLoopToken | None = anyio.lowlevel.current_token()
+        except RuntimeError:
+            self._loop = None
+
+    def view(self) -> RangeFile:
+        """Another file over the same fetched ranges with its own position, for another thread."""
+        other = RangeFile(self._io, self.location, self.size)
+        other._starts, other._chunks, other._loop = list(self._starts), list(self._chunks), self._loop
+        return other
 
     def add(self, start: int, data: bytes) -> None:
         i = bisect.bisect_left(self._starts, start)
@@ -126,7 +137,7 @@ class RangeFile(_io.RawIOBase):
         data = self._lookup(self._pos, n)
         if data is None:
             self.misses += 1
-            data = anyio.from_thread.run(self._io.read_range, self.location, self._pos, n)
+            data = anyio.from_thread.run(self._io.read_range, self.location, self._pos, n, token=self._loop)
         self._pos += len(data)
         return data
 
@@ -262,12 +273,14 @@ class ParquetSource:
     """An opened Parquet data file: metadata parsed, column chunks fetched per row group."""
 
     def __init__(
-        self, fio: FileIO, location: str, file: RangeFile, pf: pq.ParquetFile, source: Any = None
+        self, fio: FileIO, location: str, file: RangeFile, pf: pq.ParquetFile, whole: bytes | None = None
     ) -> None:
         self.io = fio
         self.location = location
         self.file = file
-        self._source = file if source is None else source  # what pyarrow reads from
+        # what pyarrow reads from: the bytes themselves for a file held whole
+        self._whole = whole
+        self._source: Any = file if whole is None else pa.BufferReader(whole)
         self.pf = pf
         self.metadata: pq.FileMetaData = pf.metadata
         self.arrow_schema: pa.Schema = pf.schema_arrow
@@ -366,9 +379,9 @@ class ParquetSource:
         self.file.drop_after(self.footer_start)
 
     def read_row_group(
-        self, rg: int, top_fields: Sequence[int], as_dictionary: Sequence[int] = ()
+        self, rg: int, top_fields: Sequence[int], as_dictionary: Sequence[int] = (), use_threads: bool = True
     ) -> pa.Table:
-        """Decode (call from a worker thread).
+        """Decode (call from a worker thread); ``use_threads``: decode the columns in pyarrow's pool.
 
         ``as_dictionary``: top-level string or binary fields to keep as dictionary arrays
         where their chunk in ``rg`` is dictionary encoded. Decoding the indices costs a
@@ -376,7 +389,7 @@ class ParquetSource:
         the strings are built (the caller decodes what survives).
         """
         names = [self.arrow_schema.field(i).name for i in top_fields]
-        return self._reader(rg, as_dictionary).read_row_group(rg, columns=names)
+        return self._reader(rg, as_dictionary).read_row_group(rg, columns=names, use_threads=use_threads)
 
     def read_row_group_prefix(
         self, rg: int, top_fields: Sequence[int], rows: int, as_dictionary: Sequence[int] = ()
@@ -398,10 +411,30 @@ class ParquetSource:
                 break
         return pa.Table.from_batches(batches).slice(0, rows)
 
-    def _reader(self, rg: int, as_dictionary: Sequence[int]) -> pq.ParquetFile:
-        encoded = tuple(
+    def row_group_batches(
+        self, rg: int, top_fields: Sequence[int], as_dictionary: Sequence[int], chunk_rows: int
+    ) -> Iterator[pa.RecordBatch]:
+        """``rg`` decoded batch by batch on one core, as far as they are taken. Made here and
+        safe to take in another thread beside this source's other reads: it reads through a
+        reader and a file position of its own. Nothing is decoded until the first is taken."""
+        names = [self.arrow_schema.field(i).name for i in top_fields]
+        source = self.file.view() if self._whole is None else pa.BufferReader(self._whole)
+        encoded = self._encoded(rg, as_dictionary)
+        reader = pq.ParquetFile(
+            source, metadata=self.metadata, read_dictionary=encoded or None, pre_buffer=False
+        )
+        batches: Iterator[pa.RecordBatch] = reader.iter_batches(
+            batch_size=chunk_rows, row_groups=[rg], columns=names, use_threads=False
+        )
+        return batches
+
+    def _encoded(self, rg: int, as_dictionary: Sequence[int]) -> tuple[str, ...]:
+        return tuple(
             self.arrow_schema.field(i).name for i in as_dictionary if self._dictionary_encoded(rg, i)
         )
+
+    def _reader(self, rg: int, as_dictionary: Sequence[int]) -> pq.ParquetFile:
+        encoded = self._encoded(rg, as_dictionary)
         if not encoded:
             return self.pf
         reader = self._dictionary_readers.get(encoded)
@@ -471,7 +504,8 @@ async def open_parquet(fio: FileIO, location: str, size_hint: int | None = None)
     file.add(size - len(tail), tail)
 
     # A file held whole is read by pyarrow from the buffer itself, not through Python calls
-    source: Any = pa.BufferReader(tail) if len(tail) == size else file
+    whole = tail if len(tail) == size else None
+    source: Any = file if whole is None else pa.BufferReader(whole)
 
     def parse() -> pq.ParquetFile:
         return pq.ParquetFile(source, pre_buffer=False)
@@ -483,4 +517,4 @@ async def open_parquet(fio: FileIO, location: str, size_hint: int | None = None)
         pf = parse() if inline else await anyio.to_thread.run_sync(parse)
     except (OSError, pa.ArrowException) as e:
         raise CorruptFileError(f"cannot read the Parquet footer: {e}", location=location) from e
-    return ParquetSource(fio, location, file, pf, source)
+    return ParquetSource(fio, location, file, pf, whole)

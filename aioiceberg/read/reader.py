@@ -11,6 +11,7 @@ come out in task order.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable
+from concurrent.futures import Executor
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,6 @@ import anyio
 import anyio.to_thread
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from aioiceberg._concurrency import task_group
@@ -32,6 +32,7 @@ from aioiceberg.expressions.visitor import is_bound, referenced_field_ids
 from aioiceberg.io.base import FileIO
 from aioiceberg.read.deletes import DeleteCache, TaskDeletes, deleted_mask
 from aioiceberg.read.formats import decode_file, decoding
+from aioiceberg.read.late import LateSplit, read_late
 from aioiceberg.read.parquet import ParquetSource, open_parquet
 from aioiceberg.read.projection import project_columns
 from aioiceberg.scan.metrics import ReadMetrics
@@ -175,32 +176,11 @@ def _process(
     return out
 
 
-# The other columns are decoded only up to the last matching row when it lies this far into
-# the row group at most: past it, a prefix read saves little (every dictionary page is
-# decompressed either way) and a whole-row-group read decodes the columns in parallel.
-LATE_MAX_FRACTION = 0.5
-
-
-@dataclass(frozen=True, slots=True)
-class _LateRead:
-    """Late materialisation for one Parquet file with a row filter and no deletes.
-
-    The filter's columns of a row group are decoded first; the others only when some row
-    matches, and only up to the last match when it comes early (sorted or clustered data).
-    pyarrow has no page index or row-range read, so rows after the last match are all that
-    can be skipped.
-    """
-
-    filter_tops: list[int]  # top-level file fields the filter reads
-    other_tops: list[int]  # the rest of the fields read
-    schema: Schema  # the filter's fields of the read schema
-    arrow: pa.Schema
-
-
-def _late_read(
+def _late_split(
     plan: _FilePlan, fields: list[pa.Field], tops: list[int], filtered: frozenset[int]
-) -> _LateRead | None:
-    """The split of ``tops`` for :func:`_read_late`, or None when it cannot save anything."""
+) -> LateSplit | None:
+    """How a filtered read of this file splits ``tops`` for a late read, or None when it cannot
+    skip anything (the filter reads every column read, or none of them)."""
     filter_tops = [i for i in tops if _any_id(fields[i]) & filtered]
     other_tops = [i for i in tops if i not in filter_tops]
     if not filter_tops or not other_tops:
@@ -208,50 +188,39 @@ def _late_read(
     schema = prune_columns(
         plan.read_schema, set(filtered & plan.read_schema.field_ids()), select_full_types=True
     )
-    return _LateRead(filter_tops, other_tops, schema, schema_to_arrow(schema))
+    return LateSplit(filter_tops, other_tops, schema, schema_to_arrow(schema))
 
 
 def _read_late(
     plan: _FilePlan,
-    late: _LateRead,
+    split: LateSplit,
     source: ParquetSource,
     fields: list[pa.Field],
     rg: int,
     first_row: int,
     as_dictionary: list[int],
     keep: frozenset[int],
+    helpers: Executor | None,
 ) -> list[pa.RecordBatch]:
-    """``_process`` over row group ``rg`` decoding the columns the filter does not read only
-    as far as the last matching row (call from a worker thread)."""
+    """``_process`` over row group ``rg`` read late (``aioiceberg/read/late.py``); from a worker thread."""
     assert plan.filter is not None
-    head = source.read_row_group(rg, late.filter_tops)
-    n = head.num_rows
-    if n == 0:
+    row_filter = plan.filter
+
+    def evaluate(arrays: list[pa.Array]) -> pa.Array | pa.Scalar:
+        columns = project_columns(
+            arrays,
+            list(_with_types([fields[i] for i in split.filter_tops], arrays)),
+            split.schema,
+            len(arrays[0]),
+            constants=plan.constants,
+            where=plan.task.file.file_path,
+        )
+        return row_filter(pa.RecordBatch.from_arrays(columns, schema=split.arrow))
+
+    got = read_late(source, split, rg, as_dictionary, evaluate, helpers)
+    if got is None:
         return []
-    arrays = [c.chunk(0) if c.num_chunks == 1 else c.combine_chunks() for c in head.columns]
-    source_fields = _with_types([fields[i] for i in late.filter_tops], arrays)
-    columns = project_columns(
-        arrays, list(source_fields), late.schema, n, constants=plan.constants, where=plan.task.file.file_path
-    )
-    found = plan.filter(pa.RecordBatch.from_arrays(columns, schema=late.arrow))
-    mask: pa.Array | None = None
-    if isinstance(found, pa.Scalar):  # the filter reduced to a constant over this file
-        if found.as_py() is not True:
-            return []
-        stop = n
-    else:
-        matches = pc.indices_nonzero(found)  # nulls are no match, as in the filter
-        if len(matches) == 0:
-            return []
-        stop = matches[-1].as_py() + 1
-        mask = found.slice(0, stop)
-    if stop <= n * LATE_MAX_FRACTION:
-        rest = source.read_row_group_prefix(rg, late.other_tops, stop, as_dictionary)
-    else:
-        rest = source.read_row_group(rg, late.other_tops, as_dictionary)
-        rest = rest.slice(0, stop)
-    by_top = dict(zip(late.filter_tops, (a.slice(0, stop) for a in arrays), strict=True))
-    by_top.update(zip(late.other_tops, rest.columns, strict=True))
+    by_top, mask = got
     tops = sorted(by_top)
     table = pa.Table.from_arrays(
         [by_top[i] for i in tops], schema=_with_types([fields[i] for i in tops], (by_top[i] for i in tops))
@@ -392,9 +361,11 @@ class _Reader:
             ids = ((i, field_id_of(fields[i])) for i in tops)
             offered = {i: fid for i, fid in ids if fid is not None and fid not in filtered}
         as_dictionary, keep = list(offered), frozenset(offered.values())
-        late = None
-        if plan.filter is not None and deletes.empty:
-            late = _late_read(plan, fields, tops, filtered)
+        # a filtered read without deletes decodes the filter's columns first (see late.py)
+        late = (
+            _late_split(plan, fields, tops, filtered) if plan.filter is not None and deletes.empty else None
+        )
+        helpers = self.io.runtime.read_helpers if late is not None else None
         for run in source.group_row_groups(row_groups, tops):
             await source.prefetch(run, tops)
             for rg in run:
@@ -403,7 +374,9 @@ class _Reader:
 
                 def work(rg: int = rg, first_row: int = first_row) -> list[pa.RecordBatch]:
                     if late is not None:
-                        return _read_late(plan, late, source, fields, rg, first_row, as_dictionary, keep)
+                        return _read_late(
+                            plan, late, source, fields, rg, first_row, as_dictionary, keep, helpers
+                        )
                     table = source.read_row_group(rg, tops, as_dictionary)
                     if tops:  # with no column (none resolvable) the row count is all there is
                         with_ids = _with_types([fields[i] for i in tops], table.columns)
