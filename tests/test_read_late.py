@@ -124,6 +124,8 @@ async def _read_both(
     the prefix lengths read (by the reading thread: every one, without helpers)."""
     runtime = Runtime(read_threads=threads)
     store = MemoryFileIO().bind_runtime(runtime)
+    # every row group read late, whether or not the last ones paid (see test_late_odds_*)
+    monkeypatch.setattr(late_module.LateOdds, "wanted", lambda self, lone: True)
     await store.write(PATH, data)
     task = _task(len(data))
     prefixes: list[int] = []
@@ -417,3 +419,78 @@ def test_read_threads_is_checked() -> None:
     runtime = Runtime(read_threads=2)
     assert runtime.read_helpers is runtime.read_helpers
     runtime.close_sync()
+
+
+def _groups_file(marks: list[list[int]], rows: int = 100) -> tuple[bytes, Schema]:
+    """One row group of ``rows`` rows per entry of ``marks``: ``g`` is 1 at the rows listed."""
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=False),
+        NestedField(2, "g", IntegerType(), required=False),
+        NestedField(3, "v", DoubleType(), required=False),
+    )
+    from aioiceberg.spec.arrow import schema_to_arrow
+
+    buf = io.BytesIO()
+    with pq.ParquetWriter(buf, schema_to_arrow(schema)) as writer:
+        for r, marked in enumerate(marks):
+            ids = range(r * rows, (r + 1) * rows)
+            # unmarked rows are 0, but the first is 2: no group's statistics rule out g = 1
+            g = [1 if i in marked else 2 if i == 0 else 0 for i in range(rows)]
+            group = pa.table(
+                {"id": list(ids), "g": g, "v": [i * 0.5 for i in ids]}, schema=schema_to_arrow(schema)
+            )
+            writer.write_table(group, row_group_size=rows)
+    return buf.getvalue(), schema
+
+
+async def _late_groups(monkeypatch: pytest.MonkeyPatch, marks: list[list[int]]) -> list[int]:
+    """The row groups read late by a ``g = 1`` scan of :func:`_groups_file`, which must read
+    the same rows as a whole read."""
+    data, schema = _groups_file(marks)
+    store = MemoryFileIO().bind_runtime(Runtime(read_threads=0))
+    await store.write(PATH, data)
+    f = DataFile(DataFileContent.DATA, PATH, FileFormat.PARQUET, (), len(marks) * 100, len(data))  # type: ignore[arg-type]
+    task = FileScanTask(f, (), AlwaysTrue(), PartitionSpec(0, ()), schema)  # type: ignore[arg-type]
+    groups: list[int] = []
+    read = reader_module._read_late
+
+    def spy(plan: Any, split: Any, source: Any, fields: Any, rg: int, *rest: Any) -> Any:
+        groups.append(rg)
+        return read(plan, split, source, fields, rg, *rest)
+
+    with monkeypatch.context() as m:
+        m.setattr(reader_module, "_read_late", spy)
+        late = await read_to_table(store, [task], schema, row_filter="g = 1")
+    with monkeypatch.context() as m:
+        m.setattr(reader_module, "_late_split", lambda *a: None)
+        whole = await read_to_table(store, [task], schema, row_filter="g = 1")
+    assert late.equals(whole)
+    assert late.column("id").to_pylist() == [r * 100 + i for r, marked in enumerate(marks) for i in marked]
+    return groups
+
+
+@pytest.mark.anyio
+async def test_late_odds_after_reads_that_skip_nothing_only_probes_read_late(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Matches to the end of every row group (scattered): after the first, one row group in
+    PROBE_EVERY is read late."""
+    assert late_module.PROBE_EVERY == 8
+    assert await _late_groups(monkeypatch, [list(range(9, 100, 10))] * 24) == [0, 8, 16]
+
+
+@pytest.mark.anyio
+async def test_late_odds_a_probe_that_pays_brings_late_reads_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    scattered, leading = list(range(9, 100, 10)), list(range(10))
+    marks = [scattered] * 8 + [leading] * 6
+    assert await _late_groups(monkeypatch, marks) == [0, 8, 9, 10, 11, 12, 13]
+
+
+@pytest.mark.anyio
+async def test_late_odds_a_group_every_row_of_which_matches_or_none_does_is_no_evidence(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nothing to skip (all match), or everything skipped (no match; the statistics cannot
+    tell for ``g``): late reads go on."""
+    marks = [list(range(100)), [], list(range(100)), [3], [50, 99]]
+    assert await _late_groups(monkeypatch, marks) == [0, 1, 2, 3, 4]

@@ -32,7 +32,7 @@ from aioiceberg.expressions.visitor import is_bound, referenced_field_ids
 from aioiceberg.io.base import FileIO
 from aioiceberg.read.deletes import DeleteCache, TaskDeletes, deleted_mask
 from aioiceberg.read.formats import decode_file, decoding
-from aioiceberg.read.late import LateSplit, read_late
+from aioiceberg.read.late import LateOdds, LateSplit, read_late
 from aioiceberg.read.parquet import ParquetSource, open_parquet
 from aioiceberg.read.projection import project_columns
 from aioiceberg.scan.metrics import ReadMetrics
@@ -201,8 +201,9 @@ def _read_late(
     as_dictionary: list[int],
     keep: frozenset[int],
     helpers: Executor | None,
-) -> list[pa.RecordBatch]:
-    """``_process`` over row group ``rg`` read late (``aioiceberg/read/late.py``); from a worker thread."""
+) -> tuple[list[pa.RecordBatch], bool]:
+    """``_process`` over row group ``rg`` read late (``aioiceberg/read/late.py``), and whether
+    that skipped at least half its rows' other columns; from a worker thread."""
     assert plan.filter is not None
     row_filter = plan.filter
 
@@ -219,13 +220,16 @@ def _read_late(
 
     got = read_late(source, split, rg, as_dictionary, evaluate, helpers)
     if got is None:
-        return []
+        return [], True
     by_top, mask = got
     tops = sorted(by_top)
     table = pa.Table.from_arrays(
         [by_top[i] for i in tops], schema=_with_types([fields[i] for i in tops], (by_top[i] for i in tops))
     )
-    return _process(plan, table, first_row, TaskDeletes(None, ()), keep, mask)
+    # paid: at least half the rows the filter drops were never decoded past its columns
+    n, stop = source.metadata.row_group(rg).num_rows, table.num_rows
+    paid = 2 * (n - stop) >= n - (stop if mask is None else mask.true_count)
+    return _process(plan, table, first_row, TaskDeletes(None, ()), keep, mask), paid
 
 
 class _Reader:
@@ -254,6 +258,8 @@ class _Reader:
         self.batch_rows = batch_rows
         self.stats = stats
         self.out_schema = output_arrow_schema(projected, include_file, include_pos)
+        self._decoding = 0  # row groups of this read being decoded now
+        self._late_odds = LateOdds()
         self._deletes: DeleteCache | None = None
 
     def deletes(self, schema: Schema) -> DeleteCache:
@@ -366,24 +372,42 @@ class _Reader:
             _late_split(plan, fields, tops, filtered) if plan.filter is not None and deletes.empty else None
         )
         helpers = self.io.runtime.read_helpers if late is not None else None
+        odds = self._late_odds
         for run in source.group_row_groups(row_groups, tops):
             await source.prefetch(run, tops)
             for rg in run:
                 self.stats.row_groups_read += 1
                 first_row = source.row_group_first_row[rg]
 
-                def work(rg: int = rg, first_row: int = first_row) -> list[pa.RecordBatch]:
-                    if late is not None:
+                lone = self._decoding == 0
+                split = late if late is not None and odds.wanted(lone) else None
+                # a helper thread only for a lone decode: beside others, the cores are taken
+                # and a helper's one-core decode of a whole row group is slower than pyarrow's
+                helper = helpers if lone else None
+
+                def work(
+                    rg: int = rg,
+                    first_row: int = first_row,
+                    split: LateSplit | None = split,
+                    helper: Executor | None = helper,
+                ) -> tuple[list[pa.RecordBatch], bool | None]:
+                    if split is not None:
                         return _read_late(
-                            plan, late, source, fields, rg, first_row, as_dictionary, keep, helpers
+                            plan, split, source, fields, rg, first_row, as_dictionary, keep, helper
                         )
                     table = source.read_row_group(rg, tops, as_dictionary)
                     if tops:  # with no column (none resolvable) the row count is all there is
                         with_ids = _with_types([fields[i] for i in tops], table.columns)
                         table = pa.Table.from_arrays(table.columns, schema=with_ids)
-                    return _process(plan, table, first_row, deletes, keep)
+                    return _process(plan, table, first_row, deletes, keep), None
 
-                batches = await anyio.to_thread.run_sync(work)
+                self._decoding += 1
+                try:
+                    batches, paid = await anyio.to_thread.run_sync(work)
+                finally:
+                    self._decoding -= 1
+                if paid is not None:
+                    odds.record(paid)
                 for batch in batches:
                     await send.send(batch)
             source.release()
