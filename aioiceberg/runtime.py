@@ -250,9 +250,13 @@ class Runtime:
 def _forked(ref: weakref.ReferenceType[Runtime]) -> None:
     """polars is not fork-safe: its thread pool (or a thread importing it) did not survive
     the fork, and the child's first columnar decode would wait for it forever. A child of a
-    process that loaded polars plans with fastavro."""
+    process that loaded polars plans with fastavro. The read helpers' threads did not
+    survive either: the child makes its own."""
     runtime = ref()
-    if runtime is not None and "polars" in sys.modules:
+    if runtime is None:
+        return
+    runtime._read_helpers = None
+    if "polars" in sys.modules:
         runtime.columnar_forbidden = True
 
 

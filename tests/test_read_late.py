@@ -9,6 +9,7 @@ with one, where the helper decodes the other columns meanwhile and stops at the 
 from __future__ import annotations
 
 import io
+import os
 import threading
 from typing import Any
 
@@ -494,3 +495,45 @@ async def test_late_odds_a_group_every_row_of_which_matches_or_none_does_is_no_e
     tell for ``g``): late reads go on."""
     marks = [list(range(100)), [], list(range(100)), [3], [50, 99]]
     assert await _late_groups(monkeypatch, marks) == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_reads_late_with_helper_threads_of_its_own(file_with_ids: bytes) -> None:
+    """The parent's helper threads do not survive a fork: the child makes its own (a job
+    queued on the parent's executor would never start)."""
+    import time
+
+    runtime = Runtime(read_threads=1)
+    store = MemoryFileIO().bind_runtime(runtime)
+    anyio.run(store.write, PATH, file_with_ids)
+
+    async def read() -> list[int]:
+        table = await read_to_table(store, [_task(len(file_with_ids))], SCHEMA, row_filter="id < 1400")
+        return table.column("id").to_pylist()
+
+    assert anyio.run(read) == list(range(1400))
+    parents = runtime.read_helpers
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        code = 1
+        try:
+            fresh = runtime._read_helpers is None
+            code = (
+                0
+                if fresh and anyio.run(read) == list(range(1400)) and runtime.read_helpers is not parents
+                else 2
+            )
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 60  # a hang bound, not a timing check
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung reading")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(status) == 0
+    runtime.close_sync()
