@@ -537,3 +537,16 @@ def test_a_forked_child_reads_late_with_helper_threads_of_its_own(file_with_ids:
         time.sleep(0.05)
     assert os.waitstatus_to_exitcode(status) == 0
     runtime.close_sync()
+
+
+@pytest.mark.anyio
+async def test_a_late_read_whose_helper_threads_were_shut_down_decodes_alone(file_with_ids: bytes) -> None:
+    """A runtime closed while a scan runs: the scan's next row groups are read without help."""
+    runtime = Runtime(read_threads=1)
+    helpers = runtime.read_helpers
+    assert helpers is not None
+    helpers.shutdown()
+    store = MemoryFileIO().bind_runtime(runtime)
+    await store.write(PATH, file_with_ids)
+    table = await read_to_table(store, [_task(len(file_with_ids))], SCHEMA, row_filter="id < 1400")
+    assert table.column("id").to_pylist() == list(range(1400))

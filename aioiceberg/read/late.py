@@ -108,7 +108,10 @@ def read_late(
     pending: Future[list[pa.RecordBatch]] | None = None
     if helpers is not None:
         batches = source.row_group_batches(rg, split.other_tops, as_dictionary, CHUNK_ROWS)
-        pending = helpers.submit(take_until, batches, limit)
+        try:
+            pending = helpers.submit(take_until, batches, limit)
+        except RuntimeError:  # its runtime was closed meanwhile: decode alone
+            pending = None
     try:
         head = source.read_row_group(rg, split.filter_tops, use_threads=len(split.filter_tops) > 1)
         arrays = [c.chunk(0) if c.num_chunks == 1 else c.combine_chunks() for c in head.columns]
