@@ -28,6 +28,7 @@ from aioiceberg.commit.protocols.base import (
     CommitProtocol,
     TableState,
     metadata_dir,
+    parse_metadata_file,
     version_hint_path,
 )
 from aioiceberg.commit.protocols.commit_point import CATALOG, commit_point_of
@@ -571,7 +572,7 @@ async def _read_state(io: FileIO, metadata_file: str) -> TableState:
         data = await io.read(metadata_file)
     except ObjectNotFoundError as exc:
         raise TableNotFoundError(f"no metadata file at {metadata_file}") from exc
-    return TableState(parse_table_metadata(data, metadata_file), metadata_file, 0)
+    return TableState(parse_metadata_file(io, data, metadata_file), metadata_file, 0)
 
 
 def _read_only(io: FileIO, state: TableState) -> Table:

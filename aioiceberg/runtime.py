@@ -30,12 +30,14 @@ from aioiceberg._sync.runner import BlockingLoop
 from aioiceberg.errors import ValidationError
 from aioiceberg.io.data_cache import DEFAULT_DATA_CACHE_BYTES, DataFileCache
 from aioiceberg.io.memory import MemoryObjects
+from aioiceberg.io.parsed import ParsedFiles
 from aioiceberg.io.probe import ProbeCache
 from aioiceberg.io.s3_client import ClientRegistry
 from aioiceberg.scan.cache import ManifestCache, ManifestListCache
 
 if TYPE_CHECKING:
     from aioiceberg.scan.decode import Decoder
+    from aioiceberg.spec.metadata import TableMetadata
 
 __all__ = ["DEFAULT_MANIFEST_CACHE_BYTES", "Runtime", "default_runtime"]
 
@@ -115,6 +117,8 @@ class Runtime:
         self.manifest_cache = ManifestCache(max_bytes=manifest_cache_bytes)
         self.manifest_list_cache = ManifestListCache(max_items=manifest_lists)
         self.data_file_cache = DataFileCache(data_cache_bytes)
+        # metadata files parsed, by location: a reload of the same bytes reuses the parse
+        self.metadata_files: ParsedFiles[TableMetadata] = ParsedFiles(max_bytes=16 << 20, max_items=64)
         self.pause_gc = pause_gc
         self._lock = threading.Lock()
         self._decoders: dict[int, Decoder] = {}
@@ -166,6 +170,7 @@ class Runtime:
         self.manifest_cache.clear()
         self.manifest_list_cache.clear()
         self.data_file_cache.clear()
+        self.metadata_files.clear()
         self.probes.clear()
         self.dynamodb_ready.clear()
 

@@ -203,7 +203,8 @@ def _read_late(
     helpers: Executor | None,
 ) -> tuple[list[pa.RecordBatch], bool]:
     """``_process`` over row group ``rg`` read late (``aioiceberg/read/late.py``), and whether
-    that skipped at least half its rows' other columns; from a worker thread."""
+    that paid: at least half the rows the filter drops were never decoded past its columns
+    (true when none matched). From a worker thread."""
     assert plan.filter is not None
     row_filter = plan.filter
 
@@ -226,7 +227,6 @@ def _read_late(
     table = pa.Table.from_arrays(
         [by_top[i] for i in tops], schema=_with_types([fields[i] for i in tops], (by_top[i] for i in tops))
     )
-    # paid: at least half the rows the filter drops were never decoded past its columns
     n, stop = source.metadata.row_group(rg).num_rows, table.num_rows
     paid = 2 * (n - stop) >= n - (stop if mask is None else mask.true_count)
     return _process(plan, table, first_row, TaskDeletes(None, ()), keep, mask), paid

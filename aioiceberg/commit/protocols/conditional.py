@@ -14,6 +14,7 @@ import gzip
 from aioiceberg.commit.protocols.base import (
     CommitProtocol,
     TableState,
+    parse_metadata_file,
     version_hint_path,
     version_path,
     version_paths,
@@ -32,7 +33,7 @@ from aioiceberg.errors import (
 from aioiceberg.io.base import FileIO
 from aioiceberg.io.probe import require_conditional_writes
 from aioiceberg.spec.metadata import TableMetadata
-from aioiceberg.spec.metadata_json import parse_table_metadata, serialize_table_metadata
+from aioiceberg.spec.metadata_json import serialize_table_metadata
 
 __all__ = [
     "ConditionalWriteProtocol",
@@ -177,7 +178,7 @@ class ConditionalWriteProtocol(CommitProtocol):
             data = await self.io.read(location)
         except ObjectNotFoundError as exc:
             raise TableNotFoundError(f"{location} vanished while loading") from exc
-        return TableState(parse_table_metadata(data, location), location, version)
+        return TableState(parse_metadata_file(self.io, data, location), location, version)
 
     async def publish_for_readers(self, state: TableState) -> None:
         await update_version_hint(self.io, state.metadata.location, state.version)
@@ -207,7 +208,7 @@ class ConditionalWriteProtocol(CommitProtocol):
         if found is None or newer:
             return None
         location, data = found
-        return TableState(parse_table_metadata(data, location), location, hint)
+        return TableState(parse_metadata_file(self.io, data, location), location, hint)
 
     async def _require(self, table_location: str) -> None:
         await require_conditional_writes(self.io, self.probe_base or table_location)

@@ -35,7 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from aioiceberg.commit.protocols.base import CommitProtocol, TableState, metadata_dir, version_path
+from aioiceberg.commit.protocols.base import (
+    CommitProtocol,
+    TableState,
+    metadata_dir,
+    parse_metadata_file,
+    version_path,
+)
 from aioiceberg.commit.protocols.commit_point import CommitPoint, DynamoDbUri, commit_point_of
 from aioiceberg.commit.protocols.conditional import (
     find_latest_version,
@@ -58,7 +64,7 @@ from aioiceberg.io.aws_errors import error_code, http_status
 from aioiceberg.io.base import FileIO
 from aioiceberg.retrying import Backoff, Retries, retry
 from aioiceberg.spec.metadata import TableMetadata
-from aioiceberg.spec.metadata_json import parse_table_metadata, serialize_table_metadata
+from aioiceberg.spec.metadata_json import serialize_table_metadata
 
 if TYPE_CHECKING:
     from aioiceberg.runtime import Runtime
@@ -468,7 +474,7 @@ class DynamoDbProtocol(CommitProtocol):
         if since is not None and since.version == version and since.metadata_location == location:
             return since
         data = await self.io.read(location)
-        return TableState(parse_table_metadata(data, location), location, version)
+        return TableState(parse_metadata_file(self.io, data, location), location, version)
 
     async def _load_files(self, table_location: str, since: TableState | None) -> TableState:
         version = await find_latest_version(self.io, table_location, since.version if since else None)
@@ -479,7 +485,7 @@ class DynamoDbProtocol(CommitProtocol):
             data = await self.io.read(location)
         except ObjectNotFoundError as exc:
             raise TableNotFoundError(f"{location} vanished while loading") from exc
-        return TableState(parse_table_metadata(data, location), location, version)
+        return TableState(parse_metadata_file(self.io, data, location), location, version)
 
     async def create(self, table_location: str, metadata: TableMetadata) -> TableState:
         metadata = self.stamped(metadata)

@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from aioiceberg.commit.protocols.base import CommitProtocol, TableState
+from aioiceberg.commit.protocols.base import CommitProtocol, TableState, parse_metadata_file
 from aioiceberg.commit.protocols.commit_point import CommitPoint
 from aioiceberg.errors import (
     CommitFailedError,
@@ -30,7 +30,7 @@ from aioiceberg.errors import (
 )
 from aioiceberg.io.base import FileIO
 from aioiceberg.spec.metadata import TableMetadata
-from aioiceberg.spec.metadata_json import parse_table_metadata, serialize_table_metadata
+from aioiceberg.spec.metadata_json import serialize_table_metadata
 from aioiceberg.spec.properties import TableProperties
 
 __all__ = [
@@ -115,7 +115,7 @@ class PointerProtocol(CommitProtocol):
             raise TableNotFoundError(
                 f"{self.pointer.name} points at {metadata_location}, which does not exist"
             ) from exc
-        return parse_table_metadata(data, metadata_location)
+        return parse_metadata_file(self.io, data, metadata_location)
 
     async def load(self, table_location: str, *, since: TableState | None = None) -> TableState:
         pointer = await self.pointer.read()
