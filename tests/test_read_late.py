@@ -17,6 +17,7 @@ import anyio
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from fork_helpers import in_forked_child
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -501,8 +502,6 @@ async def test_late_odds_a_group_every_row_of_which_matches_or_none_does_is_no_e
 def test_a_forked_child_reads_late_with_helper_threads_of_its_own(file_with_ids: bytes) -> None:
     """The parent's helper threads do not survive a fork: the child makes its own (a job
     queued on the parent's executor would never start)."""
-    import time
-
     runtime = Runtime(read_threads=1)
     store = MemoryFileIO().bind_runtime(runtime)
     anyio.run(store.write, PATH, file_with_ids)
@@ -513,29 +512,12 @@ def test_a_forked_child_reads_late_with_helper_threads_of_its_own(file_with_ids:
 
     assert anyio.run(read) == list(range(1400))
     parents = runtime.read_helpers
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - child
-        code = 1
-        try:
-            fresh = runtime._read_helpers is None
-            code = (
-                0
-                if fresh and anyio.run(read) == list(range(1400)) and runtime.read_helpers is not parents
-                else 2
-            )
-        finally:
-            os._exit(code)
-    deadline = time.monotonic() + 60  # a hang bound, not a timing check
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            pytest.fail("the forked child hung reading")
-        time.sleep(0.05)
-    assert os.waitstatus_to_exitcode(status) == 0
+
+    def child() -> bool:
+        fresh = runtime._read_helpers is None
+        return fresh and anyio.run(read) == list(range(1400)) and runtime.read_helpers is not parents
+
+    in_forked_child(child, "reading")
     runtime.close_sync()
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from fork_helpers import in_forked_child
 from servers.backends import create_bucket
 from servers.plugin import s3_storage_options
 
@@ -176,31 +177,11 @@ async def test_planning_leaves_the_collector_alone_unless_the_runtime_opts_in(tm
 async def test_a_forked_child_plans_after_its_parent_used_the_columnar_decoder(tmp_path: Path) -> None:
     """polars' threads do not survive a fork (a child whose parent was inside a polars call
     at the fork waits for them forever), so the child decodes with fastavro."""
-    import time
-
     table = await _days_table(tmp_path, 6, 10)
     scan = table.scan(row_filter="day >= 2", columnar_min_entries=0)
     assert len([t async for t in scan.plan_files()]) == 4
     assert scan.metrics.decoded_columnar > 0
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - child
-        code = 1
-        try:
-            tasks, columnar = asyncio.run(_plan_in_child(table.location))
-            code = 0 if (tasks, columnar) == (4, 0) else 2
-        finally:
-            os._exit(code)
-    deadline = time.monotonic() + 60  # a hang bound, not a timing check
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            pytest.fail("the forked child hung planning")
-        await asyncio.sleep(0.05)
-    assert os.waitstatus_to_exitcode(status) == 0
+    in_forked_child(lambda: asyncio.run(_plan_in_child(table.location)) == (4, 0), "planning")
 
 
 async def _plan_in_child(location: str) -> tuple[int, int]:
