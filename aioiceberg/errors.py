@@ -80,6 +80,15 @@ class InvalidPropertyError(ValidationError):
         super().__init__(f"{subject} {key}={value!r} is not allowed: expected {allowed}")
 
 
+class LocationNotAllowedError(ValidationError):
+    """A location lies outside the roots a catalog may write and delete under (or escapes them
+    with ``..``, or nests inside another table): refused before anything is read or written."""
+
+    def __init__(self, message: str, *, location: str | None = None) -> None:
+        self.location = location
+        super().__init__(message)
+
+
 class NamespaceNotEmptyError(ValidationError):
     """A namespace still holds tables or child namespaces, so dropping it would orphan them."""
 
