@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from aioiceberg.errors import UnsupportedError, ValidationError
 from aioiceberg.io.base import FileIO
+from aioiceberg.io.locations import Roots
 from aioiceberg.io.resolve import resolve_io
 from aioiceberg.spec.sorting import UNSORTED, SortOrder
 
@@ -99,6 +100,16 @@ class Catalog(abc.ABC):
             await self.runtime.aclose()
 
     # -- locations ---------------------------------------------------------------------------
+    def root_locations(self) -> tuple[str, ...]:
+        """Where this catalog may create, write and delete files: its warehouse, and what its
+        service assigns. A subclass names them; none means nothing may be created or purged."""
+        return ()
+
+    @property
+    def roots(self) -> Roots:
+        """:meth:`root_locations`, normalized: every location a client names is checked against them."""
+        return Roots(self.root_locations())
+
     def table_location(self, identifier: str | Sequence[str]) -> str:
         """Where a new table of that name goes."""
         raise UnsupportedError(f"{self!r} decides where tables go: create the table and read its location")
