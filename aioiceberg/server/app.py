@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from aiohttp import web
 
 from aioiceberg.catalogs.base import Catalog
+from aioiceberg.server.auth import AuthConfig
 from aioiceberg.server.commits import commit_routes
 from aioiceberg.server.errors import RestError, error_response, rest_error_for
+from aioiceberg.server.guard import authorize, same_origin
 from aioiceberg.server.namespaces import namespace_routes
+from aioiceberg.server.parsing import MAX_BODY_BYTES
 from aioiceberg.server.state import SERVED, Served
 from aioiceberg.server.tables import table_routes
+from aioiceberg.server.tokens import oauth_routes
 
 __all__ = ["ENDPOINTS", "make_app"]
 
@@ -59,7 +63,7 @@ async def _rest_errors(request: web.Request, handler: Handler) -> web.StreamResp
         message = f"{request.method} {request.path}: {exc.reason}"
         response = error_response(RestError(exc.status, _HTTP_KINDS.get(exc.status, fallback), message))
     except Exception as exc:
-        response = error_response(rest_error_for(exc))
+        response = error_response(rest_error_for(exc, f"{request.method} {request.path}"))
     if log.isEnabledFor(logging.DEBUG):
         elapsed_ms = (time.perf_counter() - started) * 1000
         log.debug("%s %s -> %d (%.1f ms)", request.method, request.path_qs, response.status, elapsed_ms)
@@ -71,17 +75,27 @@ async def _config(request: web.Request) -> web.Response:
 
 
 def make_app(
-    catalog: Catalog, *, table_config: Mapping[str, str] | None = None, close_catalog: bool = True
+    catalog: Catalog,
+    *,
+    table_config: Mapping[str, str] | None = None,
+    close_catalog: bool = True,
+    auth: AuthConfig | None = None,
+    allowed_hosts: Sequence[str] = (),
 ) -> web.Application:
     """An application serving ``catalog``; with ``close_catalog`` it closes the catalog on cleanup.
 
     ``table_config`` goes to clients as ``config`` with every table they load (FileIO
     settings such as ``s3.endpoint``): the server hands out no credentials of its own.
+    With ``auth`` every request needs a bearer token and the grants its route needs;
+    ``allowed_hosts`` are ``Host`` names accepted besides the server's own address.
     """
-    app = web.Application(middlewares=[_rest_errors])
-    app[SERVED] = Served(catalog, dict(table_config or {}))
+    middlewares = [_rest_errors, same_origin] + ([authorize] if auth is not None else [])
+    app = web.Application(middlewares=middlewares, client_max_size=MAX_BODY_BYTES)
+    app[SERVED] = Served(catalog, dict(table_config or {}), auth, tuple(allowed_hosts))
     app.router.add_get("/v1/config", _config, allow_head=False)
     app.router.add_routes([*namespace_routes(), *table_routes(), *commit_routes()])
+    if auth is not None:
+        app.router.add_routes(oauth_routes())
     if close_catalog:
 
         async def close(app: web.Application) -> None:

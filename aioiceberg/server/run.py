@@ -4,16 +4,44 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
 
 from aioiceberg.catalogs.base import Catalog
+from aioiceberg.errors import ValidationError
 from aioiceberg.server.app import make_app
+from aioiceberg.server.auth import AuthConfig
 
-__all__ = ["run_server", "serve"]
+__all__ = ["UnsafeBindError", "check_bind", "is_loopback", "run_server", "serve"]
+
+
+class UnsafeBindError(ValidationError):
+    """A server without authentication asked to listen beyond this machine."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable only from this machine (names other than ``localhost``
+    are not resolved: they could point anywhere)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, auth: AuthConfig | None) -> None:
+    """Refuse to listen beyond loopback without authentication."""
+    if auth is None and not is_loopback(host):
+        raise UnsafeBindError(
+            f"refusing to serve on {host or 'every address'} without authentication: anyone who "
+            "reaches it could change or delete every table; configure principals (--auth-file, "
+            "AIOICEBERG_SERVE_TOKEN) or listen on 127.0.0.1"
+        )
 
 
 def _url(host: str, port: int) -> str:
@@ -29,12 +57,21 @@ async def serve(
     table_config: Mapping[str, str] | None = None,
     ready: Callable[[str], None] | None = None,
     stop: asyncio.Event | None = None,
+    auth: AuthConfig | None = None,
+    allowed_hosts: Sequence[str] = (),
 ) -> None:
     """Serve ``catalog`` until ``stop`` is set (or SIGINT / SIGTERM), then close it.
 
-    ``port=0`` binds a free port; ``ready`` gets the URL once the server answers.
+    ``port=0`` binds a free port; ``ready`` gets the URL once the server answers. Without
+    ``auth`` only a loopback ``host`` is accepted: anyone who reaches the port could
+    otherwise read, change and delete every table.
     """
-    app = make_app(catalog, table_config=table_config)
+    try:
+        check_bind(host, auth)
+    except UnsafeBindError:
+        await catalog.aclose()
+        raise
+    app = make_app(catalog, table_config=table_config, auth=auth, allowed_hosts=allowed_hosts)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     try:
         await runner.setup()
@@ -74,13 +111,25 @@ def run_server(
     table_config: Mapping[str, str] | None = None,
     ready: Callable[[str], None] | None = None,
     warehouse: str | None = None,
+    auth: AuthConfig | None = None,
+    allowed_hosts: Sequence[str] = (),
 ) -> None:
     """``aioiceberg serve``: one event loop, one catalog over ``root`` (any ``connect`` URI;
     ``warehouse`` is where a catalog service puts new tables)."""
     from aioiceberg.catalog import connect
 
+    check_bind(host, auth)  # before opening the catalog
+
     async def main() -> None:
         catalog = connect(root, lock, storage_options or None, warehouse=warehouse)
-        await serve(catalog, host, port, table_config=table_config, ready=ready)
+        await serve(
+            catalog,
+            host,
+            port,
+            table_config=table_config,
+            ready=ready,
+            auth=auth,
+            allowed_hosts=allowed_hosts,
+        )
 
     asyncio.run(main())

@@ -1,4 +1,5 @@
-"""What every handler of one server shares: the catalog it serves and the table config it hands out."""
+"""What every handler of one server shares: the catalog it serves, the table config it hands
+out, and who may use it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from aioiceberg.catalogs.base import Catalog
+from aioiceberg.server.auth import AuthConfig
 
 __all__ = ["SERVED", "Served", "served"]
 
@@ -18,6 +20,10 @@ class Served:
     catalog: Catalog
     #: returned as ``config`` with every table (client FileIO settings, say), the same for all
     table_config: dict[str, str] = field(default_factory=dict)
+    #: principals and grants; ``None`` serves everyone (loopback only, see ``run.serve``)
+    auth: AuthConfig | None = None
+    #: ``Host`` names accepted besides the address a connection arrived on (a proxy's name)
+    allowed_hosts: tuple[str, ...] = ()
 
 
 SERVED = web.AppKey("served", Served)

@@ -13,19 +13,24 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Mapping, Sequence
 
-from .moto import FAKE_CREDENTIALS, wait_http
+from .moto import FAKE_CREDENTIALS
 
 _URL = re.compile(r"http://\S+")
 _MAIN = "from aioiceberg.cli import main; main()"
+_OPTION_ENV = "AIOICEBERG_TEST_STORAGE_OPTION_"
 
 
 class RestServer:
     """``with RestServer(warehouse) as rest: rest.url`` -> ``http://127.0.0.1:PORT``.
 
     ``warehouse`` is any ``aioiceberg.connect`` URI; ``storage_options`` and ``lock`` are
-    passed as ``--storage-option`` / ``--lock``, ``table_config`` as ``--table-config``.
+    passed as ``--storage-option`` / ``--lock``, ``table_config`` as ``--table-config``,
+    ``auth_file`` as ``--auth-file``; ``env`` adds to the server's environment (say
+    ``AIOICEBERG_SERVE_TOKEN``).
     """
 
     def __init__(
@@ -38,6 +43,8 @@ class RestServer:
         tables_in: str | None = None,
         extra_args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
+        auth_file: str | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         self.warehouse = warehouse
         self.storage_options = dict(storage_options or {})
@@ -46,25 +53,31 @@ class RestServer:
         self.tables_in = tables_in
         self.extra_args = list(extra_args)
         self.env = dict(env or {})
+        self.auth_file = auth_file
+        self.host = host
         self.url = ""
         self.process: subprocess.Popen[str] | None = None
         self._stderr: tempfile._TemporaryFileWrapper[str] | None = None
 
     def command(self) -> list[str]:
         args = [sys.executable, "-c", _MAIN, "--warehouse", self.warehouse]
-        for key, value in self.storage_options.items():
-            args += ["--storage-option", f"{key}={value}"]
+        for index, key in enumerate(self.storage_options):
+            # through the environment: the command line refuses secrets (it shows in ps)
+            args += ["--storage-option", f"{key}=env:{_OPTION_ENV}{index}"]
         if self.lock is not None:
             args += ["--lock", self.lock]
         if self.tables_in is not None:
             args += ["--tables-in", self.tables_in]
-        args += ["serve", "--host", "127.0.0.1", "--port", "0"]
+        args += ["serve", "--host", self.host, "--port", "0"]
         for key, value in self.table_config.items():
             args += ["--table-config", f"{key}={value}"]
+        if self.auth_file is not None:
+            args += ["--auth-file", self.auth_file]
         return args + self.extra_args
 
     def start(self, timeout: float = 30) -> RestServer:
-        env = {**os.environ, **FAKE_CREDENTIALS, **self.env, "PYTHONDONTWRITEBYTECODE": "1"}
+        options = {f"{_OPTION_ENV}{i}": value for i, value in enumerate(self.storage_options.values())}
+        env = {**os.environ, **FAKE_CREDENTIALS, **options, **self.env, "PYTHONDONTWRITEBYTECODE": "1"}
         # stderr to a file: a chatty server must never block on a full pipe
         self._stderr = tempfile.NamedTemporaryFile("w+", prefix="aioiceberg-serve-", suffix=".log")
         self.process = subprocess.Popen(
@@ -72,7 +85,7 @@ class RestServer:
         )
         try:
             self.url = self._read_url(timeout)
-            wait_http(f"{self.url}/v1/config", timeout=timeout, process=self.process)  # type: ignore[arg-type]
+            self._wait_answering(timeout)
         except BaseException:
             self.stop()
             raise
@@ -91,6 +104,22 @@ class RestServer:
             if self.process.poll() is not None:
                 raise RuntimeError(f"aioiceberg serve exited with {self.process.returncode}: {self.stderr()}")
         raise TimeoutError(f"aioiceberg serve did not print its URL within {timeout}s")
+
+    def _wait_answering(self, timeout: float) -> None:
+        """Until ``/v1/config`` answers at all: with auth configured it answers 401."""
+        assert self.process is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"aioiceberg serve exited with {self.process.returncode}: {self.stderr()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/v1/config", timeout=1):
+                    return
+            except urllib.error.HTTPError:
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise TimeoutError(f"{self.url} did not answer within {timeout}s")
 
     def stderr(self) -> str:
         """What the server wrote to stderr so far (warnings, errors, with -v every request)."""
