@@ -129,6 +129,14 @@ class WriteOutcomeUnknownError(StoreError):
         super().__init__(message, location=location, retryable=False)
 
 
+class NotAuthorizedError(StoreError):
+    """A service refused our credentials (401, a refused token request) or the operation (403):
+    repeating the same call cannot help. Never carries the secret that was refused."""
+
+    def __init__(self, message: str, *, location: str | None = None) -> None:
+        super().__init__(message, location=location, retryable=False)
+
+
 class ConditionalWritesUnsupportedError(StoreError, UnsupportedError):
     """The store does not honour If-None-Match / If-Match, so commits through it are unsafe."""
 

@@ -7,7 +7,8 @@ written here, with the storage options of the catalog and what the server hands 
 Reads (GET, HEAD) are retried on 5xx, 429 and transport errors; writes are sent once,
 since a write whose answer was lost may have been applied. A commit that gets no clear
 answer is reported as ``CommitStateUnknownError`` unless reading the table back shows
-that it landed.
+that it landed. Requests authenticate as ``rest_auth`` says (``token=``, ``credential=``,
+``sigv4=true``); a 401 is answered before anything runs, so a renewed token resends it once.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ import json
 import re
 import weakref
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
 
 from aioiceberg.catalogs.base import Catalog, identifier_parts, identifier_text
+from aioiceberg.catalogs.rest_auth import BearerToken, ClientCredentials, NoAuth, RestAuth, SigV4
 from aioiceberg.commit.protocols.base import CommitProtocol, TableState
-from aioiceberg.commit.protocols.commit_point import CATALOG, CommitPoint, uri_options
+from aioiceberg.commit.protocols.commit_point import CATALOG, CommitPoint, parse_boolean, uri_options
 from aioiceberg.commit.requirements import TableRequirement
 from aioiceberg.commit.rest_json import requirement_to_json, update_to_json
 from aioiceberg.commit.updates import AddSnapshot, TableUpdate
@@ -36,6 +38,7 @@ from aioiceberg.errors import (
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
     NamespaceNotFoundError,
+    NotAuthorizedError,
     StoreError,
     TableAlreadyExistsError,
     TableNotFoundError,
@@ -65,9 +68,27 @@ REST_URI_OPTIONS = {
     "prefix": "a path prefix inserted as /v1/{prefix}/... (the server's config may set one)",
     "warehouse": "the warehouse the server should serve (sent to GET /v1/config)",
     "token": "a bearer token sent with every request",
+    "credential": "CLIENT_ID:SECRET, exchanged for a bearer token (OAuth2 client credentials)",
+    "oauth2-server-uri": "the OAuth2 token endpoint for credential= (default {base}/v1/oauth/tokens)",
+    "scope": "the OAuth2 scope asked for with credential= (default catalog)",
+    "sigv4": "true to sign every request with AWS SigV4 (AWS credentials from the standard chain)",
+    "signing-region": "the AWS region SigV4 signs for (default: the endpoint's, AWS_REGION, the profile's)",
+    "signing-name": "the AWS service name SigV4 signs for (default glue; s3tables for S3 Tables)",
+    "rest.sigv4-enabled": "the same as sigv4 (PyIceberg's and Java's name)",
+    "rest.signing-region": "the same as signing-region (PyIceberg's and Java's name)",
+    "rest.signing-name": "the same as signing-name (PyIceberg's and Java's name)",
     "timeout": "seconds one request may take, a positive number",
 }
 """The options a ``rest+http://`` URI may carry, with what each allows."""
+
+_SECRET_OPTIONS = frozenset({"token", "credential"})
+_ALIASES = {
+    "rest.sigv4-enabled": "sigv4",
+    "rest.signing-region": "signing-region",
+    "rest.signing-name": "signing-name",
+}
+DEFAULT_SCOPE = "catalog"
+DEFAULT_SIGNING_NAME = "glue"
 
 DEFAULT_TIMEOUT_S = 60.0
 _READS = Backoff("REST read", base_delay_s=0.1, max_delay_s=2.0, max_attempts=5)
@@ -114,13 +135,20 @@ _NUMBERED = re.compile(r"/(?:v(\d+)|(\d+)-[^/]*)(?:\.gz)?\.metadata\.json(?:\.gz
 @dataclass(frozen=True, slots=True)
 class RestUri:
     """``rest+http://HOST:PORT[/path]?prefix=...&warehouse=...&token=...&timeout=...``, parsed.
-    An unknown option is an error naming it: a typo must not quietly mean the default."""
+    An unknown option is an error naming it: a typo must not quietly mean the default.
+    Secrets (``token``, ``credential``) are left out of the repr."""
 
     base_url: str
     prefix: str | None = None
     warehouse: str | None = None
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)
     timeout_s: float = DEFAULT_TIMEOUT_S
+    credential: str | None = field(default=None, repr=False)
+    oauth2_server_uri: str | None = None
+    scope: str = DEFAULT_SCOPE
+    sigv4: bool = False
+    signing_region: str | None = None
+    signing_name: str = DEFAULT_SIGNING_NAME
 
     @classmethod
     def parse(cls, uri: str) -> RestUri:
@@ -133,10 +161,15 @@ class RestUri:
         shown = _redacted(uri)
 
         def bad(key: str, value: str, allowed: str, what: str) -> InvalidPropertyError:
-            value = "***" if key == "token" else value
+            value = "***" if key in _SECRET_OPTIONS else value
             return InvalidPropertyError(key, value, allowed, subject=f"{shown!r}: {what}")
 
-        options = uri_options(parts.query, REST_URI_OPTIONS, shown, secret=frozenset({"token"}))
+        options = uri_options(parts.query, REST_URI_OPTIONS, shown, secret=_SECRET_OPTIONS)
+        for alias, key in _ALIASES.items():
+            if alias in options:
+                if key in options:
+                    raise bad(alias, options[alias], f"either {key} or {alias}, not both", "option")
+                options[key] = options.pop(alias)
         timeout_s = DEFAULT_TIMEOUT_S
         if "timeout" in options:
             try:
@@ -145,6 +178,31 @@ class RestUri:
                 timeout_s = -1.0
             if not timeout_s > 0:
                 raise bad("timeout", options["timeout"], REST_URI_OPTIONS["timeout"], "option")
+        sigv4 = False
+        if "sigv4" in options:
+            flag = parse_boolean(options["sigv4"])
+            if flag is None:
+                raise bad("sigv4", options["sigv4"], "true or false", "option")
+            sigv4 = flag
+        if "token" in options and "credential" in options:
+            raise ValidationError(f"{shown!r}: give token= or credential=, not both")
+        if sigv4 and ("token" in options or "credential" in options):
+            raise ValidationError(f"{shown!r}: sigv4 signs with AWS credentials: drop token= / credential=")
+        for key in ("oauth2-server-uri", "scope"):
+            if key in options and "credential" not in options:
+                raise bad(key, options[key], "credential= beside it", "option")
+        for key in ("signing-region", "signing-name"):
+            if key in options and not sigv4:
+                raise bad(key, options[key], "sigv4=true beside it", "option")
+        server_uri = options.get("oauth2-server-uri")
+        if server_uri is not None and (
+            urlsplit(server_uri).scheme not in ("http", "https") or not urlsplit(server_uri).netloc
+        ):
+            raise bad("oauth2-server-uri", server_uri, "an http:// or https:// URL", "option")
+        if "credential" in options:
+            client_id, colon, secret = options["credential"].partition(":")
+            if not (client_id and colon and secret):
+                raise bad("credential", "***", "CLIENT_ID:SECRET, both parts non-empty", "option")
         base = f"{scheme.removeprefix('rest+')}://{parts.netloc}{parts.path.rstrip('/')}"
         prefix = options.get("prefix")
         return cls(
@@ -153,11 +211,29 @@ class RestUri:
             options.get("warehouse"),
             options.get("token"),
             timeout_s,
+            credential=options.get("credential"),
+            oauth2_server_uri=server_uri,
+            scope=options.get("scope", DEFAULT_SCOPE),
+            sigv4=sigv4,
+            signing_region=options.get("signing-region"),
+            signing_name=options.get("signing-name", DEFAULT_SIGNING_NAME),
         )
+
+    def auth(self) -> RestAuth:
+        """How requests to this catalog authenticate."""
+        if self.credential is not None:
+            token_url = self.oauth2_server_uri or f"{self.base_url}/v1/oauth/tokens"
+            return ClientCredentials.parse(self.credential, token_url, self.scope)
+        if self.token is not None:
+            return BearerToken(self.token)
+        if self.sigv4:
+            host = urlsplit(self.base_url).hostname or ""
+            return SigV4(host, region=self.signing_region, service=self.signing_name)
+        return NoAuth()
 
 
 def _redacted(uri: str) -> str:
-    return re.sub(r"(token=)[^&]*", r"\1***", uri)
+    return re.sub(r"((?:token|credential)=)[^&]*", r"\1***", uri)
 
 
 def _version(metadata_location: str, metadata: TableMetadata) -> int:
@@ -232,7 +308,7 @@ def _error(status: int, data: bytes, what: str, failure: _Failure) -> IcebergErr
     if status in (400, 422):
         return ValidationError(detail)
     if status in (401, 403, 419):
-        return StoreError(f"not authorised: {detail}", retryable=False)
+        return NotAuthorizedError(f"not authorised: {detail}")
     if status in (406, 501):
         return UnsupportedError(detail)
     if status == 429:
@@ -401,13 +477,12 @@ class RestCatalog(Catalog):
         warehouse = uri.warehouse
         files = warehouse if warehouse is not None and "://" in warehouse else "file:///"
         super().__init__(uri.base_url, files=files, storage_options=storage_options, runtime=runtime)
-        headers = {
+        self._headers = {
             "Content-Type": "application/json",
             "X-Iceberg-Access-Delegation": "vended-credentials",
         }
-        if uri.token is not None:
-            headers["Authorization"] = f"Bearer {uri.token}"
-        self._sessions = _Sessions(headers, uri.timeout_s)
+        self._auth = uri.auth()
+        self._sessions = _Sessions(self._headers, uri.timeout_s)
         self._config: dict[str, str] | None = None
         self._config_lock: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
@@ -438,7 +513,7 @@ class RestCatalog(Catalog):
                 raise ValidationError(
                     f"warehouse={warehouse!r} differs from the URI's warehouse={parsed.warehouse!r}"
                 )
-            parsed = RestUri(parsed.base_url, parsed.prefix, warehouse, parsed.token, parsed.timeout_s)
+            parsed = replace(parsed, warehouse=warehouse)
         return cls(parsed, storage_options=storage_options, runtime=runtime)
 
     def __repr__(self) -> str:
@@ -503,19 +578,33 @@ class RestCatalog(Catalog):
         self, method: str, url: str, params: Mapping[str, str] | None, body: Any
     ) -> tuple[int, bytes]:
         """One request; a transport error becomes a retryable ``StoreError`` when the request
-        cannot have reached the server, else ``_Sent``."""
+        cannot have reached the server, else ``_Sent``.
+
+        A 401 (or 419) is answered before anything runs, so after the authentication renews
+        its token the request, read or write, is sent once more.
+        """
         import aiohttp
         from yarl import URL
 
         session = await self._sessions.get()
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
-        try:
-            async with session.request(method, URL(url, encoded=True), params=params, data=data) as resp:
-                return resp.status, await resp.read()
-        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
-            raise StoreError(f"{method} {url}: cannot connect ({exc})", retryable=True) from exc
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise _Sent(f"{method} {url}: {type(exc).__name__}: {exc}") from exc
+        # the query spelled here, as SigV4 signs it (RFC 3986: only A-Z a-z 0-9 -_.~ bare)
+        if params:
+            url += "?" + "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in params.items())
+        for renewed in (False, True):
+            headers = await self._auth.headers(session, method, url, data, self._headers)
+            try:
+                async with session.request(
+                    method, URL(url, encoded=True), data=data, headers=headers
+                ) as resp:
+                    status, answer = resp.status, await resp.read()
+            except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
+                raise StoreError(f"{method} {url}: cannot connect ({exc})", retryable=True) from exc
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                raise _Sent(f"{method} {url}: {type(exc).__name__}: {exc}") from exc
+            if status not in (401, 419) or renewed or not await self._auth.renew(session, headers):
+                break
+        return status, answer
 
     async def _read_once(
         self,
@@ -776,12 +865,16 @@ class RestCatalog(Catalog):
         return True
 
     async def list_namespaces(self, parent: str | Sequence[str] = ()) -> list[str]:
+        return [".".join(levels) for levels in await self.list_namespace_levels(parent)]
+
+    async def list_namespace_levels(self, parent: str | Sequence[str] = ()) -> list[tuple[str, ...]]:
+        """As the service lists them: levels travel as JSON lists, so '.' inside one survives."""
         ns = _namespace(parent) if parent else ()
         what = f"REST namespaces under {'.'.join(ns) or 'the top level'}"
         params = {"parent": unquote(self._separator).join(ns)} if ns else {}
-        found: list[str] = []
+        found: list[tuple[str, ...]] = []
         async for page in self._pages(LIST_NAMESPACES, what, "namespaces", params=params):
-            found.extend(".".join(_parts_of(item, what)) for item in page)
+            found.extend(_parts_of(item, what) for item in page)
         return sorted(found)
 
     async def load_namespace_properties(self, namespace: str | Sequence[str]) -> dict[str, str]:
