@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from aioiceberg.commit.retry import CommitStats
     from aioiceberg.commit.snapshot_producer import Change
     from aioiceberg.io.base import FileIO
+    from aioiceberg.io.locations import Roots
     from aioiceberg.runtime import Runtime
     from aioiceberg.scan import Planner
     from aioiceberg.scan.metrics import PlanMetrics, ReadMetrics
@@ -183,6 +184,15 @@ class Catalog(BlockingContext[_catalog.Catalog]):
     aclose = blocking(_catalog.Catalog.aclose)
     close = aclose
     io_for = forwarded(_catalog.Catalog.io_for)
+    # confinement: where the catalog may write and delete (docs/catalog.md, Security)
+    roots: Attribute[Roots] = Attribute()
+    root_locations = forwarded(_catalog.Catalog.root_locations)
+    check_new_table = blocking(_catalog.Catalog.check_new_table)
+    check_location_change = blocking(_catalog.Catalog.check_location_change)
+    confine = forwarded(_catalog.Catalog.confine)
+    purge_location = blocking(_catalog.Catalog.purge_location)
+    register_source = forwarded(_catalog.Catalog.register_source)
+    read_for_register = blocking(_catalog.Catalog.read_for_register)
 
     table_location = forwarded(_catalog.Catalog.table_location)
     namespace_location = forwarded(_catalog.Catalog.namespace_location)
@@ -197,6 +207,7 @@ class Catalog(BlockingContext[_catalog.Catalog]):
     create_namespace = blocking(_catalog.Catalog.create_namespace)
     namespace_exists = blocking(_catalog.Catalog.namespace_exists)
     list_namespaces = blocking(_catalog.Catalog.list_namespaces)
+    list_namespace_levels = blocking(_catalog.Catalog.list_namespace_levels)
     load_namespace_properties = blocking(_catalog.Catalog.load_namespace_properties)
     update_namespace_properties = blocking(_catalog.Catalog.update_namespace_properties)
     drop_namespace = blocking(_catalog.Catalog.drop_namespace)

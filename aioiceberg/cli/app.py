@@ -22,6 +22,7 @@ from aioiceberg.cli.parsing import (
     expand_files,
     parse_key_values,
     parse_schema_text,
+    parse_storage_options,
     parse_time,
     split_top_level,
 )
@@ -153,6 +154,20 @@ def _require(table: Any, name: str, what: str) -> Any:
 
 
 # -- group -----------------------------------------------------------------------------------------
+def _refuse_uri_secrets(uri: str) -> None:
+    """A catalog URI typed on the command line must not carry a secret (``token=``, ...)."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    from aioiceberg.cli.parsing import is_secret_key
+
+    secret = [key for key, _ in parse_qsl(urlsplit(uri).query, keep_blank_values=True) if is_secret_key(key)]
+    if secret:
+        raise CliError(
+            f"--warehouse holds a secret ({', '.join(secret)}=...): a command line is visible to every "
+            "user of this machine. Put the URI in the AIOICEBERG_WAREHOUSE environment variable instead"
+        )
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option(
     "--warehouse",
@@ -176,8 +191,10 @@ def _require(table: Any, name: str, what: str) -> Any:
     "storage_options",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Store option, e.g. s3.endpoint=http://localhost:4566 (repeatable). "
-    "Standard AWS variables (AWS_ENDPOINT_URL, AWS_PROFILE, ...) work without it.",
+    help="Store option, e.g. s3.endpoint=http://localhost:4566 (repeatable); unknown keys are "
+    "refused. VALUE env:NAME reads an environment variable, @PATH a file: the only ways to give "
+    "a secret (s3.secret-access-key, s3.session-token, ...), as the command line is visible to "
+    "every user. Standard AWS variables (AWS_ENDPOINT_URL, AWS_PROFILE, ...) work without it.",
 )
 @click.option(
     "--lock", envvar="AIOICEBERG_LOCK", default=None, help="Commit through DynamoDB: dynamodb://TABLE."
@@ -192,7 +209,9 @@ def cli(
     lock: str | None,
 ) -> None:
     """aioiceberg: Apache Iceberg tables on any object store, from the command line."""
-    state = State(warehouse, parse_key_values(storage_options, "storage option"), lock, tables_in)
+    if ctx.get_parameter_source("warehouse") == click.core.ParameterSource.COMMANDLINE:
+        _refuse_uri_secrets(warehouse)
+    state = State(warehouse, parse_storage_options(storage_options, os.environ), lock, tables_in)
     ctx.obj = state
     ctx.call_on_close(state.close)
 
@@ -640,18 +659,58 @@ def demo(state: State, rows: int, table_name: str, appends: int) -> None:
     metavar="KEY=VALUE",
     help="Handed to clients with every table they load, e.g. s3.endpoint=http://... (repeatable).",
 )
+@click.option(
+    "--auth-file",
+    type=click.Path(dir_okay=False),
+    help="JSON file of principals, secrets, tokens and grants (or AIOICEBERG_SERVE_AUTH_FILE); "
+    "AIOICEBERG_SERVE_TOKEN / AIOICEBERG_SERVE_CREDENTIAL add one principal with write on all.",
+)
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME[:PORT]",
+    help="Also accept this Host header, e.g. the name of a proxy in front (repeatable).",
+)
 @click.option("--verbose", "-v", is_flag=True, help="Log every request (debug level) to stderr.")
 @pass_state
-def serve(state: State, host: str, port: int, table_config: tuple[str, ...], verbose: bool) -> None:
+def serve(
+    state: State,
+    host: str,
+    port: int,
+    table_config: tuple[str, ...],
+    auth_file: str | None,
+    allowed_hosts: tuple[str, ...],
+    verbose: bool,
+) -> None:
     """Serve the warehouse as an Iceberg REST catalog until SIGINT / SIGTERM.
 
     Commits go through each table's own commit point, so direct writers of the same
-    tables stay safe. Prints the URL it listens on.
+    tables stay safe. Prints the URL it listens on. Without principals configured it
+    listens on loopback only and anyone on this machine may use it.
     """
     try:
         from aioiceberg.server import run_server
+        from aioiceberg.server.auth import load_auth
+        from aioiceberg.server.run import check_bind, is_loopback
     except ImportError as exc:
         raise CliError(f"serve needs aiohttp: pip install 'aioiceberg[server]' ({exc})") from None
+    auth = load_auth(auth_file, os.environ)
+    check_bind(host, auth)
+    for warning in auth.warnings if auth is not None else ():
+        click.echo(f"warning: {warning}", err=True)
+    if auth is None:
+        click.echo(
+            "no authentication configured: listening on loopback only, and every user of this "
+            "machine may read and change every table (see --auth-file)",
+            err=True,
+        )
+    elif not is_loopback(host):
+        click.echo(
+            f"serving plain HTTP on {host}: tokens and secrets cross the network unencrypted; "
+            "put a TLS-terminating proxy in front",
+            err=True,
+        )
     import logging
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
@@ -670,5 +729,7 @@ def serve(state: State, host: str, port: int, table_config: tuple[str, ...], ver
         table_config=parse_key_values(table_config, "table config"),
         ready=ready,
         warehouse=state.tables_in,
+        auth=auth,
+        allowed_hosts=allowed_hosts,
     )
     click.echo("stopped")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import glob
 import os
 import re
+from collections.abc import Mapping
 
 from aioiceberg.errors import ValidationError
 from aioiceberg.spec.schema import Schema
@@ -13,10 +15,13 @@ from aioiceberg.spec.types import NestedField, parse_primitive
 
 __all__ = [
     "expand_files",
+    "is_secret_key",
     "parse_key_values",
     "parse_schema_text",
+    "parse_storage_options",
     "parse_time",
     "split_top_level",
+    "storage_option_keys",
 ]
 
 _FIELD = re.compile(r"^\s*([A-Za-z_][\w]*)\s+(.+?)(\s+(?:not\s+null|required))?\s*$", re.I)
@@ -70,6 +75,101 @@ def parse_key_values(items: tuple[str, ...] | list[str], what: str) -> dict[str,
         if not sep or not key.strip():
             raise ValidationError(f"bad {what} {item!r}: expected key=value")
         out[key.strip()] = value.strip()
+    return out
+
+
+#: what every AWS service client reads as ``<service>.<key>`` (``io/aws_connection.py``)
+_SERVICE_KEYS = ("endpoint", "region", "access-key-id", "secret-access-key", "session-token", "profile-name")
+_SERVICE_OPTIONS = {
+    "dynamodb": ("create-table",),  # commit/protocols/dynamodb.py
+    "glue": ("id", "skip-archive"),  # catalogs/glue.py
+    "s3tables": (),
+}
+# Words that make a key a secret: its value must not be typed on a command line.
+_SECRET_WORDS = re.compile(
+    r"secret|token|password|passwd|credential|private|account[_-]?key|connection[_-]?string", re.I
+)
+_FROM_ENV = "env:"
+_FROM_FILE = "@"
+
+
+def storage_option_keys() -> frozenset[str]:
+    """Every storage option key aioiceberg reads: ``io.backend``, ``local.fsync``, the S3 keys
+    with their boto-style aliases, and each AWS service's connection (``glue.region``, ...)."""
+    from aioiceberg.io.resolve import BACKEND_OPTION
+    from aioiceberg.io.s3_client import S3_OPTION_ALIASES
+
+    keys = {BACKEND_OPTION, "local.fsync"}
+    keys.update(key for aliases in S3_OPTION_ALIASES.values() for key in aliases)
+    for service, own in _SERVICE_OPTIONS.items():
+        keys.update(f"{service}.{key}" for key in (*_SERVICE_KEYS, *own))
+    return frozenset(keys)
+
+
+def is_secret_key(key: str) -> bool:
+    return _SECRET_WORDS.search(key) is not None
+
+
+def _known_keys_text(known: frozenset[str]) -> str:
+    """``io.backend, s3.{endpoint, region, ...}, ...``: the dotted keys, grouped by prefix."""
+    groups: dict[str, list[str]] = {}
+    for key in sorted(k for k in known if "." in k):
+        prefix, _, rest = key.partition(".")
+        groups.setdefault(prefix, []).append(rest)
+    return ", ".join(
+        f"{prefix}.{rest[0]}" if len(rest) == 1 else f"{prefix}.{{{', '.join(rest)}}}"
+        for prefix, rest in groups.items()
+    )
+
+
+def _check_key(key: str, known: frozenset[str]) -> None:
+    """Refuse a key nothing reads. Keys without a dot also go to fsspec filesystems as keyword
+    arguments (each has its own), so only near misses of a known key are refused there."""
+    if key in known:
+        return
+    close = difflib.get_close_matches(key, sorted(known), n=3, cutoff=0.75)
+    if "." not in key and not close:
+        return
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    raise ValidationError(
+        f"unknown storage option {key!r}: {hint}known keys: {_known_keys_text(known)} "
+        "(and boto-style aliases such as endpoint_url, region_name; keys without a dot go to fsspec)"
+    )
+
+
+def _resolve_value(key: str, value: str, environ: Mapping[str, str]) -> str:
+    """``env:NAME`` -> that variable, ``@PATH`` -> the file's text; a literal secret is refused."""
+    if value.startswith(_FROM_ENV):
+        name = value[len(_FROM_ENV) :]
+        if not name or name not in environ:
+            raise ValidationError(f"storage option {key}: environment variable {name!r} is not set")
+        return environ[name]
+    if value.startswith(_FROM_FILE):
+        path = value[len(_FROM_FILE) :]
+        try:
+            with open(path, encoding="utf-8") as f:
+                return f.read().rstrip("\r\n")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise ValidationError(f"storage option {key}: cannot read {path!r}: {reason}") from None
+    if is_secret_key(key):
+        raise ValidationError(
+            f"storage option {key} holds a secret: a value on the command line is visible to every "
+            f"user of this machine (ps, shell history). Use -o {key}=env:NAME (an environment "
+            f"variable) or -o {key}=@FILE (a file only you can read), or the standard AWS "
+            "variables and profiles (AWS_SECRET_ACCESS_KEY, AWS_PROFILE)"
+        )
+    return value
+
+
+def parse_storage_options(items: tuple[str, ...] | list[str], environ: Mapping[str, str]) -> dict[str, str]:
+    """``-o KEY=VALUE`` options: known keys only; a value ``env:NAME`` or ``@PATH`` is read from
+    the environment or a file, which is how a secret must be given."""
+    known = storage_option_keys()
+    out = parse_key_values(items, "storage option")
+    for key, value in out.items():
+        _check_key(key, known)
+        out[key] = _resolve_value(key, value, environ)
     return out
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from aiohttp import web
 
 from aioiceberg.errors import NamespaceNotFoundError
-from aioiceberg.server.errors import RestError, bad_request
+from aioiceberg.server.errors import RestError
 from aioiceberg.server.parsing import (
     json_body,
     namespace_from_text,
+    namespace_levels,
     namespace_of,
     page,
     string_list,
@@ -19,33 +20,23 @@ from aioiceberg.server.state import served
 __all__ = ["namespace_routes"]
 
 
-def _child(dotted: str, parent: tuple[str, ...]) -> list[str]:
-    """A catalog's dotted child name as levels; the parent's levels may themselves hold dots."""
-    prefix = ".".join(parent) + "." if parent else ""
-    if prefix and dotted.startswith(prefix):
-        return [*parent, dotted[len(prefix) :]]
-    return dotted.split(".")
-
-
 async def list_namespaces(request: web.Request) -> web.Response:
     catalog = served(request).catalog
     raw_parent = request.query.get("parent")
     parent = namespace_from_text(raw_parent, "parent") if raw_parent else ()
     if parent and not await catalog.namespace_exists(parent):
         raise NamespaceNotFoundError(f"namespace {'.'.join(parent)!r} does not exist")
-    names = [_child(n, parent) for n in await catalog.list_namespaces(parent)]
+    names = [list(levels) for levels in await catalog.list_namespace_levels(parent)]
     items, token = page(request, names)
     return web.json_response({"namespaces": items, "next-page-token": token})
 
 
 async def create_namespace(request: web.Request) -> web.Response:
     body = await json_body(request)
-    levels = string_list(body, "namespace", "create namespace")
-    if not levels or not all(levels):
-        raise bad_request("create namespace: 'namespace' must be a non-empty list of non-empty levels")
+    levels = namespace_levels(string_list(body, "namespace", "create namespace"), "create namespace")
     properties = string_map(body, "properties", "create namespace")
     await served(request).catalog.create_namespace(levels, properties)
-    return web.json_response({"namespace": levels, "properties": properties})
+    return web.json_response({"namespace": list(levels), "properties": properties})
 
 
 async def load_namespace(request: web.Request) -> web.Response:
