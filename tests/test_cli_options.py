@@ -146,3 +146,25 @@ def test_a_catalog_uri_carrying_a_token_is_refused_on_the_command_line_not_from_
 def test_the_help_says_how_to_give_a_secret() -> None:
     text = " ".join(CliRunner().invoke(cli, ["--help"]).output.split())
     assert "env:NAME" in text and "@PATH" in text and "unknown keys are refused" in text
+
+
+def test_serve_table_config_takes_a_secret_only_from_the_environment_or_a_file(tmp_path: Path) -> None:
+    from aioiceberg.cli.parsing import parse_table_config
+
+    base = ["-w", str(tmp_path / "wh"), "serve", "--port", "0"]
+    typed = CliRunner().invoke(cli, [*base, "--table-config", "s3.secret-access-key=abc"])
+    assert typed.exit_code == 1 and isinstance(typed.exception, ValidationError), typed.output
+    message = str(typed.exception)
+    assert "table config s3.secret-access-key holds a secret" in message
+    assert "--table-config s3.secret-access-key=env:NAME" in message and "abc" not in message
+    secret_file = tmp_path / "secret"
+    secret_file.write_text("from-file\n")
+    config = parse_table_config(
+        ["s3.secret-access-key=env:SECRET", "s3.session-token=@" + str(secret_file), "s3.endpoint=http://x"],
+        {"SECRET": "from-env"},
+    )
+    assert config == {
+        "s3.secret-access-key": "from-env",
+        "s3.session-token": "from-file",
+        "s3.endpoint": "http://x",
+    }

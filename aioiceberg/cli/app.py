@@ -23,6 +23,7 @@ from aioiceberg.cli.parsing import (
     parse_key_values,
     parse_schema_text,
     parse_storage_options,
+    parse_table_config,
     parse_time,
     split_top_level,
 )
@@ -657,7 +658,8 @@ def demo(state: State, rows: int, table_name: str, appends: int) -> None:
     "table_config",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Handed to clients with every table they load, e.g. s3.endpoint=http://... (repeatable).",
+    help="Handed to clients with every table they load, e.g. s3.endpoint=http://... (repeatable); "
+    "a secret's value as env:NAME or @FILE.",
 )
 @click.option(
     "--auth-file",
@@ -726,7 +728,7 @@ def serve(
         storage_options=state.storage_options,
         host=host,
         port=port,
-        table_config=parse_key_values(table_config, "table config"),
+        table_config=parse_table_config(table_config, os.environ),
         ready=ready,
         warehouse=state.tables_in,
         auth=auth,

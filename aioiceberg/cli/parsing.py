@@ -137,12 +137,14 @@ def _check_key(key: str, known: frozenset[str]) -> None:
     )
 
 
-def _resolve_value(key: str, value: str, environ: Mapping[str, str]) -> str:
+def _resolve_value(
+    key: str, value: str, environ: Mapping[str, str], what: str = "storage option", flag: str = "-o"
+) -> str:
     """``env:NAME`` -> that variable, ``@PATH`` -> the file's text; a literal secret is refused."""
     if value.startswith(_FROM_ENV):
         name = value[len(_FROM_ENV) :]
         if not name or name not in environ:
-            raise ValidationError(f"storage option {key}: environment variable {name!r} is not set")
+            raise ValidationError(f"{what} {key}: environment variable {name!r} is not set")
         return environ[name]
     if value.startswith(_FROM_FILE):
         path = value[len(_FROM_FILE) :]
@@ -151,12 +153,12 @@ def _resolve_value(key: str, value: str, environ: Mapping[str, str]) -> str:
                 return f.read().rstrip("\r\n")
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise ValidationError(f"storage option {key}: cannot read {path!r}: {reason}") from None
+            raise ValidationError(f"{what} {key}: cannot read {path!r}: {reason}") from None
     if is_secret_key(key):
         raise ValidationError(
-            f"storage option {key} holds a secret: a value on the command line is visible to every "
-            f"user of this machine (ps, shell history). Use -o {key}=env:NAME (an environment "
-            f"variable) or -o {key}=@FILE (a file only you can read), or the standard AWS "
+            f"{what} {key} holds a secret: a value on the command line is visible to every "
+            f"user of this machine (ps, shell history). Use {flag} {key}=env:NAME (an environment "
+            f"variable) or {flag} {key}=@FILE (a file only you can read), or the standard AWS "
             "variables and profiles (AWS_SECRET_ACCESS_KEY, AWS_PROFILE)"
         )
     return value
@@ -170,6 +172,15 @@ def parse_storage_options(items: tuple[str, ...] | list[str], environ: Mapping[s
     for key, value in out.items():
         _check_key(key, known)
         out[key] = _resolve_value(key, value, environ)
+    return out
+
+
+def parse_table_config(items: tuple[str, ...] | list[str], environ: Mapping[str, str]) -> dict[str, str]:
+    """``serve --table-config KEY=VALUE``: any key (clients' FileIO settings), values read as
+    ``-o`` reads them, so a secret handed to clients never sits on the command line either."""
+    out = parse_key_values(items, "table config")
+    for key, value in out.items():
+        out[key] = _resolve_value(key, value, environ, "table config", "--table-config")
     return out
 
 

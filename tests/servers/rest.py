@@ -22,6 +22,7 @@ from .moto import FAKE_CREDENTIALS
 _URL = re.compile(r"http://\S+")
 _MAIN = "from aioiceberg.cli import main; main()"
 _OPTION_ENV = "AIOICEBERG_TEST_STORAGE_OPTION_"
+_CONFIG_ENV = "AIOICEBERG_TEST_TABLE_CONFIG_"
 
 
 class RestServer:
@@ -69,14 +70,15 @@ class RestServer:
         if self.tables_in is not None:
             args += ["--tables-in", self.tables_in]
         args += ["serve", "--host", self.host, "--port", "0"]
-        for key, value in self.table_config.items():
-            args += ["--table-config", f"{key}={value}"]
+        for index, key in enumerate(self.table_config):
+            args += ["--table-config", f"{key}=env:{_CONFIG_ENV}{index}"]
         if self.auth_file is not None:
             args += ["--auth-file", self.auth_file]
         return args + self.extra_args
 
     def start(self, timeout: float = 30) -> RestServer:
         options = {f"{_OPTION_ENV}{i}": value for i, value in enumerate(self.storage_options.values())}
+        options.update({f"{_CONFIG_ENV}{i}": value for i, value in enumerate(self.table_config.values())})
         env = {**os.environ, **FAKE_CREDENTIALS, **options, **self.env, "PYTHONDONTWRITEBYTECODE": "1"}
         # stderr to a file: a chatty server must never block on a full pipe
         self._stderr = tempfile.NamedTemporaryFile("w+", prefix="aioiceberg-serve-", suffix=".log")
