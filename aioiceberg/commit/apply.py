@@ -1,7 +1,9 @@
 """``apply_updates``: the one pure function that turns base metadata plus updates into new metadata.
 
 Every protocol and every change goes through it, so the bookkeeping the spec asks for
-(snapshot log, metadata log, sequence numbers, last-updated-ms) is done in one place.
+(snapshot log, metadata log, sequence numbers, last-updated-ms) is done in one place, and
+so are the checks (``commit/checks.py``): a commit through any face (the Python API, a REST
+client of ``aioiceberg serve``) lands only what the Python API could have landed.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from aioiceberg.commit.checks import check_defaults_bind, check_update
 from aioiceberg.commit.updates import (
     LAST_ADDED,
     AddPartitionSpec,
@@ -30,7 +33,7 @@ from aioiceberg.commit.updates import (
     TableUpdate,
     UpgradeFormatVersion,
 )
-from aioiceberg.errors import ValidationError
+from aioiceberg.errors import InvalidMetadataError, ValidationError
 from aioiceberg.spec.metadata import (
     MAIN_BRANCH,
     SUPPORTED_FORMAT_VERSIONS,
@@ -58,7 +61,8 @@ def apply_updates(
     """New metadata: ``base`` with ``updates`` applied in order, validated.
 
     ``base_location`` is the metadata file ``base`` was read from; it joins the metadata
-    log (trimmed to ``write.metadata.previous-versions-max``).
+    log (trimmed to ``write.metadata.previous-versions-max``). Every refusal is a
+    ``ValidationError`` naming the update and what is wrong with it.
     """
     md = base
     added_schema: int | None = None
@@ -67,6 +71,7 @@ def apply_updates(
     changed = False
     for update in updates:
         changed = True
+        check_update(md, update)
         if isinstance(update, AssignUUID):
             if md.table_uuid is not None and md.table_uuid != update.uuid:
                 raise ValidationError(f"cannot reassign table uuid {md.table_uuid} to {update.uuid}")
@@ -119,9 +124,6 @@ def apply_updates(
         elif isinstance(update, RemoveStatistics):
             md = md.replace(statistics=tuple(s for s in md.statistics if s.snapshot_id != update.snapshot_id))
         elif isinstance(update, SetProperties):
-            removed = [k for k in update.updates if not isinstance(update.updates[k], str)]
-            if removed:
-                raise ValidationError(f"property values must be strings: {removed}")
             md = md.replace(properties={**md.properties, **update.updates})
         elif isinstance(update, RemoveProperties):
             md = md.replace(properties={k: v for k, v in md.properties.items() if k not in update.removals})
@@ -135,7 +137,16 @@ def apply_updates(
     md = md.replace(last_updated_ms=max(now, md.last_updated_ms))
     if base_location is not None:
         md = md.replace(metadata_log=_trimmed_log(md, base, base_location))
-    md.validate()
+    if (md.current_schema_id, md.default_spec_id, md.default_sort_order_id) != (
+        base.current_schema_id,
+        base.default_spec_id,
+        base.default_sort_order_id,
+    ):
+        check_defaults_bind(md)
+    try:
+        md.validate()
+    except InvalidMetadataError as exc:
+        raise ValidationError(f"the updates would make invalid metadata: {exc}") from None
     return md
 
 

@@ -10,17 +10,17 @@ fails the commit as a conflict instead of silently mixing two evolutions.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
 from typing import Self
 
 from aioiceberg.commit.apply import apply_updates
+from aioiceberg.commit.checks import RESERVED_PROPERTIES, check_settable_properties
 from aioiceberg.commit.requirements import TableRequirement
 from aioiceberg.commit.snapshot_producer import Change, MetadataChange
 from aioiceberg.commit.updates import TableUpdate, UpgradeFormatVersion
 from aioiceberg.errors import ValidationError
 from aioiceberg.spec.metadata import SUPPORTED_FORMAT_VERSIONS, TableMetadata
-from aioiceberg.spec.properties import check_property_values
 
 __all__ = [
     "RESERVED_PROPERTIES",
@@ -33,34 +33,6 @@ __all__ = [
 
 ChangeSink = Callable[[MetadataChange], Awaitable[None]]
 """Where a finished builder sends its change: a table commits it, a transaction stages it."""
-
-RESERVED_PROPERTIES = frozenset(
-    {
-        "format-version",
-        "uuid",
-        "snapshot-count",
-        "current-snapshot-id",
-        "current-snapshot-summary",
-        "current-snapshot-timestamp-ms",
-        "current-schema",
-        "default-partition-spec",
-        "default-sort-order",
-    }
-)
-"""Keys Java refuses as table properties: they describe metadata fields, not settings."""
-
-
-def check_settable_properties(properties: Mapping[str, str]) -> None:
-    """Refuse reserved keys (the format version has its own operation) and values this
-    library could not use, so that a bad value never lands in metadata from here."""
-    for key in properties:
-        if key == "format-version":
-            raise ValidationError(
-                "'format-version' is not a table property: use table.upgrade_table_version(n) to upgrade"
-            )
-        if key in RESERVED_PROPERTIES:
-            raise ValidationError(f"{key!r} is a reserved table property and cannot be set")
-    check_property_values(properties)
 
 
 def staged_metadata(base: TableMetadata, changes: Iterable[Change]) -> TableMetadata:

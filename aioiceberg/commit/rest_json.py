@@ -2,7 +2,9 @@
 
 Our change vocabulary already is the REST one (``commit/updates.py``), so a REST client
 sends exactly what every other commit point applies, and a REST server applies what any
-client (PyIceberg, Java, DuckDB) sends through the same ``commit_table`` seam.
+client (PyIceberg, Java, DuckDB) sends through the same ``commit_table`` seam. An update is
+checked as it is read (``check_update_alone``: what needs no table), so a malformed one is
+refused before a commit is tried; the rest is checked where every commit passes.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from aioiceberg.commit.checks import check_update_alone
 from aioiceberg.commit.requirements import (
     AssertCreate,
     AssertCurrentSchemaId,
@@ -143,12 +146,36 @@ def _optional_int(obj: Mapping[str, Any], key: str, what: str) -> int | None:
 
 
 def _string_map(obj: Mapping[str, Any], key: str, what: str) -> dict[str, str]:
+    """Strings only, as the protocol says: ``str()`` of a JSON null would store ``"None"``."""
     value = _field(obj, key, dict, what)
-    return {str(k): str(v) for k, v in value.items()}
+    for k, v in value.items():
+        if not isinstance(v, str):
+            raise ValidationError(f"{what}: {key}[{k!r}] must be a string, not {_json_kind(v)}")
+    return dict(value)
 
 
 def _string_list(obj: Mapping[str, Any], key: str, what: str) -> tuple[str, ...]:
-    return tuple(str(v) for v in _field(obj, key, list, what))
+    value = _field(obj, key, list, what)
+    for i, v in enumerate(value):
+        if not isinstance(v, str):
+            raise ValidationError(f"{what}: {key}[{i}] must be a string, not {_json_kind(v)}")
+    return tuple(value)
+
+
+def _int_list(obj: Mapping[str, Any], key: str, what: str) -> tuple[int, ...]:
+    value = _field(obj, key, list, what)
+    for i, v in enumerate(value):
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise ValidationError(f"{what}: {key}[{i}] must be an integer, not {_json_kind(v)}")
+    return tuple(value)
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "a number", float: "a number", list: "a list", dict: "an object"}.get(
+        type(value), type(value).__name__
+    )
 
 
 def _ref(obj: Mapping[str, Any], what: str) -> SetSnapshotRef:
@@ -174,7 +201,10 @@ _UPDATES: dict[str, Callable[[Mapping[str, Any], str], TableUpdate]] = {
         schema_from_json(_field(o, "schema", dict, w)), _optional_int(o, "last-column-id", w)
     ),
     "set-current-schema": lambda o, w: SetCurrentSchema(_field(o, "schema-id", int, w)),
-    "add-spec": lambda o, w: AddPartitionSpec(partition_spec_from_json(_field(o, "spec", dict, w))),
+    "add-spec": lambda o, w: AddPartitionSpec(
+        # the spec id is read-only in the protocol (the table assigns it): a client may leave it out
+        partition_spec_from_json({"spec-id": 0, **_field(o, "spec", dict, w)})
+    ),
     "set-default-spec": lambda o, w: SetDefaultSpec(_field(o, "spec-id", int, w)),
     "add-sort-order": lambda o, w: AddSortOrder(sort_order_from_json(_field(o, "sort-order", dict, w))),
     "set-default-sort-order": lambda o, w: SetDefaultSortOrder(_field(o, "sort-order-id", int, w)),
@@ -183,9 +213,7 @@ _UPDATES: dict[str, Callable[[Mapping[str, Any], str], TableUpdate]] = {
     ),
     "set-snapshot-ref": _ref,
     "remove-snapshot-ref": lambda o, w: RemoveSnapshotRef(_field(o, "ref-name", str, w)),
-    "remove-snapshots": lambda o, w: RemoveSnapshots(
-        tuple(int(i) for i in _field(o, "snapshot-ids", list, w))
-    ),
+    "remove-snapshots": lambda o, w: RemoveSnapshots(_int_list(o, "snapshot-ids", w)),
     "set-statistics": lambda o, w: SetStatistics(statistics_from_json(_field(o, "statistics", dict, w))),
     "remove-statistics": lambda o, w: RemoveStatistics(_field(o, "snapshot-id", int, w)),
     "set-properties": lambda o, w: SetProperties(_string_map(o, "updates", w)),
@@ -203,9 +231,11 @@ def update_from_json(obj: Any) -> TableUpdate:
     if parse is None:
         raise UnsupportedError(f"table update action {action!r} is not supported")
     try:
-        return parse(obj, f"update {action!r}")
+        update = parse(obj, f"update {action!r}")
     except InvalidMetadataError as exc:
         raise ValidationError(f"update {action!r}: {exc}") from exc
+    check_update_alone(update)
+    return update
 
 
 def requirement_to_json(requirement: TableRequirement) -> dict[str, Any]:
