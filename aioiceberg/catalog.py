@@ -35,6 +35,7 @@ from aioiceberg.commit.protocols.commit_point import CATALOG, commit_point_of
 from aioiceberg.commit.protocols.select import OpenedTable, open_table_state, protocol_for_lock, reopen
 from aioiceberg.errors import (
     IcebergError,
+    LocationNotAllowedError,
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
     NamespaceNotFoundError,
@@ -47,9 +48,10 @@ from aioiceberg.errors import (
     ValidationError,
 )
 from aioiceberg.io.base import FileIO
+from aioiceberg.io.locations import normalized_location
 from aioiceberg.io.resolve import resolve_io, scheme_of
 from aioiceberg.spec.metadata import TableMetadata
-from aioiceberg.spec.metadata_json import new_table_metadata, parse_table_metadata
+from aioiceberg.spec.metadata_json import new_table_metadata
 from aioiceberg.spec.partitioning import (
     PARTITION_DATA_ID_START,
     PartitionField,
@@ -196,8 +198,8 @@ class WarehouseCatalog(Catalog):
         runtime: Runtime | None = None,
     ):
         super().__init__(_root(root), storage_options=storage_options, runtime=runtime)
-        self.protocol: CommitProtocol = protocol_for_lock(
-            self.io, lock, self.storage_options, probe_base=self.root
+        self.protocol: CommitProtocol = self.confine(
+            protocol_for_lock(self.io, lock, self.storage_options, probe_base=self.root)
         )
 
     def __repr__(self) -> str:
@@ -207,6 +209,9 @@ class WarehouseCatalog(Catalog):
         await self.protocol.aclose()
 
     # -- locations ---------------------------------------------------------------------------
+    def root_locations(self) -> tuple[str, ...]:
+        return (self.root,)
+
     def table_location(self, identifier: str | Sequence[str]) -> str:
         parts = _parts(identifier, "table identifier")
         if len(parts) < 2:
@@ -226,6 +231,41 @@ class WarehouseCatalog(Catalog):
             async for info in self.io.list(prefix)
             if info.location.startswith(prefix)
         ]
+
+    async def check_new_table(self, identifier: str | Sequence[str], location: str) -> str:
+        """Also refuses nesting: a table's directory holds all of it (a purge deletes it), so
+        no table may live inside another's, nor where a namespace holds tables or properties."""
+        normal = await super().check_new_table(identifier, location)
+        parts = _parts(identifier, "table identifier")
+        for i in range(2, len(parts)):
+            if await self._version_files("/".join([self.root, *parts[:i]])):
+                raise LocationNotAllowedError(
+                    f"table {_name(identifier)} would lie inside table {'.'.join(parts[:i])}'s directory",
+                    location=location,
+                )
+        below = await self._tables_below(parts)
+        if below:
+            raise LocationNotAllowedError(
+                f"table {_name(identifier)} would hold other tables in its directory: "
+                + ", ".join(".".join([*parts, *t.split("/")]) for t in below[:5]),
+                location=location,
+            )
+        if await self.io.exists(self._namespace_file(parts)):
+            raise LocationNotAllowedError(
+                f"{_name(identifier)} is a namespace: a table of that name would share its directory",
+                location=location,
+            )
+        return normal
+
+    async def check_location_change(self, table_location: str, new_location: str) -> None:
+        """A warehouse table is its directory: its location follows its name, never a commit,
+        and its files stay inside it (``write.*.path`` may only point there)."""
+        raise LocationNotAllowedError(
+            f"the table at {table_location} keeps its files in its directory, where its name puts "
+            f"it: a commit cannot place them at {new_location!r} (set-location is refused; rename "
+            "the table to move it)",
+            location=new_location,
+        )
 
     async def _version_files(self, location: str) -> list[tuple[int, str]]:
         """The table's version chain, oldest first (empty: no table here)."""
@@ -250,6 +290,7 @@ class WarehouseCatalog(Catalog):
         """A new table (version 1); its namespace need not have been created first."""
         location = self.table_location(identifier)
         metadata = first_metadata(schema, partition_by, properties, format_version, sort_order)(location)
+        await self.check_new_table(identifier, location)
         await self._refuse_leftovers(location)
         state = await self.protocol.create(location, metadata)
         return Table(_name(identifier), location, state, self.io, self.protocol)
@@ -268,6 +309,8 @@ class WarehouseCatalog(Catalog):
         opened = await open_table_state(
             self.io, location, self.protocol, self.storage_options, probe_base=self.root
         )
+        if opened.protocol is not None:
+            self.confine(opened.protocol)
         return _table(_name(identifier), location, opened, self.io)
 
     async def table_exists(self, identifier: str | Sequence[str]) -> bool:
@@ -281,17 +324,15 @@ class WarehouseCatalog(Catalog):
         """Adopt one metadata file (a dropped table's, another engine's) as version 1 of a table.
 
         The file's own ``location`` must be the identifier's: paths inside a table are
-        absolute, so the catalog cannot move a table by registering it elsewhere.
+        absolute, so the catalog cannot move a table by registering it elsewhere. Only files
+        under the warehouse are read (:meth:`Catalog.read_for_register`).
         """
         location = self.table_location(identifier)
-        try:
-            data = await self.io.read(metadata_location)
-        except ObjectNotFoundError as exc:
-            raise TableNotFoundError(f"no metadata file at {metadata_location}") from exc
-        metadata = parse_table_metadata(data, metadata_location)
-        if metadata.location.rstrip("/") != location:
+        await self.check_new_table(identifier, location)
+        source, metadata = await self.read_for_register(metadata_location)
+        if normalized_location(metadata.location) != normalized_location(location):
             raise ValidationError(
-                f"{metadata_location} belongs to the table at {metadata.location}, "
+                f"{source} belongs to the table at {metadata.location}, "
                 f"not {location}; register it under the identifier of that location"
             )
         await self._refuse_leftovers(location)
@@ -310,11 +351,13 @@ class WarehouseCatalog(Catalog):
         return sorted(names)
 
     async def drop_table(self, identifier: str | Sequence[str], purge: bool = False) -> str | None:
-        """Unregister a table, or with ``purge`` delete every object under its location.
+        """Unregister a table, or with ``purge`` delete the objects under its location.
 
         Without purge, returns the kept metadata file (pass it to :meth:`register_table`
         to undo). Files a table references outside its location (``add_files``) are never
-        deleted. Not atomic against concurrent commits to the same table: stop writers first.
+        deleted, nor subdirectories holding another table's metadata (a table nested inside
+        it before nesting was refused). Not atomic against concurrent commits to the same
+        table: stop writers first.
         """
         location = self.table_location(identifier)
         versions = await self._version_files(location)
@@ -335,7 +378,7 @@ class WarehouseCatalog(Catalog):
         for _, path in versions:
             await self.io.delete(path)
         if purge:
-            await self.io.delete_many([info.location async for info in self.io.list(location + "/")])
+            await self.purge_location(self.io, location)
         await self.protocol.forget_table(location)
         return kept
 
@@ -365,6 +408,7 @@ class WarehouseCatalog(Catalog):
         source = self.table_location(from_identifier)
         target = self.table_location(to_identifier)
         await self.protocol.load(source)  # TableNotFoundError
+        await self.check_new_table(to_identifier, target)
         from aioiceberg.io.local import local_path
 
         src_dir, dst_dir = local_path(source), local_path(target)
@@ -402,7 +446,11 @@ class WarehouseCatalog(Catalog):
     async def namespace_exists(self, namespace: str | Sequence[str]) -> bool:
         if await self.io.exists(self._namespace_file(namespace)):
             return True
-        return bool(await self._tables_below(namespace))
+        return await self._implied(namespace)
+
+    async def _implied(self, namespace: str | Sequence[str]) -> bool:
+        """Whether tables or namespaces below make ``namespace`` exist (it is listed then)."""
+        return bool(await self._tables_below(namespace) or await self.list_namespace_levels(namespace))
 
     async def _tables_below(self, namespace: str | Sequence[str]) -> list[str]:
         prefix = self.namespace_location(namespace) + "/"
@@ -414,11 +462,11 @@ class WarehouseCatalog(Catalog):
         return sorted(found)
 
     async def load_namespace_properties(self, namespace: str | Sequence[str]) -> dict[str, str]:
-        """The namespace's properties ({} for a namespace that only exists through its tables)."""
+        """The namespace's properties ({} for one that exists only through what lies below it)."""
         try:
             data = await self.io.read(self._namespace_file(namespace))
         except ObjectNotFoundError:
-            if await self._tables_below(namespace):
+            if await self._implied(namespace):
                 return {}
             raise NamespaceNotFoundError(f"namespace {_name(namespace)!r} does not exist") from None
         try:
@@ -457,6 +505,11 @@ class WarehouseCatalog(Catalog):
 
     async def list_namespaces(self, parent: str | Sequence[str] = ()) -> list[str]:
         """Namespaces directly below ``parent`` (the root by default), dotted, sorted."""
+        return [".".join(levels) for levels in await self.list_namespace_levels(parent)]
+
+    async def list_namespace_levels(self, parent: str | Sequence[str] = ()) -> list[tuple[str, ...]]:
+        """Namespaces directly below ``parent``, as levels: each level is a directory, so one
+        holding '.' comes back whole."""
         parts = _parts(parent, "namespace") if parent else []
         prefix = "/".join([self.root, *parts]) + "/"
         tables: set[tuple[str, ...]] = set()
@@ -472,7 +525,7 @@ class WarehouseCatalog(Catalog):
             elif len(pieces) >= 2 and pieces[-1] == NAMESPACE_FILE:
                 children.add(pieces[0])
         children -= {t[0] for t in tables if len(t) == 1}
-        return sorted(".".join([*parts, c]) for c in children)
+        return sorted((*parts, c) for c in children)
 
     async def drop_namespace(self, namespace: str | Sequence[str]) -> None:
         """Delete an empty namespace's properties file; refused while it holds tables."""

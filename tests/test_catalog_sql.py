@@ -23,6 +23,7 @@ from aioiceberg.catalogs.sql import SqlCatalog, SqlStoreError
 from aioiceberg.errors import (
     CommitConflictError,
     InvalidPropertyError,
+    LocationNotAllowedError,
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
     NamespaceNotFoundError,
@@ -392,10 +393,10 @@ async def test_without_warehouse_tables_load_list_and_commit_but_not_create(
         table = await bare.load_table("db.t")
         await table.append(rows("b", [2]))
         assert ids_of(await table.scan().to_arrow()) == [1, 2]
-        # a namespace's location property places its tables, as in PyIceberg
-        await bare.create_namespace("placed", {"location": str(tmp_path / "elsewhere")})
-        placed = await bare.create_table("placed.t", SCHEMA)
-        assert placed.location == f"{tmp_path}/elsewhere/t"
+        # without a warehouse the catalog has no roots: no namespace location places tables either
+        with pytest.raises(LocationNotAllowedError, match="warehouse="):
+            await bare.create_namespace("placed", {"location": str(tmp_path / "elsewhere")})
+        assert not await bare.namespace_exists("placed")
 
 
 @pytest.mark.anyio

@@ -9,12 +9,20 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from aioiceberg.errors import UnsupportedError, ValidationError
+from aioiceberg.errors import (
+    LocationNotAllowedError,
+    StoreError,
+    TableNotFoundError,
+    UnsupportedError,
+    ValidationError,
+)
 from aioiceberg.io.base import FileIO
-from aioiceberg.io.locations import Roots
+from aioiceberg.io.locations import Roots, normalized_location
 from aioiceberg.io.resolve import resolve_io
+from aioiceberg.spec.metadata import TableMetadata
+from aioiceberg.spec.metadata_json import parse_table_metadata
 from aioiceberg.spec.sorting import UNSORTED, SortOrder
 
 if TYPE_CHECKING:
@@ -26,19 +34,76 @@ if TYPE_CHECKING:
     from aioiceberg.spec.schema import Schema
     from aioiceberg.table import Table
 
-__all__ = ["Catalog", "identifier_parts", "identifier_text"]
+__all__ = [
+    "METADATA_SUFFIXES",
+    "Catalog",
+    "dotted_namespace",
+    "identifier_parts",
+    "identifier_text",
+    "register_not_found",
+]
+
+R = TypeVar("R", bound="CommitProtocol")
+
+#: how metadata files end (plain or gzip, Java's two spellings)
+METADATA_SUFFIXES = (".metadata.json", ".metadata.json.gz")
+#: the longest name part, in UTF-8 bytes: a path segment on most file systems and object stores
+MAX_PART_BYTES = 255
+_CONTROL = frozenset(chr(c) for c in range(32)) | {"\x7f"}
 
 
 def identifier_parts(name: str | Sequence[str], what: str) -> list[str]:
-    """``"db.events"`` or ``("db", "events")`` as parts, each non-empty, without '/' or a leading '.'."""
+    """``"db.events"`` or ``("db", "events")`` as parts.
+
+    Parts become path segments under a catalog's roots, so each must stay one segment: non-empty,
+    without '/', a leading '.' (so no '..'), control characters, or more than 255 UTF-8 bytes.
+    """
     parts = name.split(".") if isinstance(name, str) else list(name)
+    if any(not isinstance(p, str) for p in parts):
+        raise ValidationError(f"{what}: parts must be strings")
+    shown = _shown(name)
     if any(not p or "/" in p or p.startswith(".") for p in parts):
-        raise ValidationError(f"{what} {name!r}: parts must be non-empty, without '/' or a leading '.'")
+        raise ValidationError(f"{what} {shown}: parts must be non-empty, without '/' or a leading '.'")
+    if any(not _CONTROL.isdisjoint(p) for p in parts):
+        raise ValidationError(f"{what} {shown}: parts must not hold control characters")
+    for p in parts:
+        try:
+            size = len(p.encode("utf-8"))
+        except UnicodeEncodeError:  # a lone surrogate: no file name can hold it
+            raise ValidationError(f"{what} {shown}: parts must be valid Unicode text") from None
+        if size > MAX_PART_BYTES:
+            raise ValidationError(
+                f"{what} {shown}: parts must be at most {MAX_PART_BYTES} bytes (UTF-8) long"
+            )
     return parts
+
+
+def _shown(name: str | Sequence[str]) -> str:
+    """A name as an error shows it: bounded, whatever a client sent."""
+    text = repr(name if isinstance(name, str) else ".".join(str(p) for p in name))
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def identifier_text(identifier: str | Sequence[str]) -> str:
     return identifier if isinstance(identifier, str) else ".".join(identifier)
+
+
+def dotted_namespace(namespace: str | Sequence[str]) -> str:
+    """The namespace as one dotted name, for catalogs that store it so (SQL, Glue): a level
+    holding '.' is refused, as it would be listed back as several levels."""
+    parts = identifier_parts(namespace, "namespace")
+    dotted = [p for p in parts if "." in p]
+    if dotted and not isinstance(namespace, str):
+        raise ValidationError(
+            f"namespace level {_shown(dotted[0])} holds '.', which this catalog stores between "
+            f"levels: it would come back as {len(dotted[0].split('.'))} levels"
+        )
+    return ".".join(parts)
+
+
+def register_not_found(metadata_location: str) -> str:
+    """One answer for a metadata file ``register`` cannot read: missing, unreadable or not allowed."""
+    return f"no readable metadata file at {_shown(metadata_location)} in this catalog"
 
 
 class Catalog(abc.ABC):
@@ -110,6 +175,85 @@ class Catalog(abc.ABC):
         """:meth:`root_locations`, normalized: every location a client names is checked against them."""
         return Roots(self.root_locations())
 
+    async def check_new_table(self, identifier: str | Sequence[str], location: str) -> str:
+        """``location`` normalized, when a new table ``identifier`` may live there; checked
+        before anything of the table is written. Here: inside the roots; a catalog that can
+        see its other tables' locations also refuses nesting (``LocationNotAllowedError``)."""
+        return self.roots.require(location, f"the location of table {identifier_text(identifier)}")
+
+    async def check_location_change(self, table_location: str, new_location: str) -> None:
+        """Refuse a commit that moves the table at ``table_location`` to ``new_location``
+        (``LocationNotAllowedError``): here, anywhere outside the roots."""
+        self.roots.require(new_location, f"the new location of the table at {table_location}")
+
+    def confine(self, protocol: R) -> R:
+        """``protocol``, checking every location change it commits with this catalog's rules:
+        every protocol a catalog hands to a table passes through here, so the Python API and
+        the server refuse the same moves."""
+        protocol.location_guard = self.check_location_change
+        return protocol
+
+    async def purge_location(self, io: FileIO, location: str) -> bool:
+        """Delete what lies under a table's ``location`` and belongs to no other table.
+
+        Subdirectories holding another table's ``metadata/*.metadata.json`` (tables nested
+        before nesting was refused) are kept whole. Nothing is deleted, and False returned,
+        when ``location`` is not strictly inside the roots: a table living elsewhere is only
+        unregistered.
+        """
+        if not self.roots.contains(location):
+            return False
+        prefix = location.rstrip("/") + "/"
+        keys = [info.location async for info in io.list(prefix) if info.location.startswith(prefix)]
+        others = {
+            "/".join(pieces[:-2]) + "/"
+            for pieces in (key[len(prefix) :].split("/") for key in keys)
+            if len(pieces) >= 3 and pieces[-2] == "metadata" and pieces[-1].endswith(METADATA_SUFFIXES)
+        }
+        await io.delete_many(
+            [key for key in keys if not any(key[len(prefix) :].startswith(d) for d in others)]
+        )
+        await io.remove_empty_folders(prefix)  # a local disk: no folder (or lock file) left
+        return True
+
+    def register_source(self, metadata_location: str) -> str:
+        """``metadata_location`` normalized, when ``register`` may read it: under the roots,
+        so through this catalog's own stores and scheme. Otherwise the answer a missing file
+        gets, before anything is read: a client cannot probe what lies elsewhere."""
+        if not self.roots.contains(metadata_location):
+            raise TableNotFoundError(register_not_found(metadata_location))
+        return normalized_location(metadata_location)
+
+    async def read_for_register(self, metadata_location: str) -> tuple[str, TableMetadata]:
+        """The metadata file ``register`` adopts, read only when :meth:`register_source` allows,
+        whose own ``location`` lies under the roots.
+
+        Missing and unreadable files get one answer, and a file that is not table metadata
+        is refused without showing its content.
+        """
+        source = self.register_source(metadata_location)
+        io = self.io_for(source)
+        data: bytes | None = None
+        try:
+            data = await io.read(source)
+        except StoreError as exc:
+            if exc.retryable or exc.throttled:
+                raise
+        if data is None:  # raised outside the handler: the store's words would tell missing from unreadable
+            raise TableNotFoundError(register_not_found(metadata_location))
+        try:
+            metadata = parse_table_metadata(data, source)
+        except Exception as exc:  # any failure on foreign bytes means the same
+            raise ValidationError(
+                f"{_shown(metadata_location)} is not an Iceberg table metadata file"
+            ) from exc
+        if not self.roots.contains(metadata.location):
+            raise LocationNotAllowedError(
+                f"{_shown(metadata_location)} describes a table outside this catalog's roots",
+                location=metadata.location,
+            )
+        return source, metadata
+
     def table_location(self, identifier: str | Sequence[str]) -> str:
         """Where a new table of that name goes."""
         raise UnsupportedError(f"{self!r} decides where tables go: create the table and read its location")
@@ -171,6 +315,12 @@ class Catalog(abc.ABC):
     @abc.abstractmethod
     async def list_namespaces(self, parent: str | Sequence[str] = ()) -> list[str]:
         """Namespaces directly below ``parent`` (the top level by default), dotted, sorted."""
+
+    async def list_namespace_levels(self, parent: str | Sequence[str] = ()) -> list[tuple[str, ...]]:
+        """:meth:`list_namespaces`, each namespace as its levels: a level holding '.' comes back
+        whole where the catalog keeps levels apart. Here the dotted names are split, which is
+        exact for catalogs that refuse such levels (:func:`dotted_namespace`)."""
+        return [tuple(name.split(".")) for name in await self.list_namespaces(parent)]
 
     @abc.abstractmethod
     async def load_namespace_properties(self, namespace: str | Sequence[str]) -> dict[str, str]: ...

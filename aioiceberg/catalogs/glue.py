@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from aioiceberg.catalogs.base import identifier_parts, identifier_text
-from aioiceberg.catalogs.pointer import PointerCatalog, split_identifier
+from aioiceberg.catalogs.base import dotted_namespace, identifier_text
+from aioiceberg.catalogs.pointer import PointerCatalog, TablePlaces, split_identifier
 from aioiceberg.commit.protocols.commit_point import parse_boolean, uri_options
 from aioiceberg.commit.protocols.pointer import MetadataPointer, Pointer
 from aioiceberg.errors import (
@@ -36,6 +36,7 @@ from aioiceberg.errors import (
     IcebergError,
     InvalidMetadataError,
     InvalidPropertyError,
+    LocationNotAllowedError,
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
     NamespaceNotFoundError,
@@ -528,10 +529,13 @@ class GlueCatalog(PointerCatalog):
     async def _close_clients(self) -> None:
         await self.glue.release()
 
+    def root_locations(self) -> tuple[str, ...]:
+        return (self.warehouse,) if self.warehouse else ()
+
     # -- names ---------------------------------------------------------------------------------
     @staticmethod
     def _database(namespace: str | Sequence[str]) -> str:
-        parts = identifier_parts(namespace, "namespace")
+        parts = dotted_namespace(namespace).split(".")
         if len(parts) != 1:
             raise ValidationError(
                 f"namespace {identifier_text(namespace)!r}: Glue namespaces are databases, one level deep"
@@ -552,14 +556,43 @@ class GlueCatalog(PointerCatalog):
     async def new_table_location(self, namespace: tuple[str, ...], name: str) -> str:
         database = self._database(namespace)
         location = (await self.glue.get_database(database)).get("LocationUri")
-        if location:
-            return f"{str(location).rstrip('/')}/{name}"
         if self.warehouse is None:
-            raise ValidationError(
-                f"glue database {database!r} has no location and the catalog no warehouse: "
-                "pass warehouse= to connect(), or set the database's 'location' property"
-            )
+            raise self._no_roots(f"cannot create {database}.{name}")
+        if location:
+            try:
+                self.check_namespace_location(database, str(location))
+            except LocationNotAllowedError as exc:  # set by another tool: no table goes there
+                raise LocationNotAllowedError(
+                    f"cannot create {database}.{name}: {exc}", location=str(location)
+                ) from None
+            return f"{str(location).rstrip('/')}/{name}"
         return f"{self.warehouse}/{database}.db/{name}"
+
+    async def table_places(self) -> list[TablePlaces]:
+        """Every Glue table of the catalog, Iceberg or not (a Hive table's files are someone's
+        too), placed by its StorageDescriptor location and, for Iceberg tables, its metadata file."""
+        out: list[TablePlaces] = []
+        for database in await self.list_namespaces():
+            try:
+                tables = await self.glue.tables(database)
+            except NamespaceNotFoundError:
+                continue  # dropped since it was listed
+            for table in tables:
+                name = str(table["Name"])
+                location = (table.get("StorageDescriptor") or {}).get("Location")
+                metadata_location = (table.get("Parameters") or {}).get(METADATA_LOCATION)
+                if is_iceberg(table) and metadata_location:
+                    places = await self.places_of(str(metadata_location), str(location or "") or None)
+                    if location:
+                        places = (*places, *await self.places_of(str(metadata_location)))
+                    out.append(TablePlaces(f"glue table {database}.{name}", (database, name), places))
+                elif location:
+                    out.append(
+                        TablePlaces(
+                            f"glue table {database}.{name}", None, await self.places_of(None, str(location))
+                        )
+                    )
+        return out
 
     # -- tables --------------------------------------------------------------------------------
     async def table_exists(self, identifier: str | Sequence[str]) -> bool:
@@ -622,6 +655,8 @@ class GlueCatalog(PointerCatalog):
     ) -> None:
         database = self._database(namespace)
         _check_values(properties or {}, f"glue database {database!r}")
+        if (properties or {}).get(LOCATION):
+            self.check_namespace_location(database, str((properties or {})[LOCATION]))
         try:
             await self.glue.write("create_database", DatabaseInput=database_input(database, properties or {}))
         except _Answer as answer:
@@ -671,6 +706,8 @@ class GlueCatalog(PointerCatalog):
         same database may be lost (Glue has no condition for UpdateDatabase)."""
         database = self._database(namespace)
         _check_values(updates or {}, f"glue database {database!r}")
+        if (updates or {}).get(LOCATION):
+            self.check_namespace_location(database, str((updates or {})[LOCATION]))
         found = await self.glue.get_database(database)
         properties = database_properties(found)
         for key in removals:

@@ -39,6 +39,7 @@ from aioiceberg.commit.protocols.pointer import MetadataPointer, Pointer
 from aioiceberg.errors import (
     CommitFailedError,
     CommitStateUnknownError,
+    LocationNotAllowedError,
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
     NamespaceNotFoundError,
@@ -51,6 +52,7 @@ from aioiceberg.errors import (
 )
 from aioiceberg.io.aws_calls import AwsAnswer, AwsService
 from aioiceberg.io.aws_connection import AwsConnection, service_connection
+from aioiceberg.io.locations import normalized_location
 
 if TYPE_CHECKING:
     from aioiceberg.runtime import Runtime
@@ -147,6 +149,8 @@ class _S3Tables(AwsService):
             invalid=frozenset({"BadRequestException", "ValidationException"}),
         )
         self.options = options
+        #: the storage the service assigned each table seen, by (namespace, name)
+        self.assigned: dict[tuple[str, str], str] = {}
 
     async def pages(self, method: str, key: str, **kwargs: Any) -> list[dict[str, Any]]:
         """Every entry of a paged listing (``continuationToken``)."""
@@ -162,11 +166,15 @@ class _S3Tables(AwsService):
     async def metadata_location(self, namespace: str, name: str) -> dict[str, Any] | None:
         """``{versionToken, metadataLocation, warehouseLocation}``; None for no such table."""
         try:
-            return await self.read("get_table_metadata_location", namespace=namespace, name=name)
+            found = await self.read("get_table_metadata_location", namespace=namespace, name=name)
         except _Answer as answer:
             if answer.code == "NotFoundException":
+                self.assigned.pop((namespace, name), None)
                 return None
             raise answer.fallback(f"s3tables table {namespace}.{name}") from None
+        if found.get("warehouseLocation"):
+            self.assigned[(namespace, name)] = str(found["warehouseLocation"])
+        return found
 
     def namespace_missing(self, namespace: str) -> NamespaceNotFoundError:
         return NamespaceNotFoundError(
@@ -355,6 +363,34 @@ class S3TablesCatalog(PointerCatalog):
     async def _close_clients(self) -> None:
         await self.service.release()
 
+    # -- locations -----------------------------------------------------------------------------
+    def root_locations(self) -> tuple[str, ...]:
+        """The storage S3 Tables assigned the tables this catalog has seen: the service, not
+        a client, decides where a table's files go."""
+        return tuple(sorted(set(self.service.assigned.values())))
+
+    async def check_new_table(self, identifier: str | Sequence[str], location: str) -> str:
+        """Only the storage the service has just assigned the table."""
+        key = self._split(identifier)
+        assigned = self.service.assigned.get(key)
+        normal = normalized_location(location, f"the location of s3tables table {'.'.join(key)}")
+        if assigned is None or normalized_location(assigned) != normal:
+            raise LocationNotAllowedError(
+                f"s3tables table {'.'.join(key)} cannot live at {location!r}: S3 Tables places every "
+                "table's files in the storage it assigns",
+                location=location,
+            )
+        return normal
+
+    async def _check_move(
+        self, identifier: tuple[str, ...] | None, table_location: str, new_location: str
+    ) -> None:
+        raise LocationNotAllowedError(
+            f"the table at {table_location} cannot move to {new_location!r}: S3 Tables keeps every "
+            "table's files in the storage it assigned",
+            location=new_location,
+        )
+
     # -- names ---------------------------------------------------------------------------------
     @staticmethod
     def _namespace(namespace: str | Sequence[str]) -> str:
@@ -413,6 +449,7 @@ class S3TablesCatalog(PointerCatalog):
         since given metadata."""
         ns, table = self._split((*namespace, name))
         token = self._reserved.pop((ns, table), None)
+        self.service.assigned.pop((ns, table), None)
         if token is None:
             return
         try:
@@ -444,6 +481,7 @@ class S3TablesCatalog(PointerCatalog):
         ns, table = self._split(identifier)
         await self.pointer((ns,), table).delete()
         self._reserved.pop((ns, table), None)
+        self.service.assigned.pop((ns, table), None)
         return None
 
     async def list_tables(self, namespace: str | Sequence[str]) -> list[str]:

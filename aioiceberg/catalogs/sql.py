@@ -30,14 +30,15 @@ from urllib.parse import unquote
 
 import anyio.to_thread
 
-from aioiceberg.catalogs.base import identifier_parts
-from aioiceberg.catalogs.pointer import PointerCatalog, split_identifier
+from aioiceberg.catalogs.base import dotted_namespace, identifier_parts
+from aioiceberg.catalogs.pointer import PointerCatalog, TablePlaces, split_identifier
 from aioiceberg.commit.protocols.commit_point import uri_options
 from aioiceberg.commit.protocols.pointer import MetadataPointer, Pointer
 from aioiceberg.errors import (
     CommitConflictError,
     CommitFailedError,
     CommitStateUnknownError,
+    LocationNotAllowedError,
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
     NamespaceNotFoundError,
@@ -432,8 +433,9 @@ def _warehouse(warehouse: str) -> str:
 
 class SqlCatalog(PointerCatalog):
     """PyIceberg's SQL catalog on a SQLite file: ``aioiceberg.connect("sqlite:///PATH.db",
-    warehouse=...)``. ``warehouse`` is where new tables go; without it, tables can still be
-    loaded, listed and committed (and created in a namespace with a ``location`` property)."""
+    warehouse=...)``. ``warehouse`` is where new tables go, and the one place this catalog
+    creates, moves and purges table files (a namespace ``location`` must lie inside it);
+    without it, tables can still be loaded, listed and committed, but none created or purged."""
 
     kind = "sql"
 
@@ -484,20 +486,23 @@ class SqlCatalog(PointerCatalog):
     async def _close_clients(self) -> None:
         await self.db.aclose()
 
+    def root_locations(self) -> tuple[str, ...]:
+        return (self.warehouse,) if self.warehouse else ()
+
     def no_namespace(self, namespace: str) -> str:
         return f"namespace {namespace!r} does not exist in sql catalog {self.catalog_name!r}"
 
     def _namespace(self, namespace: str | Sequence[str]) -> str:
-        return ".".join(identifier_parts(namespace, "namespace"))
+        return dotted_namespace(namespace)
 
     # -- tables --------------------------------------------------------------------------------
     def pointer(self, namespace: tuple[str, ...], name: str) -> SqlPointer:
-        return SqlPointer(self, ".".join(namespace), name)
+        return SqlPointer(self, self._namespace(namespace), name)
 
     async def new_table_location(self, namespace: tuple[str, ...], name: str) -> str:
         """PyIceberg's default: under the namespace's ``location`` property, else
         ``{warehouse}/{namespace}/{name}``."""
-        ns = ".".join(namespace)
+        ns = self._namespace(namespace)
 
         def lookup(conn: sqlite3.Connection) -> tuple[bool, str | None]:
             exists = _namespace_exists(conn, self.catalog_name, ns)
@@ -506,15 +511,44 @@ class SqlCatalog(PointerCatalog):
         exists, base = await self.db.run(f"read namespace {ns}", lookup)
         if not exists:
             raise NamespaceNotFoundError(self.no_namespace(ns))
-        if base:
-            return f"{base.rstrip('/')}/{name}"
         if self.warehouse is None:
-            raise ValidationError(
-                f"cannot create {ns}.{name}: sql catalog {self.catalog_name!r} has no warehouse; pass "
-                "warehouse='./dir' or 's3://bucket/prefix' to aioiceberg.connect (or set the namespace's "
-                "'location' property)"
-            )
+            raise self._no_roots(f"cannot create {ns}.{name}")
+        if base:
+            try:
+                self.check_namespace_location(ns, base)
+            except LocationNotAllowedError as exc:  # set by another engine: no table goes there
+                raise LocationNotAllowedError(f"cannot create {ns}.{name}: {exc}", location=base) from None
+            return f"{base.rstrip('/')}/{name}"
         return f"{self.warehouse}/{ns}/{name}"
+
+    async def table_places(self) -> list[TablePlaces]:
+        """Every row of the database (other catalog names and views too: their files may lie
+        under the same warehouse), placed from its metadata file."""
+
+        def query(conn: sqlite3.Connection) -> list[tuple[str, str, str, str, str | None]]:
+            kind = ", iceberg_type" if self.db.typed else ", NULL"
+            rows = conn.execute(
+                "SELECT catalog_name, table_namespace, table_name, metadata_location"
+                f"{kind} FROM iceberg_tables WHERE metadata_location IS NOT NULL"
+            )
+            return [
+                (str(c), str(ns), str(t), str(m), None if k is None else str(k)) for c, ns, t, m, k in rows
+            ]
+
+        out: list[TablePlaces] = []
+        for catalog, ns, table, metadata_location, kind in await self.db.run("list every table", query):
+            ours = catalog == self.catalog_name and kind in (None, _TABLE_TYPE)
+            name = f"table {ns}.{table}" + (
+                "" if catalog == self.catalog_name else f" of catalog {catalog!r}"
+            )
+            out.append(
+                TablePlaces(
+                    name if kind in (None, _TABLE_TYPE) else f"view {ns}.{table}",
+                    (*ns.split("."), table) if ours else None,
+                    await self.places_of(metadata_location),
+                )
+            )
+        return out
 
     async def list_tables(self, namespace: str | Sequence[str]) -> list[str]:
         ns = self._namespace(namespace)
@@ -565,6 +599,8 @@ class SqlCatalog(PointerCatalog):
         (PyIceberg's rule); without properties it records PyIceberg's ``exists`` marker."""
         ns = self._namespace(namespace)
         props = {str(k): str(v) for k, v in (properties or {}).items()} or dict([_EXISTS_MARKER])
+        if _LOCATION in props:
+            self.check_namespace_location(ns, props[_LOCATION])
 
         def create(conn: sqlite3.Connection) -> None:
             if _namespace_exists(conn, self.catalog_name, ns):
@@ -589,7 +625,7 @@ class SqlCatalog(PointerCatalog):
         """Namespaces directly below ``parent``, including those that exist only through
         deeper namespaces or tables (as PyIceberg lists them)."""
         parts = identifier_parts(parent, "namespace") if parent else []
-        ns = ".".join(parts)
+        ns = self._namespace(parts) if parts else ""
 
         def query(conn: sqlite3.Connection) -> list[str] | None:
             if not parts:
@@ -633,6 +669,8 @@ class SqlCatalog(PointerCatalog):
         marker, so the namespace is not dropped by the way."""
         ns = self._namespace(namespace)
         changes = [(self.catalog_name, ns, str(k), str(v)) for k, v in (updates or {}).items()]
+        if updates and _LOCATION in updates:
+            self.check_namespace_location(ns, str(updates[_LOCATION]))
 
         def update(conn: sqlite3.Connection) -> dict[str, str]:
             if not _namespace_exists(conn, self.catalog_name, ns):

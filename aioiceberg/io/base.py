@@ -213,6 +213,11 @@ class FileIO(abc.ABC):
         if failures:
             raise StoreError(f"{len(failures)} deletes failed: " + "; ".join(failures[:5]))
 
+    async def remove_empty_folders(self, prefix: str) -> None:
+        """Remove folders under ``prefix`` that hold no objects any more, where a store has
+        folders of its own (a local disk); object stores have none: nothing to do."""
+        return None
+
     # -- lifecycle ---------------------------------------------------------
     def store_key(self, location: str) -> str:
         """Identity of the store holding ``location``, for caching per-store facts (the probe)."""

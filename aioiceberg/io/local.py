@@ -6,7 +6,11 @@
   version token and ``os.replace`` a fsynced temp file over the target;
 * version token: inode, mtime_ns and size. Replacements under the lock get a strictly
   larger mtime than the version they replace, so a chain of replacements never repeats
-  a token even when inode numbers are reused within one clock tick.
+  a token even when inode numbers are reused within one clock tick;
+* folders are only where files are, as on S3: deleting a folder's last file removes its
+  lock file and the folder, and :meth:`LocalFileIO.remove_empty_folders` clears a tree a
+  purge emptied. A lock is held only once its file is still the folder's (checked after
+  ``flock``), so a lock file may be removed under its own lock.
 
 Blocking calls run in worker threads (``anyio.to_thread``) so the event loop never waits.
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -60,10 +65,36 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
+def _make_folder(directory: str) -> None:
+    """``os.makedirs``, which fails when a delete of a folder's last file removes the folder
+    while it looks: then again."""
+    while True:
+        try:
+            os.makedirs(directory, exist_ok=True)
+            return
+        except FileExistsError:
+            try:
+                if stat.S_ISDIR(os.stat(directory).st_mode):
+                    return  # made again meanwhile
+            except FileNotFoundError:
+                continue
+            raise  # a file where the folder should be
+
+
+def _create_in(directory: str, name: str) -> int:
+    """Open a new file in ``directory``, making the folder; again if a delete of the folder's
+    last file removed it between the two."""
+    while True:
+        _make_folder(directory)
+        try:
+            return os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileNotFoundError:
+            continue
+
+
 def _write_temp(directory: str, data: bytes) -> str:
-    os.makedirs(directory, exist_ok=True)
     tmp = os.path.join(directory, f"{TMP_PREFIX}{uuid.uuid4().hex}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    fd = _create_in(directory, os.path.basename(tmp))
     try:
         view = memoryview(data)
         while view:
@@ -75,15 +106,44 @@ def _write_temp(directory: str, data: bytes) -> str:
 
 
 @contextlib.contextmanager
-def _dir_lock(directory: str) -> Iterator[None]:
-    """Exclusive cross-process lock serialising check-then-replace/delete in one directory."""
-    os.makedirs(directory, exist_ok=True)
-    fd = os.open(os.path.join(directory, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the flock
+def _dir_lock(directory: str, *, create: bool = True) -> Iterator[None]:
+    """Exclusive cross-process lock serialising check-then-replace/delete in one directory.
+    Without ``create``, a missing directory raises ``FileNotFoundError``."""
+    path = os.path.join(directory, LOCK_NAME)
+    while True:
+        if create:
+            _make_folder(directory)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:
+            if not create:
+                raise
+            continue  # the folder was removed between the two
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                held = os.stat(path)
+            except FileNotFoundError:
+                held = None
+            mine = os.fstat(fd)
+            if held is not None and (held.st_ino, held.st_dev) == (mine.st_ino, mine.st_dev):
+                yield
+                return
+            # the holder before us removed the lock file (and perhaps the folder): start over
+        finally:
+            os.close(fd)  # closing releases the flock
+
+
+def _remove_if_empty(directory: str) -> None:
+    """Remove ``directory`` if nothing but its lock file is left (the caller holds the lock).
+    A file written meanwhile (writes take no lock) keeps the folder."""
+    with os.scandir(directory) as entries:
+        if any(entry.name != LOCK_NAME for entry in entries):
+            return
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(directory, LOCK_NAME))
+    with contextlib.suppress(OSError):
+        os.rmdir(directory)
 
 
 def _stat(path: str, location: str) -> os.stat_result:
@@ -195,9 +255,8 @@ class LocalFileIO(FileIO):
     def _temp(self, directory: str, data: bytes) -> str:
         if self.fsync:
             return _write_temp(directory, data)
-        os.makedirs(directory, exist_ok=True)
         tmp = os.path.join(directory, f"{TMP_PREFIX}{uuid.uuid4().hex}")
-        with open(tmp, "xb") as f:
+        with open(_create_in(directory, os.path.basename(tmp)), "wb") as f:
             f.write(data)
         return tmp
 
@@ -243,7 +302,12 @@ class LocalFileIO(FileIO):
             tmp = self._temp(directory, data)
             try:
                 with _dir_lock(directory):
-                    current = _stat(path, location)
+                    try:
+                        current = _stat(path, location)
+                    except ObjectNotFoundError:  # leave no folder a write of ours made
+                        os.unlink(tmp)
+                        _remove_if_empty(directory)
+                        raise
                     if _token(current) != etag:
                         raise PreconditionFailedError(location=location)
                     mtime = max(time.time_ns(), current.st_mtime_ns + 1)
@@ -261,20 +325,42 @@ class LocalFileIO(FileIO):
         path = local_path(location)
         directory = os.path.dirname(path)
 
-        def run() -> None:
-            if not os.path.isdir(directory):
+        def unlink() -> None:
+            if if_match is not None and _token(_stat(path, location)) != if_match:
+                raise PreconditionFailedError(location=location)
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
                 if if_match is not None:
-                    raise ObjectNotFoundError(location=location)
+                    raise ObjectNotFoundError(location=location) from None
                 return
-            with _dir_lock(directory):
-                if if_match is not None and _token(_stat(path, location)) != if_match:
-                    raise PreconditionFailedError(location=location)
-                try:
-                    os.unlink(path)
-                except FileNotFoundError:
-                    if if_match is not None:
-                        raise ObjectNotFoundError(location=location) from None
-                    return
-                self._sync_dir(directory)
+            self._sync_dir(directory)
+
+        def run() -> None:
+            try:
+                with _dir_lock(directory, create=False):
+                    try:
+                        unlink()
+                    finally:
+                        _remove_if_empty(directory)
+            except FileNotFoundError:  # no folder: no file
+                if if_match is not None:
+                    raise ObjectNotFoundError(location=location) from None
 
         await self._run(location, run)
+
+    async def remove_empty_folders(self, prefix: str) -> None:
+        """Remove the folder ``prefix`` names and every folder below it left without files
+        (lock files aside), deepest first: what a purge leaves of a table's tree."""
+        top = local_path(prefix).rstrip("/")
+
+        def run() -> None:
+            for directory, _, files in os.walk(top, topdown=False):
+                if not files:
+                    with contextlib.suppress(OSError):
+                        os.rmdir(directory)  # fails while a folder or a file is in it
+                elif files == [LOCK_NAME]:
+                    with contextlib.suppress(FileNotFoundError), _dir_lock(directory, create=False):
+                        _remove_if_empty(directory)
+
+        await self._run(prefix, run)

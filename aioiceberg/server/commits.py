@@ -29,6 +29,7 @@ from aioiceberg.commit.updates import (
     AddSchema,
     AssignUUID,
     SetCurrentSchema,
+    SetLocation,
     TableUpdate,
     UpgradeFormatVersion,
 )
@@ -36,6 +37,7 @@ from aioiceberg.errors import (
     CommitConflictError,
     CommitFailedError,
     InvalidMetadataError,
+    LocationNotAllowedError,
     ReadOnlyTableError,
     StoreError,
     TableAlreadyExistsError,
@@ -110,7 +112,11 @@ async def commit_with_retries(
                 if latest.metadata_location != state.metadata_location and attempt < MAX_ATTEMPTS:
                     state = latest
                     continue
-                if isinstance(exc, ValidationError) and attempt > 1:
+                if (
+                    isinstance(exc, ValidationError)
+                    and not isinstance(exc, LocationNotAllowedError)
+                    and attempt > 1
+                ):
                     # the updates held on the version the client saw, not on the one that won
                     raise CommitConflictError(f"the table changed under the request: {exc}") from exc
                 raise
@@ -171,6 +177,7 @@ async def create_by_commit(
         )
     if await catalog.table_exists(identifier):
         raise CommitConflictError(f"requirement failed: table {'.'.join(identifier)} already exists")
+    await catalog.check_new_table(identifier, location)  # before the staged file is written
     io = catalog.io_for(location)
     staged = f"{metadata_dir(location)}/00000-{uuid.uuid4()}.metadata.json"
     await io.write_if_absent(staged, await anyio.to_thread.run_sync(serialize_table_metadata, metadata))
@@ -180,6 +187,10 @@ async def create_by_commit(
         with contextlib.suppress(StoreError):
             await io.delete(staged)
         raise CommitConflictError(f"requirement failed: {exc}") from exc
+    except ValidationError:  # refused before the catalog registered anything
+        with contextlib.suppress(StoreError):
+            await io.delete(staged)
+        raise
     if table.metadata_location != staged:  # the catalog committed a copy of its own
         with contextlib.suppress(StoreError):
             await io.delete(staged)
@@ -191,6 +202,9 @@ async def commit_table(request: web.Request) -> web.Response:
     body = await json_body(request)
     requirements, updates = await anyio.to_thread.run_sync(parse_changes, body)
     catalog = served(request).catalog
+    for update in updates:  # also checked where the table's protocol commits; refused here first
+        if isinstance(update, SetLocation):
+            catalog.roots.require(update.location, f"set-location of {'.'.join(identifier)}")
     if any(isinstance(r, AssertCreate) for r in requirements):
         table = await create_by_commit(catalog, identifier, requirements, updates)
         return await table_response(table.metadata, table.metadata_location, None)

@@ -126,6 +126,7 @@ async def create_table(request: web.Request) -> web.Response:
         where = where_new_table_goes(catalog, identifier, "stage-create")
         if await catalog.table_exists(identifier):
             raise TableAlreadyExistsError(f"table {'.'.join(identifier)} already exists")
+        await catalog.check_new_table(identifier, where)
         metadata = new_table_metadata(schema, spec, order, where, properties, format_version)
         return await table_response(metadata, None, server.table_config)
     table = await catalog.create_table(identifier, schema, spec, properties, format_version, order)

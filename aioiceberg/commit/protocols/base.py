@@ -7,14 +7,16 @@ item); requirement checks, applying updates and the retry loop are shared.
 from __future__ import annotations
 
 import abc
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from aioiceberg.commit.apply import apply_updates
 from aioiceberg.commit.protocols.commit_point import COMMIT_POINT_PROPERTY, CommitPoint, commit_point_of
 from aioiceberg.commit.requirements import TableRequirement, validate_requirements
 from aioiceberg.commit.updates import TableUpdate
-from aioiceberg.errors import CommitPointMismatchError
+from aioiceberg.errors import CommitPointMismatchError, LocationNotAllowedError
 from aioiceberg.io.base import FileIO
+from aioiceberg.io.locations import is_within, normalized_location
 from aioiceberg.spec.metadata import TableMetadata
 from aioiceberg.spec.metadata_json import parse_table_metadata
 
@@ -66,6 +68,30 @@ def version_hint_path(table_location: str) -> str:
     return f"{metadata_dir(table_location)}/version-hint.text"
 
 
+#: table properties that put the table's files somewhere (Java's names)
+_PLACING_PROPERTIES = ("write.metadata.path", "write.data.path")
+
+
+def placed_elsewhere(base: TableMetadata, metadata: TableMetadata) -> list[str]:
+    """Where ``metadata`` puts files that ``base`` did not: a new location, or a new
+    ``write.metadata.path`` / ``write.data.path`` outside the table's location."""
+    places = []
+    if metadata.location.rstrip("/") != base.location.rstrip("/"):
+        places.append(metadata.location)
+    for key in _PLACING_PROPERTIES:
+        value = metadata.properties.get(key)
+        if value and value != base.properties.get(key) and not _below(value, metadata.location):
+            places.append(value)
+    return places
+
+
+def _below(location: str, table_location: str) -> bool:
+    try:
+        return is_within(normalized_location(location), normalized_location(table_location))
+    except LocationNotAllowedError:  # no one spelling: the guard judges (and refuses) it
+        return False
+
+
 class CommitProtocol(abc.ABC):
     """Swaps table versions atomically on some store.
 
@@ -75,6 +101,10 @@ class CommitProtocol(abc.ABC):
     """
 
     io: FileIO
+    #: awaited with (the table's location, the new place) for each place a commit would put the
+    #: table's files that it did not before (:func:`placed_elsewhere`): the catalog that hands
+    #: out this protocol refuses places outside its roots (``Catalog.confine``)
+    location_guard: Callable[[str, str], Awaitable[None]] | None = None
 
     @property
     @abc.abstractmethod
@@ -130,6 +160,9 @@ class CommitProtocol(abc.ABC):
         self.check_commit_point(base.metadata, base.metadata.location)
         validate_requirements(requirements, base.metadata)
         metadata = apply_updates(base.metadata, updates, base_location=base.metadata_location)
+        if self.location_guard is not None:
+            for place in placed_elsewhere(base.metadata, metadata):
+                await self.location_guard(base.metadata.location, place)
         return await self._swap(base, self.stamped(metadata))
 
     #: whether a table's files may move to another location (its commit point moves with

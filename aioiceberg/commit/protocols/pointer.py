@@ -22,11 +22,13 @@ from typing import Any
 from aioiceberg.commit.protocols.base import CommitProtocol, TableState, parse_metadata_file
 from aioiceberg.commit.protocols.commit_point import CommitPoint
 from aioiceberg.errors import (
+    CommitConflictError,
     CommitFailedError,
     CommitStateUnknownError,
     ObjectNotFoundError,
     StoreError,
     TableNotFoundError,
+    WriteOutcomeUnknownError,
 )
 from aioiceberg.io.base import FileIO
 from aioiceberg.spec.metadata import TableMetadata
@@ -57,7 +59,9 @@ class MetadataPointer(abc.ABC):
     """One table's pointer in one catalog.
 
     ``swap`` raises ``CommitFailedError`` when the catalog definitely refused (another writer
-    moved the pointer) and ``CommitStateUnknownError`` when it may have applied the swap.
+    moved the pointer) and ``CommitStateUnknownError`` or ``WriteOutcomeUnknownError`` when
+    it may have applied the swap. Any other error from ``create`` or ``swap`` (a refusal such
+    as AccessDenied, a locked database) means nothing was applied.
     """
 
     #: the table, as messages name it ("glue table db.events")
@@ -138,8 +142,8 @@ class PointerProtocol(CommitProtocol):
         await self.io.write(location, serialize_table_metadata(metadata))
         try:
             pointer = await self.pointer.create(location, metadata)
-        except (CommitStateUnknownError, StoreError):
-            raise
+        except (CommitStateUnknownError, WriteOutcomeUnknownError):
+            raise  # the catalog may point at the file
         except BaseException:
             with contextlib.suppress(StoreError):
                 await self.io.delete(location)
@@ -174,21 +178,33 @@ class PointerProtocol(CommitProtocol):
         try:
             pointer = await self.pointer.swap(expected, location, metadata)
         except CommitFailedError:
-            self._tokens.pop(base.metadata_location, None)
-            with contextlib.suppress(StoreError):
-                await self.io.delete(location)
+            await self._discard(base, location)
             raise
-        except (CommitStateUnknownError, StoreError) as exc:
+        except (CommitStateUnknownError, WriteOutcomeUnknownError) as exc:
             if not await self._landed(location):
                 raise CommitStateUnknownError(
                     f"{self.pointer.name}: no answer to the swap to {location}, and it cannot be "
                     f"told whether it landed ({exc}); the file was kept"
                 ) from exc
             pointer = Pointer(location)
+        except StoreError as exc:  # a refusal (AccessDenied, throttled, never sent): not applied
+            await self._discard(base, location)
+            if exc.retryable:
+                raise CommitFailedError(f"{self.pointer.name}: {exc}") from exc
+            raise CommitConflictError(
+                f"{self.pointer.name}: the catalog refused the commit, and the table is unchanged: {exc}"
+            ) from exc
         self._tokens.pop(base.metadata_location, None)
         if pointer.token is not None:
             self._tokens[location] = pointer
         return TableState(metadata, location, version)
+
+    async def _discard(self, base: TableState, location: str) -> None:
+        """A swap to ``location`` definitely did not land: its file goes, and the base's token
+        with it (the next attempt reads the pointer again)."""
+        self._tokens.pop(base.metadata_location, None)
+        with contextlib.suppress(StoreError):
+            await self.io.delete(location)
 
     async def _landed(self, location: str) -> bool:
         """Whether an unanswered swap to ``location`` took: the pointer names it, or a later
