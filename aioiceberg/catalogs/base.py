@@ -256,10 +256,13 @@ class Catalog(abc.ABC):
 
     def table_location(self, identifier: str | Sequence[str]) -> str:
         """Where a new table of that name goes."""
-        raise UnsupportedError(f"{self!r} decides where tables go: create the table and read its location")
+        # the class, not the repr: a served catalog's repr names its database file
+        raise UnsupportedError(
+            f"a {type(self).__name__} decides where tables go: create the table and read its location"
+        )
 
     def namespace_location(self, namespace: str | Sequence[str]) -> str:
-        raise UnsupportedError(f"{self!r} has no namespace locations")
+        raise UnsupportedError(f"a {type(self).__name__} has no namespace locations")
 
     # -- tables --------------------------------------------------------------------------------
     @abc.abstractmethod
