@@ -9,8 +9,6 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,7 +30,7 @@ from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType
-from servers.rest import RestServer
+from servers.rest import RestServer, request_json
 
 import aioiceberg
 
@@ -74,18 +72,6 @@ def rows(table: Any) -> list[dict[str, Any]]:
 
 def batch(ids: list[int], regions: list[str]) -> pa.Table:
     return pa.table({"id": ids, "region": regions}, schema=ARROW)
-
-
-def http(server: RestServer, method: str, path: str, body: bytes | None = None) -> tuple[int, Any]:
-    request = urllib.request.Request(server.url + path, data=body, method=method)
-    request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            data = response.read()
-            return response.status, json.loads(data) if data else None
-    except urllib.error.HTTPError as exc:
-        data = exc.read()
-        return exc.code, json.loads(data) if data else None
 
 
 # -- PyIceberg ---------------------------------------------------------------------------------
@@ -312,36 +298,31 @@ def test_errors_are_rest_error_objects(server: RestServer, catalog: PyCatalog, n
     table.append(batch([1], ["eu"]))
     path = f"/v1/namespaces/{ns}/tables/t"
 
-    def error(status: int, body: Any) -> tuple[int, str, str]:
-        assert body["error"]["code"] == status
-        return status, body["error"]["type"], body["error"]["message"]
+    def error(method: str, path: str, body: Any = None) -> tuple[int, str, str]:
+        status, answer = request_json(server.url, method, path, body)
+        assert answer["error"]["code"] == status
+        return status, answer["error"]["type"], answer["error"]["message"]
 
-    status, kind, message = error(*http(server, "POST", "/v1/namespaces", b"{not json"))
+    status, kind, message = error("POST", "/v1/namespaces", b"{not json")
     assert (status, kind) == (400, "BadRequestException") and "not valid JSON" in message
     unknown = {"requirements": [], "updates": [{"action": "frobnicate"}]}
-    status, kind, message = error(*http(server, "POST", path, json.dumps(unknown).encode()))
+    status, kind, message = error("POST", path, unknown)
     assert (status, kind) == (400, "BadRequestException") and "frobnicate" in message
     stale = {
         "requirements": [{"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": 12345}],
         "updates": [{"action": "set-properties", "updates": {"k": "v"}}],
     }
-    status, kind, message = error(*http(server, "POST", path, json.dumps(stale).encode()))
+    status, kind, message = error("POST", path, stale)
     assert (status, kind) == (409, "CommitFailedException") and "12345" in message
     assert "k" not in catalog.load_table(f"{ns}.t").properties
 
-    assert error(*http(server, "GET", f"/v1/namespaces/{ns}/tables/nope"))[:2] == (
-        404,
-        "NoSuchTableException",
-    )
-    assert error(*http(server, "GET", "/v1/namespaces/no_such_ns"))[:2] == (404, "NoSuchNamespaceException")
-    assert error(*http(server, "DELETE", f"/v1/namespaces/{ns}"))[:2] == (409, "NamespaceNotEmptyException")
-    assert error(*http(server, "POST", "/v1/transactions/commit", b"{}"))[:2] == (
-        501,
-        "UnsupportedOperationException",
-    )
-    assert error(*http(server, "GET", "/v1/nowhere"))[:2] == (404, "NotFoundException")
-    assert error(*http(server, "PUT", "/v1/namespaces", b"{}"))[:2] == (405, "MethodNotAllowedException")
-    assert http(server, "HEAD", f"/v1/namespaces/{ns}/tables/nope")[0] == 404
+    assert error("GET", f"/v1/namespaces/{ns}/tables/nope")[:2] == (404, "NoSuchTableException")
+    assert error("GET", "/v1/namespaces/no_such_ns")[:2] == (404, "NoSuchNamespaceException")
+    assert error("DELETE", f"/v1/namespaces/{ns}")[:2] == (409, "NamespaceNotEmptyException")
+    assert error("POST", "/v1/transactions/commit", b"{}")[:2] == (501, "UnsupportedOperationException")
+    assert error("GET", "/v1/nowhere")[:2] == (404, "NotFoundException")
+    assert error("PUT", "/v1/namespaces", b"{}")[:2] == (405, "MethodNotAllowedException")
+    assert request_json(server.url, "HEAD", f"/v1/namespaces/{ns}/tables/nope")[0] == 404
 
 
 def test_commit_to_a_table_committing_elsewhere_is_forbidden_and_says_why(rest_server: RestServer) -> None:

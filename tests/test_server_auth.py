@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import http.client
 import json
 import os
 import subprocess
@@ -21,19 +20,24 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pyarrow as pa
 import pytest
-from aiohttp import web
 from pyiceberg.catalog import Catalog as PyCatalog
 from pyiceberg.catalog import load_catalog
 from pyiceberg.exceptions import ForbiddenError, NoSuchTableError, OAuthError, UnauthorizedError
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
-from servers.rest import RestServer
+from servers.rest import (
+    FORM,
+    RestServer,
+    bearer,
+    request,
+    request_json,
+    request_json_async,
+    serve_in_process,
+)
 
 import aioiceberg
-from aioiceberg.server import make_app
 from aioiceberg.server.auth import Access, AuthConfig, AuthConfigError, Principal, load_auth
 from aioiceberg.server.tokens import issue_token
 
@@ -89,40 +93,15 @@ def catalog(server: RestServer, **auth: str) -> PyCatalog:
     return load_catalog("rest", type="rest", uri=server.url, **auth)
 
 
-def call(
-    url: str,
-    method: str,
-    path: str,
-    body: bytes | None = None,
-    headers: Mapping[str, str] | None = None,
-) -> tuple[int, Mapping[str, str], Any]:
-    """One raw request; ``headers`` may replace ``Host`` (http.client then sends no own)."""
-    parts = urllib.parse.urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
-    try:
-        connection.request(method, path, body=body, headers=dict(headers or {}))
-        response = connection.getresponse()
-        data = response.read()
-        return response.status, dict(response.headers), json.loads(data) if data else None
-    finally:
-        connection.close()
-
-
 def port_of(url: str) -> int:
     port = urllib.parse.urlsplit(url).port
     assert port is not None
     return port
 
 
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-
-
 def oauth(url: str, form: Mapping[str, str], headers: Mapping[str, str] | None = None) -> tuple[int, Any]:
     body = urllib.parse.urlencode(form).encode()
-    all_headers = {"Content-Type": "application/x-www-form-urlencoded", **(headers or {})}
-    status, _, answer = call(url, "POST", "/v1/oauth/tokens", body, all_headers)
-    return status, answer
+    return request_json(url, "POST", "/v1/oauth/tokens", body, headers, content_type=FORM)
 
 
 # -- authentication ----------------------------------------------------------------------------
@@ -149,13 +128,14 @@ def test_requests_without_a_valid_token_get_401(server: RestServer) -> None:
     ]
     for what, headers in wrong.items():
         for method, path, body in routes:
-            status, answer_headers, answer = call(server.url, method, path, body, headers)
+            reply = request(server.url, method, path, body, headers)
+            status, answer = reply.status, reply.json()
             assert status == 401, (what, method, path)
-            assert answer_headers["WWW-Authenticate"].startswith("Bearer")
+            assert reply.headers["WWW-Authenticate"].startswith("Bearer")
             if method != "HEAD":
                 assert answer["error"]["type"] == "NotAuthorizedException"
                 assert answer["error"]["code"] == 401
-    status, _, answer = call(server.url, "GET", "/v1/config", headers=bearer(expired))
+    _, answer = request_json(server.url, "GET", "/v1/config", headers=bearer(expired))
     assert "expired" in answer["error"]["message"]
     etl = catalog(server, token=ETL_TOKEN)
     assert etl.table_exists("sales.orders")
@@ -165,10 +145,10 @@ def test_requests_without_a_valid_token_get_401(server: RestServer) -> None:
 
 
 def test_a_token_from_the_environment_writes_everywhere(server: RestServer) -> None:
-    status, _, answer = call(server.url, "GET", "/v1/namespaces", headers=bearer(ENV_TOKEN))
+    status, answer = request_json(server.url, "GET", "/v1/namespaces", headers=bearer(ENV_TOKEN))
     assert status == 200 and ["hr"] in answer["namespaces"]
     body = json.dumps({"namespace": ["from_env"]}).encode()
-    status, _, _ = call(server.url, "POST", "/v1/namespaces", body, bearer(ENV_TOKEN))
+    status, _ = request_json(server.url, "POST", "/v1/namespaces", body, bearer(ENV_TOKEN))
     assert status == 200
     assert ("from_env",) in catalog(server, token=ETL_TOKEN).list_namespaces()
 
@@ -180,7 +160,7 @@ def test_oauth2_client_credentials_exchange(server: RestServer) -> None:
     assert status == 200
     assert answer["token_type"] == "bearer" and answer["expires_in"] == 3600
     assert answer["issued_token_type"] == "urn:ietf:params:oauth:token-type:access_token"
-    status, _, listed = call(server.url, "GET", "/v1/namespaces", headers=bearer(answer["access_token"]))
+    status, listed = request_json(server.url, "GET", "/v1/namespaces", headers=bearer(answer["access_token"]))
     assert status == 200 and listed["namespaces"] == [["sales"], ["scratch"]]
 
     basic = base64.b64encode(f"analyst:{ANALYST_SECRET}".encode()).decode()
@@ -194,7 +174,7 @@ def test_oauth2_client_credentials_exchange(server: RestServer) -> None:
     }
     status, fresh = oauth(server.url, {**exchange, "subject_token": answer["access_token"]})
     assert status == 200
-    status, _, listed = call(server.url, "GET", "/v1/namespaces", headers=bearer(fresh["access_token"]))
+    status, listed = request_json(server.url, "GET", "/v1/namespaces", headers=bearer(fresh["access_token"]))
     assert status == 200 and listed["namespaces"] == [["sales"], ["scratch"]]
     for subject, error in ((ANALYST_TOKEN, "invalid_request"), ("aioi1.e30.forged", "invalid_grant")):
         status, answer = oauth(server.url, {**exchange, "subject_token": subject})
@@ -211,7 +191,7 @@ def test_oauth2_client_credentials_exchange(server: RestServer) -> None:
         assert (status, answer["error"]) == (want_status, want_error), sent
         assert answer["error_description"]
     # a principal with only static tokens has no secret to exchange
-    status, _, answer = call(
+    status, answer = request_json(
         server.url,
         "POST",
         "/v1/oauth/tokens",
@@ -400,43 +380,26 @@ def test_a_web_page_cannot_rename_a_table(server: RestServer) -> None:
         {**bearer(ETL_TOKEN), "Content-Type": "application/x-www-form-urlencoded"},
     ]
     for headers in attempts:
-        status, _, answer = call(server.url, "POST", "/v1/tables/rename", rename, headers)
+        status, answer = request_json(server.url, "POST", "/v1/tables/rename", rename, headers)
         assert status in (403, 415), headers
         assert answer["error"]["type"] in ("ForbiddenException", "BadRequestException")
     assert etl.table_exists("hr.victim") and not etl.table_exists("hr.gone")
 
     # the server's own name and origin pass
     same = {**bearer(ETL_TOKEN), "Host": f"localhost:{port}", "Origin": f"http://localhost:{port}"}
-    status, _, _ = call(server.url, "POST", "/v1/tables/rename", rename, same)
+    status, _ = request_json(server.url, "POST", "/v1/tables/rename", rename, same)
     assert status == 204 and etl.table_exists("hr.gone")
 
 
 @contextlib.asynccontextmanager
 async def in_process(root: Path, **options: Any) -> AsyncIterator[str]:
-    """``make_app`` over a warehouse on 127.0.0.1, port 0; yields the URL."""
+    """``make_app`` over a warehouse holding ``ns.t``, on 127.0.0.1, port 0; yields the URL."""
     catalog = aioiceberg.connect(str(root))
     if not await catalog.namespace_exists("ns"):
         await catalog.create_namespace("ns")
         await catalog.create_table("ns.t", ARROW)
-    runner = web.AppRunner(make_app(catalog, **options), access_log=None)
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
-
-
-async def send(
-    url: str, method: str, path: str, body: bytes | None = None, headers: Mapping[str, str] | None = None
-) -> tuple[int, Any]:
-    async with (
-        aiohttp.ClientSession() as session,
-        session.request(method, url + path, data=body, headers=dict(headers or {})) as response,
-    ):
-        data = await response.read()
-        return response.status, json.loads(data) if data else None
+    async with serve_in_process(catalog, **options) as url:
+        yield url
 
 
 RENAME_T = json.dumps(
@@ -450,15 +413,17 @@ async def test_without_auth_web_pages_are_still_refused(tmp_path: Path) -> None:
         port = port_of(url)
         page = {"Content-Type": "text/plain", "Origin": "http://evil.example", "Host": f"evil.example:{port}"}
         for headers in (page, {"Host": f"rebound.example:{port}", "Content-Type": "application/json"}):
-            status, answer = await send(url, "POST", "/v1/tables/rename", RENAME_T, headers)
+            status, answer = await request_json_async(url, "POST", "/v1/tables/rename", RENAME_T, headers)
             assert status == 403 and answer["error"]["type"] == "ForbiddenException"
-        status, answer = await send(
+        status, answer = await request_json_async(
             url, "POST", "/v1/tables/rename", RENAME_T, {"Content-Type": "text/plain"}
         )
         assert status == 415 and "application/json" in answer["error"]["message"]
-        status, answer = await send(url, "GET", "/v1/namespaces/ns/tables/t")
+        status, answer = await request_json_async(url, "GET", "/v1/namespaces/ns/tables/t")
         assert status == 200
-        status, _ = await send(url, "GET", "/v1/namespaces/ns/tables/t", headers={"Host": f"[::1]:{port}"})
+        status, _ = await request_json_async(
+            url, "GET", "/v1/namespaces/ns/tables/t", headers={"Host": f"[::1]:{port}"}
+        )
         assert status == 200
 
 
@@ -470,9 +435,9 @@ async def test_allowed_host_names_a_proxy(tmp_path: Path) -> None:
             "Origin": "https://catalog.example.com",
             "X-Forwarded-Proto": "https",
         }
-        status, _ = await send(url, "GET", "/v1/namespaces/ns/tables/t", headers=proxied)
+        status, _ = await request_json_async(url, "GET", "/v1/namespaces/ns/tables/t", headers=proxied)
         assert status == 200
-        status, _ = await send(
+        status, _ = await request_json_async(
             url, "GET", "/v1/namespaces/ns/tables/t", headers={"Host": "other.example.com"}
         )
         assert status == 403
@@ -485,13 +450,13 @@ async def test_issued_tokens_survive_a_restart_with_a_signing_key(tmp_path: Path
             {"etl": Principal("etl", secret, (), {(): Access.WRITE})}, 60, key, persistent_key=True
         )
 
-    form = aiohttp.FormData(
+    form = urllib.parse.urlencode(
         {"grant_type": "client_credentials", "client_id": "etl", "client_secret": ETL_SECRET}
-    )
+    ).encode()
     async with in_process(tmp_path / "wh", auth=config(SIGNING_KEY.encode())) as url:
-        async with aiohttp.ClientSession() as session, session.post(f"{url}/v1/oauth/tokens", data=form) as r:
-            assert r.status == 200
-            token = (await r.json())["access_token"]
+        status, answer = await request_json_async(url, "POST", "/v1/oauth/tokens", form, content_type=FORM)
+        assert status == 200
+        token = answer["access_token"]
     restarts = [
         (config(SIGNING_KEY.encode()), 200),  # the same key: still valid
         (config(b"a-different-key-0123456789abcdef"), 401),  # another server's key
@@ -499,7 +464,7 @@ async def test_issued_tokens_survive_a_restart_with_a_signing_key(tmp_path: Path
     ]
     for auth, want in restarts:
         async with in_process(tmp_path / "wh", auth=auth) as url:
-            status, _ = await send(url, "GET", "/v1/config", headers={"Authorization": f"Bearer {token}"})
+            status, _ = await request_json_async(url, "GET", "/v1/config", headers=bearer(token))
             assert status == want
 
 

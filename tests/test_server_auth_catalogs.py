@@ -4,29 +4,25 @@ each served in-process on 127.0.0.1 and reached over real HTTP."""
 
 from __future__ import annotations
 
-import contextlib
-import json
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pyarrow as pa
 import pytest
-from aiohttp import web
 from servers.backends import create_bucket
 from servers.plugin import s3_storage_options
+from servers.rest import bearer, request_json_async, serve_in_process
 
 import aioiceberg
-from aioiceberg.catalogs.base import Catalog
-from aioiceberg.server import make_app
 from aioiceberg.server.auth import Access, AuthConfig, Principal
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("aws_clients_closed")]
 
 WRITER_TOKEN = "writer-token-0123456789abcdef"
 READER_TOKEN = "reader-token-0123456789abcdef"
+WRITER, READER = bearer(WRITER_TOKEN), bearer(READER_TOKEN)
 NS = f"auth_{uuid.uuid4().hex[:12]}"  # Glue on moto is shared by the session's modules
 ARROW = pa.schema([pa.field("id", pa.int64()), pa.field("region", pa.string())])
 SCHEMA_JSON = {
@@ -46,35 +42,6 @@ AUTH = AuthConfig(
 )
 
 
-@contextlib.asynccontextmanager
-async def served(catalog: Catalog) -> AsyncIterator[str]:
-    await catalog.create_namespace(NS)
-    await catalog.create_table(f"{NS}.t", ARROW)
-    runner = web.AppRunner(make_app(catalog, auth=AUTH), access_log=None)
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
-
-
-async def send(
-    url: str, method: str, path: str, body: Any = None, token: str | None = None, **headers: str
-) -> tuple[int, Any]:
-    sent: dict[str, str] = {"Content-Type": "application/json", **headers}
-    if token is not None:
-        sent["Authorization"] = f"Bearer {token}"
-    data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-    async with (
-        aiohttp.ClientSession() as session,
-        session.request(method, url + path, data=data, headers=sent) as response,
-    ):
-        raw = await response.read()
-        return response.status, json.loads(raw) if raw else None
-
-
 def commit(updates: list[Mapping[str, Any]]) -> dict[str, Any]:
     return {"requirements": [], "updates": list(updates)}
 
@@ -91,17 +58,20 @@ async def url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[s
         bucket = await create_bucket(endpoint)
         options = {**s3_storage_options(endpoint), "glue.endpoint": endpoint}
         catalog = aioiceberg.connect("glue://", warehouse=f"s3://{bucket}/wh", storage_options=options)
-    async with catalog, served(catalog) as served_url:
-        yield served_url
+    async with catalog:
+        await catalog.create_namespace(NS)
+        await catalog.create_table(f"{NS}.t", ARROW)
+        async with serve_in_process(catalog, auth=AUTH) as served_url:
+            yield served_url
 
 
 async def test_tokens_grants_web_pages_and_validation_hold_on_every_catalog(url: str) -> None:
     table = f"/v1/namespaces/{NS}/tables/t"
-    status, answer = await send(url, "GET", table)
+    status, answer = await request_json_async(url, "GET", table)
     assert status == 401 and answer["error"]["type"] == "NotAuthorizedException"
-    status, _ = await send(url, "GET", table, token="not-a-token-0123456789")
+    status, _ = await request_json_async(url, "GET", table, headers=bearer("not-a-token-0123456789"))
     assert status == 401
-    status, loaded = await send(url, "GET", table, token=READER_TOKEN)
+    status, loaded = await request_json_async(url, "GET", table, headers=READER)
     assert status == 200
     before = loaded["metadata-location"]
 
@@ -112,26 +82,20 @@ async def test_tokens_grants_web_pages_and_validation_hold_on_every_catalog(url:
         ("POST", "/v1/namespaces", {"namespace": ["other"]}),
     ]
     for method, path, body in writes:
-        status, answer = await send(url, method, path, body, token=READER_TOKEN)
+        status, answer = await request_json_async(url, method, path, body, READER)
         assert status == 403 and answer["error"]["type"] == "ForbiddenException", (method, path, answer)
 
     rename = {"source": {"namespace": [NS], "name": "t"}, "destination": {"namespace": [NS], "name": "m"}}
-    status, _ = await send(
-        url,
-        "POST",
-        "/v1/tables/rename",
-        json.dumps(rename).encode(),
-        token=WRITER_TOKEN,
-        **{"Content-Type": "text/plain", "Origin": "http://evil.example"},
-    )
+    page = {**WRITER, "Content-Type": "text/plain", "Origin": "http://evil.example"}
+    status, _ = await request_json_async(url, "POST", "/v1/tables/rename", rename, page)
     assert status in (403, 415)
 
     bad = commit([{"action": "set-properties", "updates": {"commit.retry.num-retries": "abc"}}])
-    status, answer = await send(url, "POST", table, bad, token=WRITER_TOKEN)
+    status, answer = await request_json_async(url, "POST", table, bad, WRITER)
     assert status == 400 and "commit.retry.num-retries" in answer["error"]["message"]
 
-    status, loaded = await send(url, "GET", table, token=READER_TOKEN)
+    status, loaded = await request_json_async(url, "GET", table, headers=READER)
     assert status == 200 and loaded["metadata-location"] == before  # nothing above changed the table
     good = commit([{"action": "set-properties", "updates": {"owner": "etl"}}])
-    status, answer = await send(url, "POST", table, good, token=WRITER_TOKEN)
+    status, answer = await request_json_async(url, "POST", table, good, WRITER)
     assert status == 200 and answer["metadata"]["properties"]["owner"] == "etl"

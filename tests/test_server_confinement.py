@@ -13,9 +13,6 @@ import http.server
 import json
 import shutil
 import threading
-import urllib.error
-import urllib.parse
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -30,7 +27,7 @@ from pyiceberg.catalog import load_catalog
 from pyiceberg.exceptions import BadRequestError, ForbiddenError, RESTError
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
-from servers.rest import RestServer
+from servers.rest import RestServer, purge, register, request_json, set_location
 
 import aioiceberg
 from aioiceberg.catalogs.base import register_not_found
@@ -84,8 +81,13 @@ class Site:
     http_url: str
     hits: list[str] = field(default_factory=list)
 
+    @property
+    def url(self) -> str:
+        """The served catalog's (``http_url`` is the counting server's)."""
+        return self.server.url
+
     def client(self) -> PyCatalog:
-        return load_catalog("rest", type="rest", uri=self.server.url)
+        return load_catalog("rest", type="rest", uri=self.url)
 
     def canaries(self) -> dict[Path, bytes]:
         return {
@@ -132,19 +134,6 @@ def expected_canaries(site: Site) -> Iterator[dict[Path, bytes]]:
     assert site.canaries() == before
 
 
-def rest(site: Site, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(site.server.url + path, data=data, method=method)
-    request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            raw = response.read()
-            return response.status, json.loads(raw) if raw else None
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
-        return exc.code, json.loads(raw) if raw else None
-
-
 def quoted(name: str) -> str:
     """Every byte percent-encoded, dots too: a path segment a client cannot have normalized away."""
     return "".join(f"%{b:02X}" for b in name.encode())
@@ -176,17 +165,18 @@ def test_set_location_is_refused_and_a_purge_keeps_what_lies_outside(
     table.append(ids(1, 2))
     path = f"/v1/namespaces/{ns}/tables/t"
     for target in (site.outside, site.sibling, site.warehouse / ns / "other", f"file://{site.outside}"):
-        update = {"action": "set-location", "location": str(target)}
-        status, kind, _ = error_of(rest(site, "POST", path, {"requirements": [], "updates": [update]}))
+        status, kind, _ = error_of(set_location(site.url, ns, "t", str(target)))
         assert (status, kind) == (403, "ForbiddenException"), target
     for key in ("write.metadata.path", "write.data.path"):
         change: dict[str, Any] = {"action": "set-properties", "updates": {key: str(site.outside)}}
-        status, kind, _ = error_of(rest(site, "POST", path, {"requirements": [], "updates": [change]}))
+        status, kind, _ = error_of(
+            request_json(site.url, "POST", path, {"requirements": [], "updates": [change]})
+        )
         assert (status, kind) == (403, "ForbiddenException"), key
     reloaded = catalog.load_table(f"{ns}.t")
     assert reloaded.metadata.location.rstrip("/") == str(site.warehouse / ns / "t")
     assert reloaded.scan().to_arrow().num_rows == 2
-    assert rest(site, "DELETE", f"{path}?purgeRequested=true")[0] == 204
+    assert purge(site.url, ns, "t") == 204
     assert not list((site.warehouse / ns / "t").rglob("*.json"))
 
 
@@ -221,12 +211,7 @@ def test_register_reads_nothing_outside_the_warehouse_and_answers_as_for_a_missi
             f"{site.warehouse}/{ns}/missing/metadata/v1.metadata.json",  # inside, but missing
         ]
         for i, location in enumerate(asked):
-            answer = rest(
-                site,
-                "POST",
-                f"/v1/namespaces/{ns}/register",
-                {"name": f"r{i}", "metadata-location": location},
-            )
+            answer = register(site.url, ns, f"r{i}", location)
             assert error_of(answer) == (404, "NoSuchTableException", register_not_found(location)), location
         assert site.hits == []
         with pytest.raises(RESTError, match="no readable metadata file"):
@@ -246,26 +231,19 @@ def test_register_refuses_a_warehouse_file_naming_an_outside_location_and_purge_
     planted.parent.mkdir(parents=True)
     for location in (site.outside, site.sibling):
         planted.write_text(json.dumps({**document, "location": str(location)}))
-        status, kind, message = error_of(
-            rest(
-                site,
-                "POST",
-                f"/v1/namespaces/{ns}/register",
-                {"name": "planted", "metadata-location": str(planted)},
-            )
-        )
+        status, kind, message = error_of(register(site.url, ns, "planted", str(planted)))
         assert (status, kind) == (403, "ForbiddenException")
         assert str(location) not in message
-    status, _, _ = error_of(rest(site, "DELETE", f"/v1/namespaces/{ns}/tables/planted?purgeRequested=true"))
+    status, _, _ = error_of(
+        request_json(site.url, "DELETE", f"/v1/namespaces/{ns}/tables/planted?purgeRequested=true")
+    )
     assert status == 404
     # the table's own location: registered, and its purge deletes only its own files
     planted.write_text(json.dumps({**document, "location": str(planted.parent.parent)}))
-    answer = rest(
-        site, "POST", f"/v1/namespaces/{ns}/register", {"name": "planted", "metadata-location": str(planted)}
-    )
+    answer = register(site.url, ns, "planted", str(planted))
     assert answer[0] == 200, answer
     assert catalog.load_table(f"{ns}.planted").scan().to_arrow().num_rows == 1  # src's data, by reference
-    assert rest(site, "DELETE", f"/v1/namespaces/{ns}/tables/planted?purgeRequested=true")[0] == 204
+    assert purge(site.url, ns, "planted") == 204
     assert catalog.load_table(f"{ns}.src").scan().to_arrow().num_rows == 1
 
 
@@ -280,14 +258,7 @@ def test_register_of_foreign_json_names_no_content(site: Site, expected_canaries
         "[1, 2",
     ):
         foreign.write_text(content)
-        status, kind, message = error_of(
-            rest(
-                site,
-                "POST",
-                f"/v1/namespaces/{ns}/register",
-                {"name": "foreign", "metadata-location": str(foreign)},
-            )
-        )
+        status, kind, message = error_of(register(site.url, ns, "foreign", str(foreign)))
         assert (status, kind) == (400, "BadRequestException")
         assert "is not an Iceberg table metadata file" in message and SECRET not in message
 
@@ -298,13 +269,15 @@ def test_tables_never_nest_through_the_server(site: Site, expected_canaries: dic
     ns = new_namespace(catalog)
     catalog.create_table(f"{ns}.a", schema=SCHEMA).append(ids(1))
     # a namespace where a table is, so that a table could go inside it
-    status, kind, _ = error_of(rest(site, "POST", "/v1/namespaces", {"namespace": [ns, "a"]}))
+    status, kind, _ = error_of(request_json(site.url, "POST", "/v1/namespaces", {"namespace": [ns, "a"]}))
     assert (status, kind) == (400, "BadRequestException")
     # a table inside table a: its namespace does not exist, and it is refused either way
     for attempt in (
-        rest(site, "POST", f"/v1/namespaces/{ns}%1Fa/tables", {"name": "b", "schema": SCHEMA_JSON}),
-        rest(
-            site,
+        request_json(
+            site.url, "POST", f"/v1/namespaces/{ns}%1Fa/tables", {"name": "b", "schema": SCHEMA_JSON}
+        ),
+        request_json(
+            site.url,
             "POST",
             "/v1/tables/rename",
             {
@@ -322,7 +295,7 @@ def test_tables_never_nest_through_the_server(site: Site, expected_canaries: dic
         with pytest.raises(ForbiddenError):
             catalog.create_table(f"{ns}.{name}", schema=SCHEMA)
         body = {"name": name, "schema": SCHEMA_JSON, "stage-create": True}
-        assert error_of(rest(site, "POST", f"/v1/namespaces/{ns}/tables", body))[:2] == (
+        assert error_of(request_json(site.url, "POST", f"/v1/namespaces/{ns}/tables", body))[:2] == (
             403,
             "ForbiddenException",
         )
@@ -354,13 +327,15 @@ def test_create_by_commit_inside_a_table_writes_nothing(
     path = f"/v1/namespaces/{ns}/tables/holder"
     for location in (where, site.outside):
         body = {**create, "updates": [*updates, {"action": "set-location", "location": str(location)}]}
-        assert error_of(rest(site, "POST", path, body))[:2] == (403, "ForbiddenException"), location
+        status, kind, _ = error_of(request_json(site.url, "POST", path, body))
+        assert (status, kind) == (403, "ForbiddenException"), location
     assert sorted(p for p in where.rglob("*")) == before
     body = {
         **create,
         "updates": [*updates, {"action": "set-location", "location": str(where.parent / "fresh")}],
     }
-    assert rest(site, "POST", f"/v1/namespaces/{ns}/tables/fresh", body)[0] == 200  # the same commit, allowed
+    status, _ = request_json(site.url, "POST", f"/v1/namespaces/{ns}/tables/fresh", body)
+    assert status == 200  # the same commit, allowed
 
 
 def test_a_nested_table_from_before_survives_its_outer_tables_purge(
@@ -375,7 +350,7 @@ def test_a_nested_table_from_before_survives_its_outer_tables_purge(
             await (await below.create_table("outer.inner", schema=ARROW)).append(ids(5, 6))
 
     anyio.run(nest)
-    assert rest(site, "DELETE", f"/v1/namespaces/{ns}/tables/outer?purgeRequested=true")[0] == 204
+    assert purge(site.url, ns, "outer") == 204
     assert not catalog.table_exists(f"{ns}.outer")
     inner = site.warehouse / ns / "outer" / "inner"
     assert list((inner / "metadata").glob("v*.metadata.json")) and list((inner / "data").glob("*.parquet"))
@@ -390,17 +365,12 @@ def test_bad_names_are_400_without_server_paths(site: Site, level: str) -> None:
     ns = new_namespace(catalog)
     schema = SCHEMA_JSON
     answers = [
-        rest(site, "POST", "/v1/namespaces", {"namespace": [level]}),
-        rest(site, "POST", f"/v1/namespaces/{ns}/tables", {"name": level, "schema": schema}),
-        rest(
-            site,
-            "POST",
-            f"/v1/namespaces/{ns}/register",
-            {"name": level, "metadata-location": "/x.metadata.json"},
-        ),
-        rest(site, "GET", f"/v1/namespaces/{quoted(level)}/tables"),
-        rest(site, "GET", f"/v1/namespaces/{ns}/tables/{quoted(level)}"),
-        rest(site, "DELETE", f"/v1/namespaces/{ns}/tables/{quoted(level)}?purgeRequested=true"),
+        request_json(site.url, "POST", "/v1/namespaces", {"namespace": [level]}),
+        request_json(site.url, "POST", f"/v1/namespaces/{ns}/tables", {"name": level, "schema": schema}),
+        register(site.url, ns, level, "/x.metadata.json"),
+        request_json(site.url, "GET", f"/v1/namespaces/{quoted(level)}/tables"),
+        request_json(site.url, "GET", f"/v1/namespaces/{ns}/tables/{quoted(level)}"),
+        request_json(site.url, "DELETE", f"/v1/namespaces/{ns}/tables/{quoted(level)}?purgeRequested=true"),
     ]
     for answer in answers:
         status, kind, message = error_of(answer)

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import threading
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,7 +27,7 @@ from pyiceberg.catalog import load_catalog
 from pyiceberg.catalog.sql import SqlCatalog as PySqlCatalog
 from pyiceberg.exceptions import BadRequestError, ForbiddenError, RESTError
 from servers.plugin import s3_storage_options
-from servers.rest import RestServer
+from servers.rest import RestServer, purge, register, request_json, set_location
 
 import aioiceberg
 from aioiceberg.catalogs.sql import SqlCatalog
@@ -51,35 +49,19 @@ def files_under(path: Path) -> list[Path]:
     return sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
 
 
-def http(url: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url + path, data=data, method=method)
-    request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            raw = response.read()
-            return response.status, json.loads(raw) if raw else None
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
-        return exc.code, json.loads(raw) if raw else None
-
-
-def set_location(url: str, ns: str, table: str, location: str) -> tuple[int, Any]:
-    body = {"requirements": [], "updates": [{"action": "set-location", "location": location}]}
-    return http(url, "POST", f"/v1/namespaces/{ns}/tables/{table}", body)
-
-
-def purge(url: str, ns: str, table: str) -> int:
-    return http(url, "DELETE", f"/v1/namespaces/{ns}/tables/{table}?purgeRequested=true")[0]
-
-
-def register(url: str, ns: str, table: str, metadata_location: str) -> tuple[int, Any]:
-    body = {"name": table, "metadata-location": metadata_location}
-    return http(url, "POST", f"/v1/namespaces/{ns}/register", body)
-
-
 def message(answer: Any) -> str:
     return str(answer["error"]["message"])
+
+
+def assert_register_answers_alike(url: str, ns: str, *metadata_locations: str) -> None:
+    """Registering each is a 404 in the same words but for the location: nothing tells a file
+    outside the roots from a missing one."""
+    answers = {}
+    for location in metadata_locations:
+        status, answer = register(url, ns, "r", location)
+        assert status == 404, answer
+        answers[location] = message(answer).replace(location, "PATH")
+    assert len(set(answers.values())) == 1, answers
 
 
 def moved_copy(metadata_file: Path, to: Path, location: str) -> Path:
@@ -188,7 +170,7 @@ def test_set_location_outside_the_roots_or_nesting_is_refused_and_purge_deletes_
     for key in ("write.metadata.path", "write.data.path"):
         for target in (str(site.outside), str(site.sibling / "m"), f"{other.location()}/m"):
             body = {"requirements": [], "updates": [{"action": "set-properties", "updates": {key: target}}]}
-            status, answer = http(site.url, "POST", f"/v1/namespaces/{ns}/tables/t", body)
+            status, answer = request_json(site.url, "POST", f"/v1/namespaces/{ns}/tables/t", body)
             assert status == 403, (key, target, answer)
     assert files_under(site.outside) == outside_before
 
@@ -231,12 +213,7 @@ def test_register_reads_only_inside_the_roots_and_answers_missing_and_outside_al
         current, site.sibling / "t" / "metadata" / "00001-x.metadata.json", str(site.sibling)
     )
     missing = site.warehouse / ns / "none" / "metadata" / "00001-x.metadata.json"
-    answers = {}
-    for path in (outside_file, sibling_file, missing):
-        status, answer = register(site.url, ns, "r", str(path))
-        assert status == 404, answer
-        answers[path] = message(answer).replace(str(path), "PATH")
-    assert len(set(answers.values())) == 1, answers  # one answer: nothing to tell them apart
+    assert_register_answers_alike(site.url, ns, str(outside_file), str(sibling_file), str(missing))
     with pytest.raises(RESTError, match="no readable metadata file"):
         catalog.register_table(f"{ns}.r", str(outside_file))
 
@@ -608,12 +585,7 @@ def test_glue_set_location_and_register_stay_inside_the_warehouse(glue: GlueSite
         table.metadata_location, "outside/t/metadata/00001-x.metadata.json", f"s3://{glue.bucket}/outside/t"
     )
     missing = f"{glue.warehouse}/{db}.db/none/metadata/00001-x.metadata.json"
-    answers = set()
-    for path in (outside_file, missing):
-        status, answer = register(glue.url, db, "r", path)
-        assert status == 404, answer
-        answers.add(message(answer).replace(path, "PATH"))
-    assert len(answers) == 1
+    assert_register_answers_alike(glue.url, db, outside_file, missing)
     pointing_out = glue.copy_metadata(
         table.metadata_location, f"wh/{db}.db/x/metadata/00001-x.metadata.json", f"s3://{glue.bucket}/outside"
     )

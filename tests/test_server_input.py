@@ -11,9 +11,7 @@ from __future__ import annotations
 import errno
 import json
 import re
-import urllib.error
 import urllib.parse
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,7 +20,7 @@ from typing import Any
 
 import pytest
 from pyiceberg.catalog import load_catalog
-from servers.rest import RestServer
+from servers.rest import Reply, RestServer, request
 
 import aioiceberg
 from aioiceberg.errors import CommitStateUnknownError, TableNotFoundError, ValidationError
@@ -42,26 +40,11 @@ class Served:
     root: Path  # what no answer may show
 
 
-@dataclass
-class Answer:
-    status: int
-    text: str
-
-    def json(self) -> Any:
-        return json.loads(self.text)
+def http(served: Served, method: str, path: str, body: bytes | None = None) -> Reply:
+    return request(served.server.url, method, path, body, timeout=60)
 
 
-def http(served: Served, method: str, path: str, body: bytes | None = None) -> Answer:
-    request = urllib.request.Request(served.server.url + path, data=body, method=method)
-    request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return Answer(response.status, response.read().decode())
-    except urllib.error.HTTPError as exc:
-        return Answer(exc.code, exc.read().decode())
-
-
-def post(served: Served, path: str, value: Any) -> Answer:
+def post(served: Served, path: str, value: Any) -> Reply:
     return http(served, "POST", path, json.dumps(value).encode())
 
 
@@ -69,7 +52,7 @@ def q(text: str) -> str:
     return urllib.parse.quote(text, safe="")
 
 
-def assert_error(served: Served, answer: Answer, status: int) -> dict[str, Any]:
+def assert_error(served: Served, answer: Reply, status: int) -> dict[str, Any]:
     """The REST error model with ``status``, showing nothing of the server."""
     assert answer.status == status, answer.text
     error = answer.json()["error"]

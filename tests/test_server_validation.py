@@ -7,10 +7,7 @@ One server for the module; each test works in its own namespace.
 
 from __future__ import annotations
 
-import json
 import os
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +22,7 @@ from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.transforms import DayTransform, IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType, TimestampType
-from servers.rest import RestServer
+from servers.rest import RestServer, request_json
 
 import aioiceberg
 from aioiceberg.errors import ValidationError
@@ -68,28 +65,15 @@ def batch(ids: list[int], regions: list[str]) -> pa.Table:
     return pa.table({"id": ids, "region": regions}, schema=ARROW)
 
 
-def http(server: RestServer, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(server.url + path, data=data, method=method)
-    request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=20) as response:
-            raw = response.read()
-            return response.status, json.loads(raw) if raw else None
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
-        return exc.code, json.loads(raw) if raw else None
-
-
 def load(server: RestServer, ns: str, name: str) -> dict[str, Any]:
-    status, body = http(server, "GET", f"/v1/namespaces/{ns}/tables/{name}")
+    status, body = request_json(server.url, "GET", f"/v1/namespaces/{ns}/tables/{name}")
     assert status == 200, body
     return dict(body)
 
 
 def commit(server: RestServer, ns: str, name: str, *updates: dict[str, Any]) -> tuple[int, Any]:
     body = {"identifier": {"namespace": [ns], "name": name}, "requirements": [], "updates": list(updates)}
-    return http(server, "POST", f"/v1/namespaces/{ns}/tables/{name}", body)
+    return request_json(server.url, "POST", f"/v1/namespaces/{ns}/tables/{name}", body)
 
 
 def assert_bad_request(status: int, body: Any, *words: str) -> str:

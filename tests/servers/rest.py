@@ -1,11 +1,18 @@
-"""Start ``aioiceberg serve`` (our Iceberg REST catalog server) as a separate process.
+"""Our Iceberg REST catalog server in tests: ``aioiceberg serve`` as a separate process
+(``RestServer``) or ``make_app`` in the test's own event loop (``serve_in_process``), and raw
+requests to either (``request``, ``request_json``, ``request_json_async``; ``set_location``,
+``register`` and ``purge`` for the routes that could reach outside a catalog's storage).
 
-The server picks a free port itself (``--port 0``) and prints its URL, so there is no
-race for a port; the helper waits until ``/v1/config`` answers.
+The process picks a free port itself (``--port 0``) and prints its URL, so there is no
+race for a port; ``RestServer`` waits until ``/v1/config`` answers.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import http.client
+import json
 import os
 import re
 import select
@@ -14,10 +21,21 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+import anyio.to_thread
 
 from .moto import FAKE_CREDENTIALS
+
+if TYPE_CHECKING:
+    from aioiceberg.catalogs.base import Catalog
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 _URL = re.compile(r"http://\S+")
 _MAIN = "from aioiceberg.cli import main; main()"
@@ -153,3 +171,117 @@ class RestServer:
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
+
+
+@contextlib.asynccontextmanager
+async def serve_in_process(catalog: Catalog, **make_app_options: Any) -> AsyncIterator[str]:
+    """``make_app(catalog, **make_app_options)`` on 127.0.0.1, port 0, in this event loop; yields
+    its URL. Reach it with ``request_json_async``: a blocking request would stall the server."""
+    from aiohttp import web  # here, not at the top: the plugin imports this module in every test
+
+    from aioiceberg.server import make_app
+
+    runner = web.AppRunner(make_app(catalog, **make_app_options), access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
+
+
+JSON = "application/json"
+FORM = "application/x-www-form-urlencoded"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One answer as it came over the wire."""
+
+    status: int
+    headers: Mapping[str, str]
+    data: bytes
+
+    @property
+    def text(self) -> str:
+        return self.data.decode()
+
+    def json(self) -> Any:
+        """The decoded body; ``None`` when there is none (HEAD, 204)."""
+        return json.loads(self.data) if self.data else None
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def request(
+    url: str,
+    method: str,
+    path: str,
+    body: Any = None,
+    headers: Mapping[str, str] | None = None,
+    *,
+    content_type: str | None = JSON,
+    timeout: float = 30,
+) -> Reply:
+    """One request on its own connection, whatever its status. ``body``: bytes go as they are,
+    anything else (but ``None``) as JSON. ``content_type`` is sent unless ``headers`` name one.
+    http.client, not urllib: of its own it sends only ``Host`` (not even that when ``headers``
+    name one: a web page's or a proxy's), ``Accept-Encoding: identity`` and the length."""
+    sent = dict(headers or {})
+    if content_type is not None and not any(name.lower() == "content-type" for name in sent):
+        sent["Content-Type"] = content_type
+    data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=timeout)
+    try:
+        connection.request(method, parts.path + path, body=data, headers=sent)
+        response = connection.getresponse()
+        return Reply(response.status, dict(response.headers), response.read())
+    finally:
+        connection.close()
+
+
+def request_json(
+    url: str,
+    method: str,
+    path: str,
+    body: Any = None,
+    headers: Mapping[str, str] | None = None,
+    *,
+    content_type: str | None = JSON,
+    timeout: float = 30,
+) -> tuple[int, Any]:
+    """``request``'s status and decoded body (``None`` when empty)."""
+    reply = request(url, method, path, body, headers, content_type=content_type, timeout=timeout)
+    return reply.status, reply.json()
+
+
+def _in_thread(call: Callable[P, T]) -> Callable[P, Awaitable[T]]:
+    """``call`` run in a worker thread, leaving the event loop free (to serve, say)."""
+
+    async def threaded(*args: P.args, **kwargs: P.kwargs) -> T:
+        return await anyio.to_thread.run_sync(functools.partial(call, *args, **kwargs))
+
+    return threaded
+
+
+# for a server in this event loop (``serve_in_process``): a blocking request would stall it
+request_json_async = _in_thread(request_json)
+
+
+def set_location(url: str, ns: str, table: str, location: str) -> tuple[int, Any]:
+    body = {"requirements": [], "updates": [{"action": "set-location", "location": location}]}
+    return request_json(url, "POST", f"/v1/namespaces/{ns}/tables/{table}", body)
+
+
+def register(url: str, ns: str, table: str, metadata_location: str) -> tuple[int, Any]:
+    body = {"name": table, "metadata-location": metadata_location}
+    return request_json(url, "POST", f"/v1/namespaces/{ns}/register", body)
+
+
+def purge(url: str, ns: str, table: str) -> int:
+    """Drops ``ns.table`` with its files; the status."""
+    return request_json(url, "DELETE", f"/v1/namespaces/{ns}/tables/{table}?purgeRequested=true")[0]
