@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 __all__ = ["PlanMetrics", "ReadMetrics"]
 
 
-@dataclass
+@dataclass(repr=False)
 class PlanMetrics:
     """Counters filled while ``plan_files`` runs; final once the iterator is exhausted.
 
-    ``manifests_read`` counts manifests decoded by this plan; ``manifests_from_cache`` those
-    served decoded by the shared cache (neither fetched nor decoded). Entry counters cover
-    live entries of data and delete manifests that were decoded (cache hits add nothing).
-    ``entries_ahead``: entries of a plan's first manifest decoded from its first blocks and
-    sent on before the whole manifest was (see ``Planner.load``).
+    What the plan decided is counted whether it decoded a manifest or found its view in the
+    shared cache (a view keeps the counts it was decoded with), so a repeated plan reports the
+    same manifests and entries skipped as the first. What it cost this time is apart:
+    ``manifests_read`` counts manifests fetched and decoded by this plan,
+    ``manifests_from_cache`` those found decoded in the cache, ``bytes_fetched`` the bytes
+    read, and ``from_cache`` says the whole plan came from the caches (nothing fetched or
+    decoded). Entry counters cover live entries of data and delete manifests: each entry is
+    one file. ``entries_ahead``: entries of a plan's first manifest decoded from its first
+    blocks and sent on before the whole manifest was (see ``Planner.load``).
+
+    ``str()`` is a short summary; ``as_dict()`` every counter.
     """
 
     manifests_total: int = 0
@@ -25,6 +31,7 @@ class PlanMetrics:
     manifests_read: int = 0
     manifests_from_cache: int = 0
     manifest_list_from_cache: bool = False
+    from_cache: bool = False
     entries_read: int = 0
     entries_skipped_by_partition: int = 0
     entries_skipped_by_metrics: int = 0
@@ -39,6 +46,81 @@ class PlanMetrics:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def add_entries(self, read: int, skipped_by_partition: int, skipped_by_metrics: int) -> None:
+        """Count one manifest's entries, decoded now or kept with its cached view."""
+        self.entries_read += read
+        self.entries_skipped_by_partition += skipped_by_partition
+        self.entries_skipped_by_metrics += skipped_by_metrics
+
+    @property
+    def files_kept(self) -> int:
+        """Files of the manifests read that neither partition nor column stats ruled out."""
+        return self.entries_read - self.entries_skipped_by_partition - self.entries_skipped_by_metrics
+
+    def __str__(self) -> str:
+        if self.planning_time_s is None and not self.manifests_total:
+            return "no plan run yet"
+        skipped = self.entries_read - self.files_kept
+        files = f"{self.files_kept} of {self.entries_read} files kept"
+        if skipped:
+            files += (
+                f" ({skipped} skipped: {self.entries_skipped_by_partition} by partition, "
+                f"{self.entries_skipped_by_metrics} by column stats)"
+            )
+        files += f"; {self.tasks} tasks"
+        if self.delete_files:
+            files += f", {self.delete_files} delete files applied"
+        used = self.manifests_read + self.manifests_from_cache
+        manifests = f"{used} of {self.manifests_total} manifests read"
+        passed = []
+        if self.manifests_skipped_by_summaries:
+            passed.append(f"{self.manifests_skipped_by_summaries} skipped by partition summaries")
+        if self.delete_manifests_skipped_by_sequence:
+            passed.append(f"{self.delete_manifests_skipped_by_sequence} delete manifests older than the data")
+        if passed:
+            manifests += f" ({', '.join(passed)})"
+        manifests += f"; {self.manifests_read} decoded, {self.manifests_from_cache} from cache"
+        if self.from_cache:
+            cost = "plan from cache: nothing fetched or decoded"
+        else:
+            cost = f"{_size(self.bytes_fetched)} fetched"
+            if self.manifest_list_from_cache:
+                cost += " (manifest list from cache)"
+        if self.time_to_first_task_s is not None:
+            cost += f"; first task after {_duration(self.time_to_first_task_s)}"
+        if self.planning_time_s is not None:
+            cost += f", planned in {_duration(self.planning_time_s)}"
+        return "\n".join((files, manifests, cost))
+
+    def __repr__(self) -> str:
+        """The counters that are not at their defaults, one a line (every one: ``as_dict()``)."""
+        shown = [
+            f"    {f.name}={getattr(self, f.name)!r},"
+            for f in fields(self)
+            if getattr(self, f.name) != f.default
+        ]
+        if not shown:
+            return "PlanMetrics()"
+        return "\n".join(("PlanMetrics(", *shown, ")"))
+
+
+def _size(n: int) -> str:
+    if n < 1000:
+        return f"{n} B"
+    size = n / 1000
+    for unit in ("kB", "MB", "GB"):
+        if size < 1000:
+            return f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} TB"
+
+
+def _duration(s: float) -> str:
+    if s >= 1:
+        return f"{s:.2f} s"
+    ms = s * 1000
+    return f"{ms:.0f} ms" if ms >= 10 else f"{ms:.1f} ms"
 
 
 @dataclass

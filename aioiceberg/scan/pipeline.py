@@ -77,8 +77,11 @@ class PlanContext:
         self.error: BaseException | None = None  # what ended the stages, if not an item
 
     def finish(self) -> None:
-        if self.metrics.planning_time_s is None:
-            self.metrics.planning_time_s = time.perf_counter() - self.started
+        m = self.metrics
+        if m.planning_time_s is None:
+            m.planning_time_s = time.perf_counter() - self.started
+            # every manifest the plan needed (if any) was found decoded: nothing fetched
+            m.from_cache = self.complete and m.manifest_list_from_cache and m.manifests_read == 0
 
 
 Selected: TypeAlias = tuple[list[ManifestFile], list[ManifestFile]]
@@ -112,6 +115,7 @@ def decide_from_cache(ctx: PlanContext) -> tuple[list[Sequence[FileScanTask]] | 
     batches: list[Sequence[FileScanTask]] = []
     for view in found:
         m.manifests_from_cache += 1
+        m.add_entries(view.entries_read, view.skipped_by_partition, view.skipped_by_metrics)
         ctx.cached_bytes += view.size
         if not view.entries:
             continue

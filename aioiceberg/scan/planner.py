@@ -430,6 +430,7 @@ class Planner:
         m = ctx.metrics
         if found is not None:
             m.manifests_from_cache += 1
+            m.add_entries(found.entries_read, found.skipped_by_partition, found.skipped_by_metrics)
             ctx.cached_bytes += found.size
             return found
         lanes = ctx.lanes
@@ -475,9 +476,7 @@ class Planner:
             m.decoded_columnar += 1
         elif result.refused and mf.content == ManifestContent.DATA:
             lanes.fell_back()
-        m.entries_read += result.entries_read
-        m.entries_skipped_by_partition += result.skipped_by_partition
-        m.entries_skipped_by_metrics += result.skipped_by_metrics
+        m.add_entries(result.entries_read, result.skipped_by_partition, result.skipped_by_metrics)
         entries = result.entries if isinstance(result.entries, EntryRows) else tuple(result.entries)
         cached = CachedManifest(
             entries,
