@@ -66,6 +66,12 @@ class TableScan(Blocking[_scan.TableScan]):
     to_batches = streaming(_scan.TableScan.to_batches)
     to_arrow = blocking(_scan.TableScan.to_arrow)
     projection = forwarded(_scan.TableScan.projection)
+    # conversions: eager ones wait here; streaming ones pull from the loop as they are read
+    to_pandas = blocking(_scan.TableScan.to_pandas)
+    to_polars = blocking(_scan.TableScan.to_polars)
+    to_polars_lazy = forwarded(_scan.TableScan.to_polars_lazy)
+    to_arrow_batch_reader = forwarded(_scan.TableScan.to_arrow_batch_reader)
+    to_duckdb = forwarded(_scan.TableScan.to_duckdb)
 
     metrics: Attribute[PlanMetrics] = Attribute()
     snapshot_schema: Attribute[Schema] = Attribute()

@@ -304,8 +304,23 @@ class Table(_Evolution):
         *,
         snapshot_ids: Iterable[int] = (),
         clean_files: bool = True,
+        dry_run: bool = False,
     ) -> ExpireResult:
-        """Expire snapshots past retention (``older_than``: datetime or epoch ms), then delete their files."""
+        """Expire snapshots past retention (``older_than``: datetime or epoch ms), then delete their files.
+
+        ``dry_run`` commits and deletes nothing: the result lists what would go, as of the
+        version this table holds."""
+        if dry_run:
+            from aioiceberg.maintenance.expire import preview_expire_snapshots
+
+            return await preview_expire_snapshots(
+                self.io,
+                self.metadata,
+                older_than,
+                retain_last,
+                snapshot_ids=snapshot_ids,
+                clean_files=clean_files,
+            )
         async with self.transaction() as tx:
             result = await tx.expire_snapshots(
                 older_than, retain_last, snapshot_ids=snapshot_ids, clean_files=clean_files

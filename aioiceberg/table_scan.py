@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing
-from typing import Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 import pyarrow as pa
 
+from aioiceberg.conversions import require
+from aioiceberg.errors import ValidationError
 from aioiceberg.expressions.tree import Expression
 from aioiceberg.io import FileIO
 from aioiceberg.scan.metrics import PlanMetrics, ReadMetrics
@@ -18,6 +20,13 @@ from aioiceberg.spec.metadata import TableMetadata
 from aioiceberg.spec.name_mapping import NameMapping
 from aioiceberg.spec.properties import TableProperties
 from aioiceberg.spec.schema import Schema
+
+if TYPE_CHECKING:
+    import pandas as pd  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    import polars as pl
+    from duckdb import DuckDBPyConnection
+
+    from aioiceberg.conversions import ArrowStream
 
 __all__ = ["Scan", "TableScan"]
 
@@ -59,7 +68,8 @@ class TableScan:
 
     @property
     def metrics(self) -> PlanMetrics:
-        """Planning metrics of the last ``plan_files()`` (manifests and entries read and skipped)."""
+        """Planning metrics of the last plan started (``plan_files()``, or the one a read ran):
+        what it skipped, also when the cache served it; ``str()`` is a short summary."""
         return self.planner.metrics
 
     @property
@@ -69,9 +79,18 @@ class TableScan:
         return self.planner.schema
 
     def projection(self) -> Schema:
-        return self.snapshot_schema.select(
-            *self.planner.selected_fields, case_sensitive=self.planner.case_sensitive
-        )
+        """The selected columns; an unknown one is named with the table, the schema it was
+        looked up in and the columns spelled alike."""
+        schema, case_sensitive = self.snapshot_schema, self.planner.case_sensitive
+        for name in self.planner.selected_fields:
+            if name != "*" and schema.find_field_id(name, case_sensitive) is None:
+                current = schema.schema_id == self.metadata.current_schema_id
+                which = "its current schema" if current else "the schema of the snapshot scanned"
+                raise ValidationError(
+                    f"cannot select column {name!r}: table {self.metadata.location} has no such "
+                    f"column in {which} (id {schema.schema_id}){schema.did_you_mean(name, case_sensitive)}"
+                )
+        return schema.select(*self.planner.selected_fields, case_sensitive=case_sensitive)
 
     def _name_mapping(self) -> NameMapping | None:
         return TableProperties(self.metadata.properties).name_mapping
@@ -119,6 +138,87 @@ class TableScan:
                 stats=self.read_stats,
                 **self.read_options.as_kwargs(),
             )
+
+    # -- conversions, under PyIceberg's names ------------------------------------------------
+
+    async def to_pandas(self, /, **kwargs: Any) -> pd.DataFrame:
+        """The rows as a pandas DataFrame (``kwargs`` go to ``pyarrow.Table.to_pandas``)."""
+        require("pandas", "pandas", "to_pandas()")
+        return (await self.to_arrow()).to_pandas(**kwargs)
+
+    async def to_polars(self) -> pl.DataFrame:
+        """The rows as a polars DataFrame, read eagerly (``to_polars_lazy()`` streams)."""
+        require("polars", "polars", "to_polars()")
+        import polars as pl
+
+        frame = pl.from_arrow(await self.to_arrow())
+        return frame.to_frame() if isinstance(frame, pl.Series) else frame
+
+    def to_polars_lazy(self) -> pl.LazyFrame:
+        """A polars LazyFrame that reads nothing until collected, then streams the scan's
+        batches: only the columns the query uses are read and a ``head()`` stops the read;
+        polars' own filters apply per batch (the scan's ``row_filter`` prunes files). Each
+        ``collect()`` reads again."""
+        from aioiceberg.conversions import polars_lazy_frame
+
+        require("polars", "polars", "to_polars_lazy()")
+        return polars_lazy_frame(self._arrow_stream().schema, self._blocking_batches)
+
+    def to_arrow_batch_reader(self) -> pa.RecordBatchReader:
+        """The rows as a ``pyarrow.RecordBatchReader``, streamed: batches are read on the
+        runtime's background loop as the reader asks for them, so any thread can consume it
+        (from async code, read it in a worker thread rather than block the loop). One pass."""
+        return self._arrow_stream().reader()
+
+    def to_duckdb(self, table_name: str, connection: DuckDBPyConnection | None = None) -> DuckDBPyConnection:
+        """Register the scan in ``connection`` (a new in-memory one if None) as the view
+        ``table_name`` and return the connection. The view streams, it is not a copy: every
+        query over it plans and reads the scan again, as the query pulls rows."""
+        duckdb = require("duckdb", "duckdb", "to_duckdb()")
+        con: DuckDBPyConnection = connection if connection is not None else duckdb.connect()
+        con.register(table_name, self._arrow_stream())
+        return con
+
+    def _arrow_stream(self) -> ArrowStream:
+        from aioiceberg.conversions import ArrowStream
+        from aioiceberg.read import output_arrow_schema
+
+        opts = self.read_options
+        schema = output_arrow_schema(self.projection(), opts.include_file_column, opts.include_pos_column)
+        return ArrowStream(schema, self._blocking_batches)
+
+    def _blocking_batches(self, columns: list[str] | None, limit: int | None) -> Iterator[pa.RecordBatch]:
+        """The rows of ``columns`` (None: all selected), at most ``limit`` of them (and never more
+        than the scan's own limit), for a blocking consumer; nothing runs until the first batch
+        is asked for."""
+        projection = self.projection()
+        if columns is not None:
+            projection = projection.select(*columns)
+        if self.planner.limit is not None:
+            limit = self.planner.limit if limit is None else min(limit, self.planner.limit)
+        return self.io.runtime.blocking.iterate(lambda: self._read(projection, limit))
+
+    async def _read(self, projection: Schema, limit: int | None) -> AsyncIterator[pa.RecordBatch]:
+        from aioiceberg.read import read_tasks
+
+        async with (
+            self.plan_files() as tasks,
+            aclosing(
+                read_tasks(
+                    self.io,
+                    tasks,
+                    projection,
+                    table_schema=self.snapshot_schema,
+                    name_mapping=self._name_mapping(),
+                    case_sensitive=self.planner.case_sensitive,
+                    limit=limit,
+                    stats=self.read_stats,
+                    **self.read_options.as_kwargs(),
+                )
+            ) as batches,
+        ):
+            async for batch in batches:
+                yield batch
 
     def __repr__(self) -> str:
         return f"TableScan({self.planner!r})"

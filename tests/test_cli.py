@@ -159,8 +159,9 @@ def test_user_mistakes_print_one_error_line_and_exit_1(tmp_path: Path) -> None:
     assert fails("plan", "db.t", "--filter", "nope = 1", cwd=tmp_path, env=env).startswith(
         "error: bad filter 'nope = 1': "
     )
-    assert fails("scan", "db.t", "--columns", "nope", cwd=tmp_path, env=env) == (
-        "error: no field named 'nope' in schema 0"
+    assert fails("scan", "db.t", "--columns", "nme", cwd=tmp_path, env=env) == (
+        f"error: cannot select column 'nme': table {wh}/db/t has no such column in its current "
+        "schema (id 0); did you mean 'name'?"
     )
     assert fails("append", "db.t", str(tmp_path / "junk.parquet"), cwd=tmp_path, env=env).startswith(
         f"error: cannot read {tmp_path / 'junk.parquet'}: "

@@ -60,6 +60,7 @@ def test_an_unknown_dotted_key_nothing_is_close_to_is_refused_too(tmp_path: Path
 
 def test_known_keys_and_fsspec_arguments_are_accepted(tmp_path: Path) -> None:
     # keys without a dot that are near no known key go to fsspec filesystems as arguments
+    (tmp_path / "wh").mkdir()  # `list` says so when the warehouse is missing
     for option in ("s3.region=us-east-1", "local.fsync=false", "endpoint_url=http://x", "anon=true"):
         result = invoke(tmp_path, "-o", option)
         assert result.exit_code == 0, (option, result.output, result.exception)
@@ -126,6 +127,7 @@ def test_the_console_script_takes_a_secret_from_the_environment_and_refuses_it_t
     assert len(proc.stderr.strip().splitlines()) == 1 and "hunter2" not in proc.stderr
 
     args[4] = "s3.secret-access-key=env:SOME_SECRET"
+    (tmp_path / "wh").mkdir()  # `list` says so when the warehouse is missing
     env = {**os.environ, "SOME_SECRET": "hunter2"}
     proc = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr

@@ -70,8 +70,15 @@ async def expiry_scenario(table: Table, props: dict[str, str], endpoint: str | N
     reached_before = reach(table.metadata_location, props)
     before = await listing(table)
     time.sleep(0.01)
-    result = await table.expire_snapshots(older_than=dt.datetime.now(dt.UTC), retain_last=1)
+    cutoff, version = dt.datetime.now(dt.UTC), table.metadata_location
+    preview = await table.expire_snapshots(older_than=cutoff, retain_last=1, dry_run=True)
+    assert preview.dry_run and await listing(table) == before
+    assert (await table.refresh()).metadata_location == version  # nothing committed
+    result = await table.expire_snapshots(older_than=cutoff, retain_last=1)
     after = await listing(table)
+    # the dry run listed what the expiry then did, statistics and history's data files included
+    assert not result.dry_run and preview.expired_snapshot_ids == result.expired_snapshot_ids
+    assert preview.removed_refs == result.removed_refs and preview.deleted_files == result.deleted_files
 
     kept = {s.snapshot_id for s in table.snapshots()}
     current = table.current_snapshot().snapshot_id  # type: ignore[union-attr]

@@ -54,12 +54,36 @@ class State:
         self.storage_options = storage_options
         self.lock = lock
         self.tables_in = tables_in
+        self.may_create = False
+        """Set by the commands that make a warehouse when there is none (create, namespace)."""
         self._catalog: Any = None
+
+    def _require_local_warehouse(self) -> None:
+        """A local warehouse directory that is not there is a typo far more often than an empty
+        warehouse: said so, instead of "no tables". Object stores have no directories to check."""
+        root = self.warehouse
+        scheme, colon, _ = root.partition(":")
+        if root.startswith("file:"):
+            from urllib.parse import unquote, urlsplit
+
+            root = unquote(urlsplit(root).path)
+        elif colon and "/" not in scheme:  # s3://, sqlite:///, s3tables:arn:..., glue://
+            return
+        if not os.path.exists(root):
+            raise CliError(
+                f"warehouse {self.warehouse} does not exist (no directory {os.path.abspath(root)}): check "
+                "-w / AIOICEBERG_WAREHOUSE, or start one with `aioiceberg create` or `aioiceberg namespace`"
+            )
+        if not os.path.isdir(root):
+            raise CliError(f"warehouse {self.warehouse} is not a directory")
 
     @property
     def catalog(self) -> Any:
         if self._catalog is None:
             from aioiceberg import sync
+
+            if not self.may_create:
+                self._require_local_warehouse()
 
             self._catalog = sync.connect(
                 self.warehouse, self.lock, self.storage_options or None, warehouse=self.tables_in
@@ -139,12 +163,29 @@ def _relative(path: str, base: str) -> str:
 
 def _scan(table: Any, row_filter: str | None, columns: str | None, snapshot_id: int | None, **kw: Any) -> Any:
     with filter_errors(row_filter):
-        return table.scan(
+        scan = table.scan(
             row_filter=row_filter if row_filter else None,
             selected_fields=_columns(columns),
             snapshot_id=snapshot_id,
             **kw,
         )
+    scan.projection()  # an unknown --columns name fails before planning, `plan` included
+    return scan
+
+
+# The grammar of aioiceberg.expressions.parser, for --help; \b keeps click from rewrapping it.
+FILTER_HELP = """\b
+Filter (--filter) grammar, keywords in any case:
+  column = 'text' | column > 5 | 5 < column     (= == != <> < <= > >=)
+  column [NOT] IN (1, 2, 3)     column [NOT] BETWEEN 1 AND 9
+  column IS [NOT] NULL          column IS [NOT] NAN
+  column [NOT] LIKE 'prefix%'   NOT ... | ... AND ... | ... OR ... | ( ... )
+Literals: 12, 1.5, 1e3, 'text' ('' for a quote), true, false, X'0a0b'.
+Dates and times are quoted text: date '2024-05-01'; timestamp '2024-05-01'
+(midnight) or '2024-05-01T12:30:00'; timestamptz '2024-05-01' (midnight UTC),
+'2024-05-01T12:30:00Z' or '2024-05-01 14:30+02:00' (the offset is required).
+Columns are dotted names (address.city); quote odd ones with "..." or `...`."""
+SNAPSHOT_ID_HELP = "Read this snapshot instead of the current one (ids: `aioiceberg history TABLE`)."
 
 
 def _require(table: Any, name: str, what: str) -> Any:
@@ -152,6 +193,11 @@ def _require(table: Any, name: str, what: str) -> Any:
     if method is None:
         raise CliError(f"{what} is not available in this version of aioiceberg (Table.{name} is missing)")
     return method
+
+
+def _examples(*commands: str) -> str:
+    """An epilog for --help; ``\\b`` keeps click from rewrapping the lines."""
+    return "\b\nExamples:\n" + "\n".join(f"  {c}" for c in commands)
 
 
 # -- group -----------------------------------------------------------------------------------------
@@ -209,7 +255,11 @@ def cli(
     storage_options: tuple[str, ...],
     lock: str | None,
 ) -> None:
-    """aioiceberg: Apache Iceberg tables on any object store, from the command line."""
+    """aioiceberg: Apache Iceberg tables on any object store, from the command line.
+
+    `aioiceberg COMMAND --help` shows each command's examples; `aioiceberg scan --help`
+    the filter grammar (--filter "region = 'eu' AND ts >= '2024-05-01T00:00:00Z'").
+    """
     if ctx.get_parameter_source("warehouse") == click.core.ParameterSource.COMMANDLINE:
         _refuse_uri_secrets(warehouse)
     state = State(warehouse, parse_storage_options(storage_options, os.environ), lock, tables_in)
@@ -218,7 +268,12 @@ def cli(
 
 
 # -- create / list / describe ----------------------------------------------------------------------
-@cli.command()
+@cli.command(
+    epilog=_examples(
+        'aioiceberg create db.events --schema "id long not null, ts timestamptz, region string" -p "day(ts)"',
+        "aioiceberg create db.copy --schema events.parquet --property write.format.default=parquet",
+    )
+)
 @click.argument("table")
 @click.option(
     "--schema",
@@ -238,7 +293,8 @@ def create(
     properties: tuple[str, ...],
     format_version: int,
 ) -> None:
-    """Create a table."""
+    """Create a table (and the warehouse directory, when it is new)."""
+    state.may_create = True
     schema: Any
     if schema_text.lower().endswith(".parquet") or os.path.isfile(schema_text):
         import pyarrow.parquet as pq
@@ -266,7 +322,7 @@ def create(
         console.print(f"partitioned by {shown}")
 
 
-@cli.command("list")
+@cli.command("list", epilog=_examples("aioiceberg list", "aioiceberg -w s3://bucket/wh list db"))
 @click.argument("namespace", required=False)
 @pass_state
 def list_(state: State, namespace: str | None) -> None:
@@ -289,7 +345,7 @@ def list_(state: State, namespace: str | None) -> None:
         pending[0:0] = list(catalog.list_namespaces(ns))
 
 
-@cli.command()
+@cli.command(epilog=_examples("aioiceberg describe db.events", "aioiceberg describe ./warehouse/db/events"))
 @click.argument("table")
 @pass_state
 def describe(state: State, table: str) -> None:
@@ -336,7 +392,85 @@ def describe(state: State, table: str) -> None:
 
 
 # -- append ----------------------------------------------------------------------------------------
-def _read_file(path: str, arrow_schema: Any) -> Any:
+_OFFSET_AT_END = r"([Zz]|[+-]\d{2}(:?\d{2})?)$"
+
+
+def _zoned_columns(arrow_schema: Any) -> list[str]:
+    import pyarrow as pa
+
+    return [f.name for f in arrow_schema if pa.types.is_timestamp(f.type) and f.type.tz is not None]
+
+
+def _check_zone(zone: str) -> str:
+    """An IANA zone name (Europe/Paris, UTC) or a fixed offset (+02:00), as Arrow takes them."""
+    import re
+
+    if re.fullmatch(r"[+-]\d{2}:\d{2}", zone):
+        return zone
+    import zoneinfo
+
+    try:
+        zoneinfo.ZoneInfo(zone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise CliError(
+            f"unknown time zone {zone!r}: give an IANA name (UTC, Europe/Paris) or an offset (+02:00)"
+        ) from None
+    return zone
+
+
+def _assume_zone(data: Any, arrow_schema: Any, zone: str) -> Any:
+    """Timestamps without a zone bound for timestamptz columns, read as wall-clock times in
+    ``zone``; values that carry an offset keep it. CSV columns arrive as text here."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    target = {f.name: f.type for f in arrow_schema}
+    for name in _zoned_columns(arrow_schema):
+        if name not in data.column_names:
+            continue
+        col, unit = data[name], target[name].unit
+        if pa.types.is_string(col.type):
+            col = pc.if_else(pc.equal(col, ""), pa.scalar(None, pa.string()), col)  # CSV's null
+            has_offset = pc.match_substring_regex(col, _OFFSET_AT_END)
+            no_text = pa.scalar(None, pa.string())
+            aware = pc.cast(pc.if_else(has_offset, col, no_text), target[name])
+            naive = pc.cast(pc.if_else(has_offset, no_text, col), pa.timestamp(unit))
+            local = pc.assume_timezone(naive, zone).cast(target[name])
+            col = pc.if_else(has_offset, aware, local)
+        elif pa.types.is_timestamp(col.type) and col.type.tz is None:
+            col = pc.assume_timezone(col, zone).cast(target[name])
+        else:
+            continue
+        data = data.set_column(data.column_names.index(name), name, col)
+    return data
+
+
+def _naive_timestamp_error(path: str, message: str) -> CliError | None:
+    """pyarrow's advice for a CSV timestamp without an offset (``assume_timezone``) is no use on
+    a command line: name the column and value, and the option that reads them."""
+    import re
+
+    m = re.search(r"column #(\d+).*expected a zone offset in '([^']*)'", message)
+    if m is None:
+        return None
+    column = f"#{int(m.group(1)) + 1}"
+    if not path.lower().endswith(".gz"):
+        import csv
+
+        try:
+            with open(path, newline="", encoding="utf-8") as f:
+                header = next(csv.reader(f), [])
+            column = repr(header[int(m.group(1))])
+        except (OSError, UnicodeDecodeError, IndexError):
+            pass
+    return CliError(
+        f"cannot read {path}: column {column} is a timestamptz but {m.group(2)!r} has no zone offset; "
+        "say which zone such times are in with --timezone (e.g. --timezone UTC, Europe/Paris, +02:00), "
+        "or write them with an offset (2024-05-01T12:30:00Z, 2024-05-01 14:30:00+02:00)"
+    )
+
+
+def _read_file(path: str, arrow_schema: Any, zone: str | None = None) -> Any:
     import pyarrow as pa
     import pyarrow.csv as pcsv
     import pyarrow.parquet as pq
@@ -344,27 +478,53 @@ def _read_file(path: str, arrow_schema: Any) -> Any:
     lower = path.lower()
     try:
         if lower.endswith(".parquet"):
-            return pq.read_table(path)
+            data = pq.read_table(path)
+            return _assume_zone(data, arrow_schema, zone) if zone else data
         if lower.endswith((".csv", ".csv.gz")):
             types = {f.name: f.type for f in arrow_schema}
-            return pcsv.read_csv(path, convert_options=pcsv.ConvertOptions(column_types=types))
+            if zone:  # read as text, then each value by whether it carries an offset
+                types.update({name: pa.string() for name in _zoned_columns(arrow_schema)})
+            data = pcsv.read_csv(path, convert_options=pcsv.ConvertOptions(column_types=types))
+            return _assume_zone(data, arrow_schema, zone) if zone else data
     except (OSError, pa.ArrowException) as exc:
         from aioiceberg.cli import one_line
 
-        raise CliError(f"cannot read {path}: {one_line(exc)}") from None
+        raise _naive_timestamp_error(path, str(exc)) or CliError(
+            f"cannot read {path}: {one_line(exc)}"
+        ) from None
     raise CliError(f"cannot read {path}: only .parquet and .csv files can be appended")
 
 
-@cli.command()
+@cli.command(
+    epilog="""\b
+Examples:
+  aioiceberg append db.events day1.parquet day2.parquet
+  aioiceberg append db.events 'incoming/*.csv' --timezone Europe/Paris
+
+CSV columns are converted to the table's types; a timestamptz value needs a zone
+offset (2024-05-01T12:30:00Z, 2024-05-01 14:30:00+02:00) unless --timezone says
+which zone the times without one are in.""",
+)
 @click.argument("table")
 @click.argument("files", nargs=-1, required=True)
+@click.option(
+    "--timezone",
+    "-z",
+    "zone",
+    default=None,
+    metavar="ZONE",
+    help="Zone of timestamps written without an offset, for timestamptz columns: an IANA name "
+    "(UTC, Europe/Paris) or +HH:MM. Values with an offset keep theirs.",
+)
 @pass_state
-def append(state: State, table: str, files: tuple[str, ...]) -> None:
+def append(state: State, table: str, files: tuple[str, ...], zone: str | None) -> None:
     """Append Parquet or CSV FILES (or globs) to TABLE in one commit."""
     from rich.progress import Progress
 
     from aioiceberg.spec.arrow import schema_to_arrow
 
+    if zone is not None:
+        zone = _check_zone(zone)
     paths = expand_files(files)
     t = state.table(table)
     arrow_schema = schema_to_arrow(t.schema(), include_field_ids=False)
@@ -376,7 +536,7 @@ def append(state: State, table: str, files: tuple[str, ...]) -> None:
         def batches() -> Iterator[Any]:  # one stream, so one snapshot for all files
             nonlocal rows
             for path in paths:
-                data = _read_file(path, arrow_schema)
+                data = _read_file(path, arrow_schema, zone)
                 rows += data.num_rows
                 yield from data.to_batches()
                 progress.advance(task)
@@ -390,11 +550,19 @@ def append(state: State, table: str, files: tuple[str, ...]) -> None:
 
 
 # -- plan / scan -----------------------------------------------------------------------------------
-@cli.command()
+@cli.command(
+    epilog=FILTER_HELP
+    + """
+
+\b
+Examples:
+  aioiceberg plan db.events --filter "region = 'eu' AND ts >= '2024-05-01T00:00:00Z'"
+  aioiceberg plan db.events -f "id BETWEEN 100 AND 200" --max-files 0"""
+)
 @click.argument("table")
-@click.option("--filter", "-f", "row_filter", default=None, help="e.g. \"region = 'eu' AND id > 5\".")
-@click.option("--columns", "-c", default=None, help="Comma-separated columns.")
-@click.option("--snapshot-id", type=int, default=None)
+@click.option("--filter", "-f", "row_filter", default=None, help="Rows to keep; grammar below.")
+@click.option("--columns", "-c", default=None, help="Comma-separated columns (default: all).")
+@click.option("--snapshot-id", type=int, default=None, help=SNAPSHOT_ID_HELP)
 @click.option("--max-files", type=int, default=50, show_default=True, help="Files to list (0: none).")
 @pass_state
 def plan(
@@ -444,12 +612,21 @@ def plan(
         console.print(f"planned in {m.planning_time_s * 1000:.1f} ms")
 
 
-@cli.command()
+@cli.command(
+    epilog=FILTER_HELP
+    + """
+
+\b
+Examples:
+  aioiceberg scan db.events -f "region IN ('eu', 'us') AND id > 5" -c id,ts -n 100
+  aioiceberg scan db.events -f "ts >= '2024-05-01 00:00+02:00'" -O may.parquet
+  aioiceberg scan ./warehouse/db/events --snapshot-id 1234567890"""
+)
 @click.argument("table")
-@click.option("--filter", "-f", "row_filter", default=None, help="e.g. \"region = 'eu' AND id > 5\".")
-@click.option("--columns", "-c", default=None, help="Comma-separated columns.")
+@click.option("--filter", "-f", "row_filter", default=None, help="Rows to keep; grammar below.")
+@click.option("--columns", "-c", default=None, help="Comma-separated columns (default: all).")
 @click.option("--limit", "-n", type=click.IntRange(min=0), default=None, help="At most this many rows.")
-@click.option("--snapshot-id", type=int, default=None)
+@click.option("--snapshot-id", type=int, default=None, help=SNAPSHOT_ID_HELP)
 @click.option(
     "--output",
     "-O",
@@ -500,16 +677,59 @@ def scan(
 
 
 # -- history and snapshot maintenance --------------------------------------------------------------
-@cli.command()
+def _count(summary: dict[str, str], key: str) -> int:
+    try:
+        return int(summary.get(key, 0))
+    except ValueError:
+        return 0
+
+
+def _plus_minus(added: int, removed: int) -> str:
+    return (
+        " ".join(p for p in (f"+{added:,}" if added else "", f"-{removed:,}" if removed else "") if p) or "-"
+    )
+
+
+def _change(summary: dict[str, str]) -> tuple[str, str, str, str, str]:
+    """Rows added, rows deleted, the net change of live rows, data and delete files (+/-), from
+    the summary keys Java, PyIceberg and aioiceberg write. A merge-on-read delete removes rows
+    by delete files (``added-position-deletes``), a copy-on-write one by rewriting data files
+    (an ``overwrite`` whose ``deleted-records`` exceed its ``added-records``)."""
+    added, deleted = _count(summary, "added-records"), _count(summary, "deleted-records")
+    by_position = _count(summary, "added-position-deletes") - _count(summary, "removed-position-deletes")
+    equality = _count(summary, "added-equality-deletes") + _count(summary, "removed-equality-deletes")
+    parts = [f"{deleted:,}"] if deleted else []
+    if by_position > 0:
+        parts.append(f"{by_position:,} by position deletes")
+    if _count(summary, "added-equality-deletes"):
+        parts.append(f"some by {_count(summary, 'added-equality-deletes'):,} equality deletes")
+    counted = any(k in summary for k in ("added-records", "deleted-records", "added-position-deletes"))
+    net = added - deleted - by_position
+    return (
+        f"{added:,}" if added else "-",
+        " + ".join(parts) or "-",
+        "?" if equality or not counted else f"{net:+,}" if net else "0",
+        _plus_minus(_count(summary, "added-data-files"), _count(summary, "deleted-data-files")),
+        _plus_minus(_count(summary, "added-delete-files"), _count(summary, "removed-delete-files")),
+    )
+
+
+@cli.command(epilog=_examples("aioiceberg history db.events", "aioiceberg snapshots ./warehouse/db/events"))
 @click.argument("table")
 @pass_state
 def history(state: State, table: str) -> None:
-    """List snapshots, oldest first; * marks the current one."""
+    """List snapshots, oldest first; * marks the current one.
+
+    Each shows the rows it added and deleted, the net change of live rows and the data and
+    delete files it added (+) and removed (-). A copy-on-write delete is an `overwrite`:
+    it rewrites data files without the deleted rows (more rows deleted than added).
+    """
     t = state.table(table)
     current = t.current_snapshot()
     grid = RichTable()
-    for col in ("", "snapshot id", "parent", "committed at", "operation", "added rows", "total rows"):
-        grid.add_column(col)
+    columns = ("", "snapshot id", "parent", "committed at", "operation", "added rows", "deleted rows")
+    for col in (*columns, "net rows", "data files", "delete files", "total rows"):
+        grid.add_column(col, justify="right" if col.endswith(("rows", "files")) else "left")
     for snap in sorted(t.snapshots(), key=lambda s: (s.sequence_number, s.timestamp_ms)):
         summary = snap.summary.to_dict() if snap.summary is not None else {}
         grid.add_row(
@@ -518,7 +738,7 @@ def history(state: State, table: str) -> None:
             str(snap.parent_snapshot_id or "-"),
             _when(snap.timestamp_ms),
             str(snap.operation or "?"),
-            summary.get("added-records", "-"),
+            *_change(summary),
             summary.get("total-records", "-"),
         )
     console.print(grid)
@@ -528,27 +748,64 @@ def history(state: State, table: str) -> None:
 cli.add_command(history, "snapshots")
 
 
-@cli.command()
+@cli.command(
+    epilog=_examples(
+        "aioiceberg expire db.events --older-than 7d --retain-last 5 --dry-run",
+        "aioiceberg expire db.events --older-than 2024-05-01T00:00:00Z",
+    )
+)
 @click.argument("table")
-@click.option("--older-than", default=None, help="ISO time or age (7d, 12h); default: table retention.")
+@click.option(
+    "--older-than",
+    default=None,
+    help="Expire snapshots committed before this: an ISO time (2024-05-01T00:00:00Z; UTC without "
+    "an offset) or an age (7d, 12h, 30m); default: the table's retention (history.expire.*).",
+)
 @click.option("--retain-last", type=click.IntRange(min=1), default=None, help="Always keep this many.")
+@click.option(
+    "--dry-run", is_flag=True, help="List the snapshots and files that would go; change and delete nothing."
+)
 @pass_state
-def expire(state: State, table: str, older_than: str | None, retain_last: int | None) -> None:
+def expire(state: State, table: str, older_than: str | None, retain_last: int | None, dry_run: bool) -> None:
     """Expire old snapshots and delete the files only they reached."""
     t = state.table(table)
     method = _require(t, "expire_snapshots", "expire")
-    result = method(
-        older_than=parse_time(older_than) if older_than else None,
-        retain_last=retain_last,
+    snapshots = {s.snapshot_id: s for s in t.snapshots()}
+    cutoff = parse_time(older_than) if older_than else None
+    result = method(older_than=cutoff, retain_last=retain_last, **({"dry_run": True} if dry_run else {}))
+    expired = sorted(
+        result.expired_snapshot_ids,
+        key=lambda i: (i not in snapshots, snapshots[i].timestamp_ms if i in snapshots else 0),
     )
-    expired = list(getattr(result, "expired_snapshot_ids", []) or [])
-    deleted = list(getattr(result, "deleted_files", []) or [])
-    console.print(f"expired {len(expired)} snapshot(s), deleted {len(deleted)} file(s)")
+    groups = (
+        ("data and delete files", result.deleted_content_files),
+        ("manifests", result.deleted_manifests),
+        ("manifest lists", result.deleted_manifest_lists),
+        ("statistics files", result.deleted_statistics_files),
+    )
+    counts = ", ".join(f"{len(paths)} {what}" for what, paths in groups if paths)
+    files = f"{len(result.deleted_files)} file(s)" + (f" ({counts})" if counts else "")
+    if dry_run:
+        console.print(f"dry run: would expire {len(expired)} snapshot(s) and delete {files}; nothing changed")
+    else:
+        console.print(f"expired {len(expired)} snapshot(s), deleted {files}")
     for snapshot_id in expired:
-        console.print(f"  {snapshot_id}")
+        snap = snapshots.get(snapshot_id)
+        when = f"  {_when(snap.timestamp_ms)}  {snap.operation or '?'}" if snap is not None else ""
+        console.print(f"  snapshot {snapshot_id}{when}")
+    for ref in result.removed_refs:
+        console.print(f"  {'would remove' if dry_run else 'removed'} ref {ref}")
+    if dry_run:
+        for _, paths in groups:
+            for path in paths:
+                console.print(f"  would delete {_relative(path, t.location)}")
+    for path in result.failed_deletes:
+        console.print(f"  could not delete {_relative(path, t.location)} (left for remove-orphan-files)")
+    if result.cleanup_error:
+        console.print(f"  {result.cleanup_error}")
 
 
-@cli.command()
+@cli.command(epilog=_examples("aioiceberg rollback db.events 1234567890123456789"))
 @click.argument("table")
 @click.argument("snapshot_id", type=int)
 @pass_state
@@ -568,7 +825,7 @@ def rollback(state: State, table: str, snapshot_id: int) -> None:
     console.print(f"{table} is at snapshot {snap.snapshot_id if snap else '-'}")
 
 
-@cli.command()
+@cli.command(epilog=_examples("aioiceberg stats db.events -c id,region"))
 @click.argument("table")
 @click.option("--columns", "-c", default=None, help="Comma-separated columns (default: all primitive).")
 @pass_state
@@ -589,7 +846,7 @@ def stats(state: State, table: str, columns: str | None) -> None:
 
 
 # -- catalog maintenance ---------------------------------------------------------------------------
-@cli.command()
+@cli.command(epilog=_examples("aioiceberg drop db.events", "aioiceberg drop db.scratch --purge"))
 @click.argument("table")
 @click.option("--purge", is_flag=True, help="Also delete every file under the table's location.")
 @pass_state
@@ -605,7 +862,7 @@ def drop(state: State, table: str, purge: bool) -> None:
         console.print(f"dropped {table}; its data stays, metadata kept at {kept}")
 
 
-@cli.command()
+@cli.command(epilog=_examples("aioiceberg rename db.events db.events_old"))
 @click.argument("table")
 @click.argument("new_name")
 @pass_state
@@ -620,12 +877,13 @@ def rename(state: State, table: str, new_name: str) -> None:
     console.print(f"renamed {table} to {new_name} ({moved.location})")
 
 
-@cli.command()
+@cli.command(epilog=_examples("aioiceberg namespace db --property owner=data"))
 @click.argument("namespace")
 @click.option("--property", "properties", multiple=True, metavar="KEY=VALUE")
 @pass_state
 def namespace(state: State, namespace: str, properties: tuple[str, ...]) -> None:
-    """Create NAMESPACE, or set its properties when it exists."""
+    """Create NAMESPACE (and the warehouse directory, when it is new), or set its properties."""
+    state.may_create = True
     props = parse_key_values(properties, "property")
     if state.catalog.namespace_exists(namespace):
         state.catalog.update_namespace_properties(namespace, updates=props)
@@ -635,7 +893,7 @@ def namespace(state: State, namespace: str, properties: tuple[str, ...]) -> None
         console.print(f"created namespace {namespace}")
 
 
-@cli.command()
+@cli.command(epilog=_examples("aioiceberg -w /tmp/demo-wh demo --rows 100000"))
 @click.option("--rows", type=click.IntRange(min=1000), default=3_000_000, show_default=True)
 @click.option("--table", "table_name", default="demo.events", show_default=True)
 @click.option("--appends", type=click.IntRange(1, 50), default=4, show_default=True)
@@ -648,7 +906,12 @@ def demo(state: State, rows: int, table_name: str, appends: int) -> None:
 
 
 # -- server ----------------------------------------------------------------------------------------
-@cli.command()
+@cli.command(
+    epilog=_examples(
+        "aioiceberg -w ./warehouse serve --port 8181",
+        "aioiceberg -w s3://bucket/wh serve --table-config s3.endpoint=http://localhost:9000",
+    )
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
     "--port", type=click.IntRange(0, 65535), default=8181, show_default=True, help="0 picks a free port."
@@ -696,6 +959,8 @@ def serve(
         from aioiceberg.server.auth import load_auth
         from aioiceberg.server.run import check_bind, is_loopback
     except ImportError as exc:
+        if isinstance(exc, IcebergError):  # MissingExtraError: already names the extra
+            raise
         raise CliError(f"serve needs aiohttp: pip install 'aioiceberg[server]' ({exc})") from None
     auth = load_auth(auth_file, os.environ)
     check_bind(host, auth)

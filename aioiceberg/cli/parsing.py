@@ -193,7 +193,10 @@ def parse_time(text: str, now: dt.datetime | None = None) -> dt.datetime:
     try:
         value = dt.datetime.fromisoformat(text.strip())
     except ValueError:
-        raise ValidationError(f"bad time {text!r}: use an ISO time or an age such as 7d, 12h, 30m") from None
+        raise ValidationError(
+            f"bad time {text!r}: use an ISO time (2024-05-01, 2024-05-01T12:30:00Z, 2024-05-01 14:30+02:00; "
+            "UTC when it has no offset) or an age such as 7d, 12h, 30m"
+        ) from None
     return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
 
 

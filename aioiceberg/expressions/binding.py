@@ -9,7 +9,6 @@ PyIceberg's AboveMax/BelowMin rules), so later stages never see impossible liter
 from __future__ import annotations
 
 import datetime as _dt
-import difflib
 import math
 import re
 import struct
@@ -145,12 +144,7 @@ def bind_reference(schema: Schema, name: str, case_sensitive: bool = True) -> Bo
     """Resolve a (dotted) column name to a BoundReference; ExpressionError names what is wrong."""
     fid = schema.find_field_id(name, case_sensitive)
     if fid is None:
-        known = [
-            _name for _name in (schema.find_column_name(f.field_id) for f in schema.all_fields()) if _name
-        ]
-        pool = known if case_sensitive else [k.lower() for k in known]
-        close = difflib.get_close_matches(name if case_sensitive else name.lower(), pool, n=3)
-        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        hint = schema.did_you_mean(name, case_sensitive)
         raise ExpressionError(f"cannot bind filter: no column named {name!r} in the table schema{hint}")
     entry = struct_accessors(schema.as_struct).get(fid)
     if entry is None:

@@ -16,6 +16,7 @@ from aioiceberg.maintenance.expire import (
     ExpireSnapshotsChange,
     plan_expire_snapshots,
     plan_expiry,
+    preview_expire_snapshots,
 )
 from aioiceberg.maintenance.files import MaintainedTable
 from aioiceberg.maintenance.manifests import (
@@ -42,6 +43,7 @@ __all__ = [
     "plan_expiry",
     "plan_rewrite_data_files",
     "plan_rewrite_manifests",
+    "preview_expire_snapshots",
     "referenced_files",
     "remove_orphan_files",
 ]

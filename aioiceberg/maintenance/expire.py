@@ -35,6 +35,7 @@ __all__ = [
     "ExpireSnapshotsChange",
     "plan_expire_snapshots",
     "plan_expiry",
+    "preview_expire_snapshots",
 ]
 
 MAX_SNAPSHOT_AGE_MS = TableProperties.max_snapshot_age_ms.key
@@ -55,6 +56,8 @@ class ExpireResult:
     failed_deletes: list[str] = field(default_factory=list)
     cleanup_error: str | None = None
     """Why no file was deleted although snapshots expired (their files are left as orphans)."""
+    dry_run: bool = False
+    """Nothing was committed nor deleted: the lists say what an expiry would remove now."""
 
     @property
     def deleted_files(self) -> list[str]:
@@ -194,6 +197,29 @@ class ExpireSnapshotsChange:
         return None
 
 
+async def _files_only_expired(
+    walker: ManifestWalker,
+    before: TableMetadata,
+    expired: list[Snapshot],
+    kept_snapshots: list[Snapshot],
+    kept_stats: dict[str, str],
+) -> tuple[list[str], list[str], list[str], list[str]]:
+    """Content files, manifests, manifest lists and statistics files that ``expired`` reached
+    and ``kept_snapshots`` do not: what an expiry deletes, and what its dry run lists."""
+    gone = await walker.reach(expired, missing_ok=True)
+    kept = await walker.reach(kept_snapshots)
+    manifest_lists = [p for k, p in gone.manifest_lists.items() if k not in kept.manifest_lists]
+    manifests = [p for k, p in gone.manifests.items() if k not in kept.manifests]
+    content_candidates = {**gone.content, **gone.deleted_content, **kept.deleted_content}
+    content = [p for k, p in content_candidates.items() if k not in kept.content]
+    stats = [
+        p
+        for k, p in statistics_paths(before, {s.snapshot_id for s in expired}).items()
+        if k not in kept_stats
+    ]
+    return content, manifests, manifest_lists, stats
+
+
 async def _delete_expired_files(
     walker: ManifestWalker,
     before: TableMetadata,
@@ -204,21 +230,12 @@ async def _delete_expired_files(
     """Delete what ``expired`` reached and no snapshot of ``after`` does; best effort, as a
     post-commit step must be: a file that cannot be read or deleted is left for orphan removal."""
     try:
-        gone = await walker.reach(expired, missing_ok=True)
-        kept = await walker.reach(after.snapshots)
+        content, manifests, manifest_lists, stats = await _files_only_expired(
+            walker, before, expired, list(after.snapshots), statistics_paths(after)
+        )
     except IcebergError as exc:
         result.cleanup_error = f"no file deleted: the remaining snapshots' files cannot be listed: {exc}"
         return
-    manifest_lists = [p for k, p in gone.manifest_lists.items() if k not in kept.manifest_lists]
-    manifests = [p for k, p in gone.manifests.items() if k not in kept.manifests]
-    content_candidates = {**gone.content, **gone.deleted_content, **kept.deleted_content}
-    content = [p for k, p in content_candidates.items() if k not in kept.content]
-    kept_stats = statistics_paths(after)
-    stats = [
-        p
-        for k, p in statistics_paths(before, {s.snapshot_id for s in expired}).items()
-        if k not in kept_stats
-    ]
 
     # Data first, lists last: an interrupted run leaves orphans, never dangling references.
     failed: list[str] = []
@@ -258,3 +275,33 @@ async def plan_expire_snapshots(
         await walker.reach([s for s in md.snapshots if s.snapshot_id in ids], missing_ok=True)
         await walker.reach([s for s in md.snapshots if s.snapshot_id not in ids])
     return change, change.result
+
+
+async def preview_expire_snapshots(
+    io: FileIO,
+    md: TableMetadata,
+    older_than: dt.datetime | int | None = None,
+    retain_last: int | None = None,
+    *,
+    snapshot_ids: Iterable[int] = (),
+    clean_files: bool = True,
+    now_ms: int | None = None,
+) -> ExpireResult:
+    """A dry run of the expiry of ``md``: the snapshots, refs and files it would remove, by
+    the same plan and the same file walk as the expiry; nothing is committed nor deleted."""
+    change = ExpireSnapshotsChange(_millis(older_than), retain_last, snapshot_ids, now_ms)
+    ids, refs = change.plan(md)
+    result = ExpireResult(expired_snapshot_ids=sorted(ids), removed_refs=refs, dry_run=True)
+    if not clean_files or not ids:
+        return result
+    expired = [s for s in md.snapshots if s.snapshot_id in ids]
+    kept = [s for s in md.snapshots if s.snapshot_id not in ids]
+    kept_stats = statistics_paths(md, {s.snapshot_id for s in kept})
+    content, manifests, manifest_lists, stats = await _files_only_expired(
+        ManifestWalker(io), md, expired, kept, kept_stats
+    )
+    result.deleted_content_files = sorted(content)
+    result.deleted_manifests = sorted(manifests)
+    result.deleted_manifest_lists = sorted(manifest_lists)
+    result.deleted_statistics_files = sorted(stats)
+    return result

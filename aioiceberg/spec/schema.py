@@ -7,6 +7,7 @@ accept the short form that skips ``element`` / ``value`` (as PyIceberg and Java 
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -109,8 +110,29 @@ class Schema:
             return found
         fid = self.find_field_id(name_or_id, case_sensitive)
         if fid is None:
-            raise ValidationError(f"no field named {name_or_id!r} in schema {self.schema_id}")
+            raise ValidationError(
+                f"no column named {name_or_id!r} in the schema (id {self.schema_id})"
+                + self.did_you_mean(name_or_id, case_sensitive)
+            )
         return self._by_id[fid]
+
+    def close_names(self, name: str, case_sensitive: bool = True) -> list[str]:
+        """Up to three full column names spelled like ``name`` (in any case), closest first:
+        the "did you mean" of every unknown column, in filters and in projections alike."""
+        known = [n for n in (self._name_by_id.get(f.field_id) for f in self.all_fields()) if n]
+        same_letters = [k for k in known if k.lower() == name.lower()]  # REGION for region
+        by_lower: dict[str, list[str]] = {}
+        for k in known:
+            by_lower.setdefault(k.lower(), []).append(k)
+        close = [
+            k for low in difflib.get_close_matches(name.lower(), list(by_lower), n=3) for k in by_lower[low]
+        ]
+        return list(dict.fromkeys(same_letters + close))[:3]
+
+    def did_you_mean(self, name: str, case_sensitive: bool = True) -> str:
+        """``"; did you mean 'id'?"``, or nothing when no column is spelled alike."""
+        close = self.close_names(name, case_sensitive)
+        return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
     def find_field_id(self, name: str, case_sensitive: bool = True) -> int | None:
         if case_sensitive:

@@ -278,6 +278,17 @@ def parse_time(text: str) -> int:
     return _clock_parts(m, text, 6)
 
 
+def _timestamp_forms(utc: bool, allow_date: bool) -> str:
+    """The forms ``parse_timestamp`` takes, with an example of each, for its error messages."""
+    date = "YYYY-MM-DD (midnight" + (" UTC), " if utc else "), ") if allow_date else ""
+    if utc:
+        return (
+            f"{date}YYYY-MM-DD[T ]HH:MM[:SS[.ffffff]] followed by a zone offset Z, +HH:MM or -HHMM, "
+            "e.g. 2024-05-01T12:30:00Z or 2024-05-01 14:30+02:00"
+        )
+    return f"{date}YYYY-MM-DD[T ]HH:MM[:SS[.ffffff]] without a zone offset, e.g. 2024-05-01T12:30:00"
+
+
 def parse_timestamp(text: str, *, utc: bool = False, nanos: bool = False, allow_date: bool = False) -> int:
     """An ISO-8601 timestamp to epoch micros (``nanos``: nanoseconds).
 
@@ -288,17 +299,22 @@ def parse_timestamp(text: str, *, utc: bool = False, nanos: bool = False, allow_
     stripped = text.strip()
     m = _TS_FULL.fullmatch(stripped)
     what = "timestamptz" if utc else "timestamp"
+    forms = _timestamp_forms(utc, allow_date)
     if m is None:
-        raise ValidationError(f"invalid ISO-8601 {what} {text!r} (expected YYYY-MM-DDTHH:MM:SS[.ffffff])")
+        raise ValidationError(f"invalid ISO-8601 {what} {text!r} (accepted: {forms})")
     digits = 9 if nanos else 6
     has_time = m.group("hour") is not None
     if not has_time and not allow_date:
-        raise ValidationError(f"invalid ISO-8601 {what} {text!r}: a time of day is required")
+        raise ValidationError(
+            f"invalid ISO-8601 {what} {text!r}: a time of day is required (accepted: {forms})"
+        )
     offset = m.group("offset")
     if has_time and utc and offset is None:
-        raise ValidationError(f"{what} {text!r} needs a zone offset (e.g. +00:00)")
+        raise ValidationError(f"{what} {text!r} needs a zone offset (accepted: {forms})")
     if offset is not None and not utc:
-        raise ValidationError(f"timestamp without zone {text!r} must not carry a zone offset")
+        raise ValidationError(
+            f"timestamp without zone {text!r} must not carry a zone offset (accepted: {forms})"
+        )
     days = _date_parts(m, text)
     clock = _clock_parts(m, text, digits) if has_time else 0
     value = days * (NANOS_PER_DAY if nanos else MICROS_PER_DAY) + clock
