@@ -1,8 +1,11 @@
 # Every target builds its own virtual environment from pyproject.toml: a fresh clone needs only python3.
+# The demo gets a core install of its own (.venv-demo): none of the test, dev or Spark extras.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+DEMO_VENV ?= .venv-demo
+DEMO_STAMP := $(DEMO_VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
 .PHONY: setup test lint typecheck unit demo clean localstack-setup
 
@@ -30,8 +33,14 @@ unit: $(STAMP) localstack-setup
 
 test: lint typecheck unit
 
-demo: $(STAMP)
-	$(VENV)/bin/aioiceberg --warehouse ./warehouse demo
+$(DEMO_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/python -m pip install -q -e .
+	rm -f $(DEMO_VENV)/.installed-*
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
+	$(DEMO_VENV)/bin/aioiceberg --warehouse ./warehouse demo
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(DEMO_VENV) .mypy_cache .pytest_cache .ruff_cache

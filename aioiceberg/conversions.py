@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from aioiceberg.errors import UnsupportedError
+from aioiceberg import extras
+from aioiceberg.errors import MissingExtraError
 
 if TYPE_CHECKING:
     import polars as pl
@@ -27,12 +28,15 @@ BatchSource = Callable[[list[str] | None, int | None], Iterator[pa.RecordBatch]]
 
 
 def require(module: str, extra: str, what: str) -> Any:
-    """``module`` imported, or an error that says how to install it."""
+    """``module`` imported, or ``MissingExtraError`` naming the extra that installs it."""
+    extras.require(module, extra, what)
     try:
         return importlib.import_module(module)
-    except ImportError as exc:
-        raise UnsupportedError(
-            f"{what} needs {module}, which is not installed: pip install 'aioiceberg[{extra}]' (or {module})"
+    except ImportError as exc:  # installed but broken: say which, with the same advice
+        raise MissingExtraError(
+            f"{what} needs {module}, which failed to import ({exc}): {extras.install_hint(extra)}",
+            name=module,
+            extra=extra,
         ) from exc
 
 

@@ -36,6 +36,15 @@ class UnsupportedError(IcebergError):
     """A feature, type, transform or format version this build cannot handle."""
 
 
+class MissingExtraError(UnsupportedError, ImportError):
+    """An optional dependency is not installed; the message names the extra that brings it
+    (``pip install 'aioiceberg[s3]'``). Also an ``ImportError``, for code that guards imports."""
+
+    def __init__(self, message: str, *, name: str, extra: str | None) -> None:
+        ImportError.__init__(self, message, name=name)
+        self.extra = extra
+
+
 class UnsupportedFormatVersionError(UnsupportedError, InvalidMetadataError):
     """A metadata or manifest file declares a format version we do not know."""
 
@@ -184,3 +193,8 @@ class PlanInterruptedError(IcebergError):
     the tasks seen so far are not the whole plan."""
 
     retryable = True
+
+
+class SparkSetupError(IcebergError):
+    """Spark's Python workers cannot run aioiceberg (another Python, or a missing package):
+    said once, when the data source is registered, instead of in every query."""

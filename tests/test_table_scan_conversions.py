@@ -248,12 +248,12 @@ def test_a_missing_optional_library_is_named_with_its_extra(warehouse: Path) -> 
         for name in ("pandas", "duckdb", "polars"):
             sys.modules[name] = None  # as if not installed: importing it raises ImportError
         from aioiceberg import sync
-        from aioiceberg.errors import UnsupportedError
+        from aioiceberg.errors import MissingExtraError
         scan = sync.connect({str(warehouse)!r}).load_table("db.t").scan()
         for call in (scan.to_pandas, scan.to_polars, scan.to_polars_lazy, lambda: scan.to_duckdb("t")):
             try:
                 call()
-            except UnsupportedError as exc:
+            except MissingExtraError as exc:
                 print(exc)
             else:
                 print("no error")
@@ -263,8 +263,8 @@ def test_a_missing_optional_library_is_named_with_its_extra(warehouse: Path) -> 
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines == [
-        "to_pandas() needs pandas, which is not installed: pip install 'aioiceberg[pandas]' (or pandas)",
-        "to_polars() needs polars, which is not installed: pip install 'aioiceberg[polars]' (or polars)",
-        "to_polars_lazy() needs polars, which is not installed: pip install 'aioiceberg[polars]' (or polars)",
-        "to_duckdb() needs duckdb, which is not installed: pip install 'aioiceberg[duckdb]' (or duckdb)",
+        "to_pandas() needs pandas, which is not installed: pip install 'aioiceberg[pandas]'",
+        "to_polars() needs polars, which is not installed: pip install 'aioiceberg[polars]'",
+        "to_polars_lazy() needs polars, which is not installed: pip install 'aioiceberg[polars]'",
+        "to_duckdb() needs duckdb, which is not installed: pip install 'aioiceberg[duckdb]'",
     ]

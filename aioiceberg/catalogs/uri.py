@@ -9,6 +9,8 @@ import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from aioiceberg.extras import require
+
 if TYPE_CHECKING:
     from aioiceberg.catalogs.base import Catalog
     from aioiceberg.runtime import Runtime
@@ -23,6 +25,14 @@ SERVICE_SCHEMES: dict[str, str] = {
     "rest+https": "aioiceberg.catalogs.rest:RestCatalog",
 }
 """URI scheme -> the catalog class that serves it (``module:Class``)."""
+
+NEEDS: dict[str, tuple[str, str]] = {
+    "glue": ("aiobotocore", "s3"),
+    "s3tables": ("aiobotocore", "s3"),
+    "rest+http": ("aiohttp", "rest"),
+    "rest+https": ("aiohttp", "rest"),
+}
+"""URI scheme -> the optional library its catalog needs and the extra that installs it."""
 
 
 class CatalogFactory(Protocol):
@@ -46,6 +56,9 @@ def catalog_class(uri: str) -> CatalogFactory | None:
     target = SERVICE_SCHEMES.get(scheme.lower())
     if target is None:
         return None
+    if scheme.lower() in NEEDS:
+        library, extra = NEEDS[scheme.lower()]
+        require(library, extra, f"the {scheme.lower()} catalog")
     module, _, name = target.partition(":")
     factory: CatalogFactory = getattr(importlib.import_module(module), name)
     return factory

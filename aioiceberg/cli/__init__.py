@@ -44,14 +44,19 @@ def main(argv: list[str] | None = None) -> None:
         prefix = "" if isinstance(exc, CliError) else _kind(exc)
         click.echo(f"error: {prefix}{one_line(exc)}", err=True)
         _exit_now(1)
-    sys.exit(code if isinstance(code, int) else 0)
+    code = code if isinstance(code, int) else 0
+    if argv is None:  # the console script: nothing follows, so no teardown either
+        _exit_now(code)
+    sys.exit(code)
 
 
 def _exit_now(code: int) -> NoReturn:
     """End a failed command without the interpreter's teardown: after an error, pyarrow's
     native thread pools aborted it at exit (SIGABRT, "terminate called without an active
     exception"; apache/arrow#34314) in 2 of 5 CI runs of a failing ``stats``. The exit
-    handlers (closing clients) run first, and the output is flushed."""
+    handlers (closing clients) run first, and the output is flushed. The console script
+    ends every command so: the teardown (freeing pyarrow's and numpy's state) was ~0.1 s
+    of CPU, a fifth of a metadata-only command's start-up."""
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from aioiceberg.errors import ObjectNotFoundError, StoreError
+from aioiceberg.errors import MissingExtraError, ObjectNotFoundError, StoreError
 from aioiceberg.io.base import Capabilities, FileIO, ObjectInfo, RangeResult, unsupported
 from aioiceberg.io.etag import unquote_etag
 
@@ -37,7 +37,12 @@ class FsspecFileIO(FileIO):
         self.protocol = protocol
         self.remote = protocol not in ("file", "local", "memory")
         self.storage_options = dict(storage_options or {})
-        self._cls = fsspec.get_filesystem_class(protocol)
+        try:
+            self._cls = fsspec.get_filesystem_class(protocol)
+        except ImportError as exc:  # fsspec's own words name the library ("Install gcsfs to ...")
+            raise MissingExtraError(
+                f"{protocol}:// storage through fsspec: {exc}", name=exc.name or protocol, extra=None
+            ) from None
         self._sync_fs: Any = None
         self._loop_fs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
 

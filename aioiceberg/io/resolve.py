@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from aioiceberg.extras import require
 from aioiceberg.io.base import FileIO
 
 if TYPE_CHECKING:
@@ -46,6 +47,10 @@ def _backend(location: str, storage_options: Mapping[str, Any] | None) -> FileIO
     if backend == "fsspec" or scheme not in S3_SCHEMES | {"file", "memory"}:
         from aioiceberg.io.fsspec_io import FsspecFileIO
 
+        require("fsspec", "s3" if scheme in S3_SCHEMES else None, f"{scheme}:// storage through fsspec")
+        if scheme in S3_SCHEMES:
+            require("s3fs", "s3", f"{scheme}:// storage through fsspec")
+
         return FsspecFileIO(scheme, fsspec_options(scheme, options))
     if scheme in S3_SCHEMES:
         if backend != "aiobotocore":
@@ -55,6 +60,7 @@ def _backend(location: str, storage_options: Mapping[str, Any] | None) -> FileIO
                 return ObstoreS3FileIO(options)
         from aioiceberg.io.s3 import S3FileIO
 
+        require("aiobotocore", "s3", f"{scheme}:// storage")
         return S3FileIO(options)
     from aioiceberg.io.local import LocalFileIO
 

@@ -205,6 +205,9 @@ def _no_resend_session_cls() -> type[Any]:
 
 
 def _create_client_context(options: S3Options, service: str) -> Any:
+    from aioiceberg.extras import require
+
+    require("aiobotocore", "s3", f"the AWS {service} client")
     from aiobotocore.config import AioConfig
     from aiobotocore.session import AioSession
 

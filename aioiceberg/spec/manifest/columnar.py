@@ -24,8 +24,7 @@ from itertools import repeat
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
+import pyarrow as pa  # pyarrow.compute is imported where used: metadata-only work never loads it
 
 from aioiceberg.spec.manifest.data_file import FileFormat
 from aioiceberg.spec.manifest.entry import ManifestEntry, ManifestEntryStatus
@@ -140,6 +139,8 @@ class ColumnarManifest:
     ) -> None:
         """``batch``: the rows come from several manifests (see :func:`open_columnar_batch`):
         each row's manifest index, and those manifests, whose values rows inherit."""
+        import pyarrow.compute as pc
+
         self.meta = meta
         self.owner: np.ndarray[Any, Any] | None = batch[0] if batch is not None else None
         self.manifests: Sequence[ManifestFile] = batch[1] if batch is not None else ()
@@ -238,6 +239,8 @@ class ColumnarManifest:
         return self._read_items[key]
 
     def _read(self, name: str, keys_wanted: frozenset[int] | None) -> _Items | None:
+        import pyarrow.compute as pc
+
         col = self._df.get(name)
         if col is None or len(col) == 0:
             return None
@@ -447,6 +450,8 @@ def _cut(flat: list[Any], lengths: np.ndarray[Any, Any]) -> list[tuple[Any, ...]
 def _list_tuples(arr: pa.Array | None, n: int) -> list[tuple[Any, ...] | None]:
     """A list column as tuples (a row must hold no list: the collector never untracks one),
     cut from its flat values (see :func:`_cut`)."""
+    import pyarrow.compute as pc
+
     if arr is None or arr.null_count == len(arr):
         return [None] * n
     lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False)
