@@ -42,8 +42,16 @@ def register(spark: Any, filter_pushdown: bool | None = None) -> None:
     for a later unfiltered query on the same DataFrame and return too few rows, so there
     filters stay in Spark (prune explicitly with the ``filter`` read option instead).
     ``True`` enables it anyway: then build a fresh DataFrame per filtered query.
+
+    The first call on a SparkContext runs one tiny job to check that Spark's Python
+    workers can import aioiceberg (they run ``PYSPARK_PYTHON``, not necessarily this
+    Python); ``aioiceberg.errors.SparkSetupError`` says which Python they run and how to
+    fix it.
     """
     from aioiceberg.spark.source import FILTER_PUSHDOWN_CONF, AioIcebergDataSource, AioIcebergScanOnlySource
+    from aioiceberg.spark.workers import check_workers
+
+    check_workers(spark)  # before anything is registered: a session that cannot read is left as it was
 
     enable = filter_pushdown if filter_pushdown is not None else not caches_read_plan_per_relation(spark)
     # Spark refuses a reader with pushFilters while pushdown is off: register the matching one
@@ -63,6 +71,10 @@ def caches_read_plan_per_relation(spark: Any) -> bool:
 
 
 def __getattr__(name: str) -> Any:
+    if name in ("read_table", "AioIcebergDataSource"):
+        from aioiceberg.extras import require
+
+        require("pyspark", "spark", f"aioiceberg.spark.{name}")
     if name == "read_table":
         from aioiceberg.spark.dataframe import read_table
 
