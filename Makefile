@@ -19,8 +19,8 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check aioiceberg tests benchmarks
-	$(VENV)/bin/ruff format --check aioiceberg tests benchmarks
+	$(VENV)/bin/ruff check aioiceberg tests benchmarks examples
+	$(VENV)/bin/ruff format --check aioiceberg tests benchmarks examples
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy

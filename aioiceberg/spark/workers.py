@@ -34,10 +34,15 @@ def check_workers(spark: Any) -> None:
         return  # Spark Connect: no RDDs here, and the server's workers are the server's own
     if getattr(context, CHECKED_ATTRIBUTE, None) == python:
         return
-    try:
-        [(executable, problem)] = context.parallelize([0], 1).map(_probe(WORKER_MODULE)).collect()
-    except Exception as exc:  # the worker did not run at all (no such program, another Python version)
-        raise SparkSetupError(_message(python, _reason(str(exc)))) from None
+    failure = ""
+    for _ in range(2):  # a worker lost once under load is not a setup problem: only twice is
+        try:
+            [(executable, problem)] = context.parallelize([0], 1).map(_probe(WORKER_MODULE)).collect()
+            break
+        except Exception as exc:  # the worker did not run (no such program, another Python version)
+            failure = _reason(str(exc))
+    else:
+        raise SparkSetupError(_message(python, failure))
     if problem:
         where = python if executable == python else f"{python} ({executable})"
         raise SparkSetupError(_message(where, problem))

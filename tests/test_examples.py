@@ -1,0 +1,54 @@
+"""Every program in examples/ runs to the end (exit 0) as a user would run it: this
+interpreter, an empty working folder, a clean environment (tests/process_env.py). The
+examples check their own results with ``assert``, so a wrong answer fails here too."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from process_env import clean_env
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+NEEDS = {"spark_pipeline.py": ("pyspark",), "rest_server.py": ("pyiceberg", "duckdb", "aiohttp")}
+TIMEOUT_S = 180
+
+
+def params() -> list[object]:
+    return [
+        pytest.param(path, id=path.stem, marks=[pytest.mark.slow] if "spark" in path.stem else [])
+        for path in sorted(EXAMPLES.glob("*.py"))
+    ]
+
+
+def test_the_examples_are_there() -> None:
+    assert {path.name for path in EXAMPLES.glob("*.py")} >= {
+        "async_service.py",
+        "spark_pipeline.py",
+        "rest_server.py",
+    }
+
+
+@pytest.mark.parametrize("example", params())
+def test_example_runs(example: Path, tmp_path: Path) -> None:
+    for module in NEEDS.get(example.name, ()):
+        pytest.importorskip(module)
+    source = example.read_text()
+    assert source.startswith('"""') and len(source.splitlines()) <= 90, "documented at the top, and short"
+    done = subprocess.run(
+        [sys.executable, str(example)],
+        cwd=tmp_path,
+        env=clean_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    if done.returncode != 0:
+        pytest.fail(
+            f"{example.name} failed (exit {done.returncode})\n--- stdout\n{done.stdout[-3000:]}\n"
+            f"--- stderr\n{done.stderr[-6000:]}"
+        )
+    assert list(tmp_path.iterdir()) == [], "an example cleans up after itself"
