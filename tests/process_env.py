@@ -10,6 +10,7 @@ pointed at it by the program itself).
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -24,3 +25,24 @@ def clean_env() -> dict[str, str]:
         env.pop("VIRTUAL_ENV", None)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
+
+
+def run_as_user(script: Path, cwd: Path, timeout_s: float, what: str) -> None:
+    """Run ``script`` with this interpreter in ``cwd`` and a clean environment; a non-zero
+    exit fails the test with the end of its output (a time-out propagates)."""
+    import pytest
+
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=cwd,
+        env=clean_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    if done.returncode != 0:
+        pytest.fail(
+            f"{what} failed (exit {done.returncode}):\n--- stdout\n{done.stdout[-3000:]}\n"
+            f"--- stderr\n{done.stderr[-6000:]}"
+        )

@@ -18,13 +18,12 @@ import ast
 import io
 import re
 import subprocess
-import sys
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from process_env import clean_env
+from process_env import run_as_user
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -164,19 +163,6 @@ def test_snippet(case: Case, tmp_path: Path) -> None:
     script = tmp_path / "snippet.py"
     script.write_text(case.code)
     try:
-        done = subprocess.run(
-            [sys.executable, str(script)],
-            cwd=tmp_path,
-            env=clean_env(),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
-        )
+        run_as_user(script, tmp_path, TIMEOUT_S, f"{case.where}:\n{numbered(case.code)}\n")
     except subprocess.TimeoutExpired as timeout:
         pytest.fail(f"{case.where} ran over {TIMEOUT_S}s:\n{numbered(case.code)}\n{timeout.stderr!r}")
-    if done.returncode != 0:
-        pytest.fail(
-            f"{case.where} failed (exit {done.returncode}):\n{numbered(case.code)}\n"
-            f"--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-6000:]}"
-        )

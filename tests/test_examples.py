@@ -4,12 +4,10 @@ examples check their own results with ``assert``, so a wrong answer fails here t
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from process_env import clean_env
+from process_env import run_as_user
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 NEEDS = {"spark_pipeline.py": ("pyspark",), "rest_server.py": ("pyiceberg", "duckdb", "aiohttp")}
@@ -37,18 +35,5 @@ def test_example_runs(example: Path, tmp_path: Path) -> None:
         pytest.importorskip(module)
     source = example.read_text()
     assert source.startswith('"""') and len(source.splitlines()) <= 90, "documented at the top, and short"
-    done = subprocess.run(
-        [sys.executable, str(example)],
-        cwd=tmp_path,
-        env=clean_env(),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
-    if done.returncode != 0:
-        pytest.fail(
-            f"{example.name} failed (exit {done.returncode})\n--- stdout\n{done.stdout[-3000:]}\n"
-            f"--- stderr\n{done.stderr[-6000:]}"
-        )
+    run_as_user(example, tmp_path, TIMEOUT_S, example.name)
     assert list(tmp_path.iterdir()) == [], "an example cleans up after itself"
