@@ -327,7 +327,7 @@ class PointerCatalog(Catalog):
             PointerProtocol(io, self.pointer(namespace, name), CommitPoint(CATALOG, self.kind)),
             (*namespace, name),
         )
-        state = await protocol.register(source)
+        state = await protocol.register(source, metadata)
         return Table(identifier_text(identifier), state.metadata.location, state, io, protocol)
 
     async def drop_table(self, identifier: str | Sequence[str], purge: bool = False) -> str | None:

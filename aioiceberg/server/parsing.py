@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import anyio.to_thread
 from aiohttp import web
@@ -78,9 +78,16 @@ def _decode(data: bytes) -> Any:
     return body
 
 
+_BODY_KEY = "aioiceberg.json_body"
+
+
 async def json_body(request: web.Request) -> dict[str, Any]:
     """The request's JSON object (400 when the body is missing, not JSON or not an object;
-    413 above :data:`MAX_BODY_BYTES`)."""
+    413 above :data:`MAX_BODY_BYTES`). Decoded once per request: the guard and the handler
+    both ask for it."""
+    cached = request.get(_BODY_KEY)
+    if cached is not None:
+        return cast(dict[str, Any], cached)
     if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
         raise _too_large(request)
     try:
@@ -102,6 +109,7 @@ async def json_body(request: web.Request) -> dict[str, Any]:
         raise bad_request(f"the request body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
         raise bad_request(f"the request body must be a JSON object, got {json_type(body)}")
+    request[_BODY_KEY] = body
     return body
 
 

@@ -151,9 +151,11 @@ class PointerProtocol(CommitProtocol):
         self._tokens[location] = pointer
         return TableState(metadata, location, 0)
 
-    async def register(self, metadata_location: str) -> TableState:
-        """Adopt an existing metadata file as the table's current version."""
-        metadata = await self.read_metadata(metadata_location)
+    async def register(self, metadata_location: str, metadata: TableMetadata | None = None) -> TableState:
+        """Adopt an existing metadata file as the table's current version; ``metadata`` is the
+        file as already read and checked (registered as checked, not read a second time)."""
+        if metadata is None:
+            metadata = await self.read_metadata(metadata_location)
         pointer = await self.pointer.create(metadata_location, metadata)
         self._tokens[metadata_location] = pointer
         return TableState(metadata, metadata_location, version_of(metadata_location, metadata))
