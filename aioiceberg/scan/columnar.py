@@ -215,9 +215,10 @@ def prune_columnar(
     cm: ColumnarManifest,
     part: PartitionEvaluator | None,
     metrics: InclusiveMetricsEvaluator | None,
+    vectorized: bool = True,
 ) -> tuple[EntryRows, int, int]:
     """(surviving entries, skipped by partition, skipped by metrics) of one manifest."""
-    pruned = prune_rows(cm, part, metrics)
+    pruned = prune_rows(cm, part, metrics, vectorized)
     return pruned.entries, len(pruned.by_partition), len(pruned.by_metrics)
 
 
@@ -235,8 +236,12 @@ def prune_rows(
     cm: ColumnarManifest,
     part: PartitionEvaluator | None,
     metrics: InclusiveMetricsEvaluator | None,
+    vectorized: bool = True,
 ) -> Pruned:
-    """Prune ``cm``'s live rows: partition tuples first, then metrics."""
+    """Prune ``cm``'s live rows: partition tuples first, then metrics.
+
+    ``vectorized`` False: every row goes through the per-entry evaluators (the bulk
+    passes must keep exactly the same rows; tests compare the two)."""
     rows = cm.rows
     none = np.empty(0, dtype=np.int64)
     dropped_part = dropped_metrics = none
@@ -253,8 +258,11 @@ def prune_rows(
     if metrics is None or not len(rows):
         return Pruned(cm.entry_rows(rows), rows, dropped_part, none)
     bounds: Bounds = {}  # each bound column read once, for both passes over the same rows
-    may = prefilter(metrics.expr, cm, rows, bounds)
-    sure = certain(metrics.expr, cm, rows, bounds)[may].tolist() if may.any() else []
+    if vectorized:
+        may = prefilter(metrics.expr, cm, rows, bounds)
+        sure = certain(metrics.expr, cm, rows, bounds)[may].tolist() if may.any() else []
+    else:
+        may, sure = np.ones(len(rows), dtype=bool), [False] * len(rows)
     dropped_metrics = rows[~may]
     rows = rows[may]
     candidates = cm.entry_rows(rows)

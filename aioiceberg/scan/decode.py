@@ -95,6 +95,7 @@ class PruneContext:
     untrusted: frozenset[int] = frozenset()
     key: str = field(default="", compare=False)
     pause_gc: bool = field(default=False, compare=False)
+    vectorized: bool = True
 
     def evaluators(self) -> _Evaluators:
         """Built once per context object (a plan's threads share them; a worker process
@@ -119,6 +120,7 @@ class PruneContext:
         stats_columns: frozenset[int] | None,
         untrusted: frozenset[int] = frozenset(),
         pause_gc: bool = False,
+        vectorized: bool = True,
     ) -> PruneContext:
         schema_json = json.dumps(schema_to_json(schema), sort_keys=True)
         specs_json = {i: json.dumps(partition_spec_to_json(s), sort_keys=True) for i, s in specs.items()}
@@ -129,6 +131,7 @@ class PruneContext:
             digest.update(b"\0")
         digest.update(repr(sorted(stats_columns) if stats_columns is not None else None).encode())
         digest.update(repr(sorted(untrusted)).encode())
+        digest.update(b"vectorized" if vectorized else b"per-entry")
         return PruneContext(
             schema_json,
             specs_json,
@@ -138,6 +141,7 @@ class PruneContext:
             untrusted,
             digest.hexdigest(),
             pause_gc,
+            vectorized,
         )
 
     @property
@@ -246,7 +250,9 @@ def _columnar(
         return None
     ev = ctx.evaluators()
     try:
-        entries, by_part, by_met = prune_columnar(cm, ev.partition(manifest.partition_spec_id), ev.metrics)
+        entries, by_part, by_met = prune_columnar(
+            cm, ev.partition(manifest.partition_spec_id), ev.metrics, ctx.vectorized
+        )
     except Exception:  # never trusted over the reference decoder
         return None
     return DecodeResult(entries, len(cm.rows), by_part, by_met, columnar=True)
@@ -354,7 +360,7 @@ def _decode_group(
     if cm is None or cm.owner is None:
         return None
     try:
-        pruned = prune_rows(cm, ev.partition(spec_id), ev.metrics)
+        pruned = prune_rows(cm, ev.partition(spec_id), ev.metrics, ctx.vectorized)
     except Exception:  # never trusted over the reference decoder
         return None
     k = len(batch)

@@ -74,7 +74,9 @@ class PlanOptions:
     task files (default: the filter's columns); ``cache`` / ``manifest_list_cache``: instead of
     the runtime's; ``process_threshold_bytes``: manifest bytes below which fastavro stays in
     one thread; ``columnar``: False decodes with fastavro only; ``columnar_min_entries``:
-    manifests listing fewer entries are decoded in batches."""
+    manifests listing fewer entries are decoded in batches; ``vectorized``: False prunes every
+    entry with the per-entry evaluators only (the bulk path must keep the same files: this is
+    how that is checked)."""
 
     io_concurrency: int = 64
     decode_workers: int | None = None
@@ -86,6 +88,7 @@ class PlanOptions:
     process_threshold_bytes: int = PROCESS_THRESHOLD_BYTES
     columnar: bool = True
     columnar_min_entries: int = COLUMNAR_MIN_ENTRIES
+    vectorized: bool = True
 
     def __post_init__(self) -> None:
         _at_least("io_concurrency", self.io_concurrency, 1)

@@ -191,6 +191,7 @@ class Planner:
             stats,
             unmapped_field_ids(self.schema, metadata.properties),
             self.runtime.pause_gc,
+            options.vectorized,
         )
         self._manifest_evaluators: dict[int, ManifestEvaluator | None] = {}
         self._residuals: dict[int, ResidualEvaluator] = {}
