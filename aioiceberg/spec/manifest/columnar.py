@@ -112,12 +112,12 @@ def _one_array(column: pa.ChunkedArray) -> pa.Array:
 class BoundColumn:
     """One field's lower or upper bound (or one of its counts) per row, for vectorised pruning.
 
-    ``values`` holds the little-endian integer (the count) where ``state`` is 1; ``state``
+    ``values`` holds the decoded value (the little-endian integer, the count) where ``state`` is 1; ``state``
     is 0 where the row has none for the field and 2 where it has one that is not of the
     expected width (or is null, or repeated), which a pruner must treat as "cannot tell".
     """
 
-    values: np.ndarray[Any, np.dtype[np.int64]]
+    values: np.ndarray[Any, Any]
     state: np.ndarray[Any, np.dtype[np.int8]]
 
 
@@ -185,6 +185,7 @@ class ColumnarManifest:
         ]
         self._manifest = manifest
         self._read_items: dict[tuple[str, frozenset[int] | None], _Items | None] = {}
+        self._keyed_memo: dict[tuple[str, int, Any], BoundColumn] = {}
 
     # -- inheritance ---------------------------------------------------------------------
 
@@ -262,7 +263,8 @@ class ColumnarManifest:
             good = [b for b, k in zip(raw, ok.tolist(), strict=True) if k]
             return ok, np.frombuffer(b"".join(good), dtype="<i8" if width == 8 else "<i4").astype(np.int64)
 
-        return self._keyed("upper_bounds" if upper else "lower_bounds", field_id, rows, read)
+        name = "upper_bounds" if upper else "lower_bounds"
+        return self.keyed_column(name, field_id, rows, read, ("int", width), np.int64)
 
     def count_column(self, name: str, field_id: int, rows: np.ndarray[Any, Any]) -> BoundColumn:
         """``field_id``'s count in the map column ``name`` (``value_counts``,
@@ -273,29 +275,48 @@ class ColumnarManifest:
             good = [v for v, k in zip(raw, ok.tolist(), strict=True) if k]
             return ok, np.fromiter(good, dtype=np.int64, count=len(good))
 
-        return self._keyed(name, field_id, rows, read)
+        return self.keyed_column(name, field_id, rows, read, "count", np.int64)
 
-    def _keyed(
+    def keyed_column(
         self,
         name: str,
         field_id: int,
         rows: np.ndarray[Any, Any],
         read: Callable[[list[Any]], tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]],
+        kind: Any,
+        dtype: Any,
     ) -> BoundColumn:
         """``field_id``'s value in the map column ``name`` per row of ``rows``: ``read`` says
-        which raw values are readable and their integers; a row with none is state 0, one
-        with an unreadable or repeated value state 2 (left to the exact path)."""
-        n = len(rows)
-        values = np.zeros(n, dtype=np.int64)
+        which raw values are readable and their values (numpy, of ``dtype``); a row with none
+        is state 0, one with an unreadable or repeated value state 2 (left to the exact path).
+
+        Read once per (column, field, ``kind``) over every entry and kept: a cached manifest
+        answers each new filter on a field it has read without reading its map again.
+        """
+        key = (name, field_id, kind)
+        whole = self._keyed_memo.get(key)
+        if whole is None:
+            whole = self._keyed_memo[key] = self._keyed_whole(name, field_id, read, dtype)
+        if len(rows) == self.entries_read and (
+            len(rows) == 0 or (rows[0] == 0 and rows[-1] == len(rows) - 1)
+        ):
+            return whole
+        return BoundColumn(whole.values[rows], whole.state[rows])
+
+    def _keyed_whole(
+        self,
+        name: str,
+        field_id: int,
+        read: Callable[[list[Any]], tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]],
+        dtype: Any,
+    ) -> BoundColumn:
+        n = self.entries_read
+        values = np.zeros(n, dtype=dtype)
         state = np.zeros(n, dtype=np.int8)
-        found = self._items(name, frozenset({field_id}))
+        found = self._read(name, frozenset({field_id}))
         if found is None or n == 0:
             return BoundColumn(values, state)
-        parents, _, raw = found
-        at = self._positions(rows)[parents]
-        keep = at >= 0
-        at = at[keep]
-        raw = [v for v, k in zip(raw, keep.tolist(), strict=True) if k]
+        at, _, raw = found
         if len(at) == 0:
             return BoundColumn(values, state)
         state[at] = 2
