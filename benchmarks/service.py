@@ -18,6 +18,10 @@ percentiles as a lower bound (the "open" column counts them).
 
     .venv/bin/python benchmarks/service.py --scratch DIR        # 500x1000, nginx + 20 ms
     .venv/bin/python benchmarks/service.py --tiny               # seconds; nginx if installed
+    .venv/bin/python benchmarks/service.py --plan-only ...      # benchmarks/service_plan.py
+
+``--plan-only`` runs ``service_plan.py`` with the other arguments: issue 33's service case
+(a 100k-file table, plans only, sequential and concurrent new-filter queries, warm queries).
 """
 
 from __future__ import annotations
@@ -265,7 +269,7 @@ async def _ours(args: argparse.Namespace, rec: Recorder) -> None:
         tasks = [asyncio.create_task(client(c)) for c in range(args.clients)]
         await asyncio.wait(tasks, timeout=max(0.0, rec.deadline - time.perf_counter()))
         rec.result = rec.summary(args.seconds)
-        rec.result["children_rss_mb"] = _children_hwm_mb()  # before the runtime stops them
+        rec.result["children_rss_mb"] = children_hwm_mb()  # before the runtime stops them
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -307,7 +311,17 @@ def _pyiceberg(args: argparse.Namespace, rec: Recorder) -> None:
         raise errors[0]
 
 
-def _children_hwm_mb() -> float:
+def peak_rss_mb() -> float:
+    """This process's peak RSS since its exec (``VmHWM``). ``ru_maxrss`` is not that: Linux
+    carries the parent's peak across fork and exec, so every worker of a parent that built a
+    big table would report at least the parent's peak."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def children_hwm_mb() -> float:
     """Peak RSS of this process's live children (our manifest decoder processes), summed."""
     total = 0.0
     me = str(os.getpid())
@@ -337,8 +351,8 @@ def worker_main(args: argparse.Namespace) -> None:
         _pyiceberg(args, rec)
     out = rec.result
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    out["peak_rss_mb"] = usage.ru_maxrss / 1024
-    out.setdefault("children_rss_mb", _children_hwm_mb())
+    out["peak_rss_mb"] = peak_rss_mb()
+    out.setdefault("children_rss_mb", children_hwm_mb())
     out["cpu_s"] = usage.ru_utime + usage.ru_stime
     out["load"] = [load0, os.getloadavg()[0]]
     print(json.dumps(out), flush=True)
@@ -375,6 +389,12 @@ def _lat(r: dict[str, Any], p: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    rest = sys.argv[1:] if argv is None else argv
+    if "--plan-only" in rest:
+        from benchmarks.service_plan import main as plan_only
+
+        plan_only([a for a in rest if a != "--plan-only"])
+        return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tiny", action="store_true", help="seconds: a 4x20 table, N = 1, 2, 2 s each")
     p.add_argument("--size", default="500x1000", help="manifests x data files per manifest")
