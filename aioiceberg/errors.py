@@ -11,6 +11,8 @@ class IcebergError(Exception):
     """Base of every aioiceberg error."""
 
     retryable: bool = False
+    # another writer won the race for a version: a commit retry has its own budget for these
+    lost_race: bool = False
     # set when a retry loop spent its budget on this error: loops around that one do not
     # retry it again (budgets would multiply); ``retryable`` still tells the caller
     retries_spent: bool = False
@@ -164,6 +166,7 @@ class CommitFailedError(CommitError):
     may succeed (the commit loop does that itself; callers see it only from protocols)."""
 
     retryable = True
+    lost_race = True
 
 
 class CommitConflictError(CommitError):

@@ -16,18 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import gc
 import os
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Self
 
 from aioiceberg._sync.runner import BlockingLoop
 from aioiceberg.errors import ValidationError
+from aioiceberg.gc_pause import collector_paused
 from aioiceberg.io.data_cache import DEFAULT_DATA_CACHE_BYTES, DataFileCache
 from aioiceberg.io.memory import MemoryObjects
 from aioiceberg.io.parsed import ParsedFiles
@@ -39,34 +38,17 @@ if TYPE_CHECKING:
     from aioiceberg.scan.decode import Decoder
     from aioiceberg.spec.metadata import TableMetadata
 
-__all__ = ["DEFAULT_MANIFEST_CACHE_BYTES", "Runtime", "default_runtime"]
+__all__ = [
+    "DEFAULT_MANIFEST_CACHE_BYTES",
+    "Runtime",
+    "clear_probe_cache",
+    "close_all_clients",
+    "collector_paused",
+    "default_runtime",
+]
 
 DEFAULT_MANIFEST_CACHE_BYTES = 256 * 1024 * 1024
 DEFAULT_MANIFEST_LISTS = 128
-
-
-class _GcPause:
-    """Counted pauses of the cyclic collector (nested and concurrent ones end with the last)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pauses = 0
-        self._was_enabled = False
-
-    @contextmanager
-    def paused(self) -> Iterator[None]:
-        with self._lock:
-            if self._pauses == 0:
-                self._was_enabled = gc.isenabled()
-                gc.disable()
-            self._pauses += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._pauses -= 1
-                if self._pauses == 0 and self._was_enabled:
-                    gc.enable()
 
 
 class Runtime:
@@ -133,8 +115,7 @@ class Runtime:
         self._commit_turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
             weakref.WeakKeyDictionary()
         )
-        self._gc = _GcPause()  # used on the default runtime only: the collector is the process's
-        self.columnar_warmed = threading.Event()  # likewise: polars warms once per process
+        self.columnar_warmed = threading.Event()  # the default runtime's only: polars warms once per process
         self.columnar_done = threading.Event()  # ... and has finished warming
         self._blocking: BlockingLoop | None = None
         self.columnar_forbidden = False  # set in a forked child of a process that loaded polars
@@ -235,6 +216,7 @@ class Runtime:
             target=_warm_quietly,
             args=(warm_columnar_decoder, default_runtime().columnar_done),
             name="aioiceberg-columnar-warm",
+            daemon=False,  # else inherited: a plan of the blocking API starts it from the daemon loop thread
         ).start()
 
     @property
@@ -279,14 +261,6 @@ _DEFAULT: list[Runtime] = []
 _DEFAULT_LOCK = threading.Lock()
 
 
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Pause the process's cyclic collector; the default runtime counts the pauses, because
-    the collector is the process's whoever asks."""
-    with default_runtime()._gc.paused():
-        yield
-
-
 def default_runtime() -> Runtime:
     """The process's runtime for catalogs and tables opened without one."""
     if not _DEFAULT:
@@ -294,6 +268,17 @@ def default_runtime() -> Runtime:
             if not _DEFAULT:
                 _DEFAULT.append(Runtime())
     return _DEFAULT[0]
+
+
+def clear_probe_cache() -> None:
+    """Forget the default runtime's probe results (tests that change a store's behaviour)."""
+    default_runtime().probes.clear()
+
+
+async def close_all_clients() -> None:
+    """Close every client the default runtime opened on the running loop (tests that must
+    not leave a loop's connections behind for the next one)."""
+    await default_runtime().clients.close_loop()
 
 
 def _warm_quietly(warm: Callable[[], None], ready: threading.Event) -> None:

@@ -1,7 +1,7 @@
 """Blocking twins of the async API, for scripts, notebooks, threads and PySpark drivers.
 
 Every async method has a twin with the same name and arguments that runs it on one
-background event loop (the default runtime's, ``aioiceberg._sync.runner``) and waits;
+background event loop (the default runtime's, ``aioiceberg._sync.default_loop``) and waits;
 async iterators become plain iterators that still stream, async context managers plain
 ones. Each twin member points at the async method it stands for, so mypy sees the same
 signature (``aioiceberg._sync.twin``); ``tests/test_sync_typing.py`` holds the two
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import aioiceberg.catalog as _catalog
 import aioiceberg.table as _table
 import aioiceberg.table_scan as _scan
-from aioiceberg._sync import runner
+from aioiceberg._sync import default_loop
 from aioiceberg._sync.twin import (
     PLAN_PREFETCH,
     Attribute,
@@ -31,7 +31,9 @@ from aioiceberg._sync.twin import (
     forwarded,
     function,
     streaming,
+    streaming_batches,
 )
+from aioiceberg.scan.pipeline import PlanStream
 
 if TYPE_CHECKING:
     from aioiceberg.commit.protocols.base import CommitProtocol
@@ -49,7 +51,6 @@ if TYPE_CHECKING:
 __all__ = [
     "Blocking",
     "Catalog",
-    "Scan",
     "Table",
     "TableScan",
     "Transaction",
@@ -62,7 +63,8 @@ __all__ = [
 class TableScan(Blocking[_scan.TableScan]):
     """Blocking twin of :class:`aioiceberg.table_scan.TableScan`."""
 
-    plan_files = streaming(_scan.TableScan.plan_files, prefetch=PLAN_PREFETCH)
+    # a manifest's tasks cross from the loop in one handoff, not one by one
+    plan_files = streaming_batches(_scan.TableScan.plan_files, PlanStream.batches, prefetch=PLAN_PREFETCH)
     to_batches = streaming(_scan.TableScan.to_batches)
     to_arrow = blocking(_scan.TableScan.to_arrow)
     projection = forwarded(_scan.TableScan.projection)
@@ -80,9 +82,6 @@ class TableScan(Blocking[_scan.TableScan]):
     metadata: Attribute[TableMetadata] = Attribute()
     read_stats: Attribute[ReadMetrics] = Attribute()
     read_options: Attribute[ReadOptions] = Attribute()
-
-
-Scan = TableScan  # its name before it took PyIceberg's
 
 
 E_co = TypeVar("E_co", bound=_table._Evolution, covariant=True)
@@ -225,4 +224,4 @@ load_table = function(_catalog.load_table, into=Table)
 
 def shutdown() -> None:
     """Close the clients the blocking API opened and stop its loop (also done at exit)."""
-    runner.shutdown()
+    default_loop.shutdown()

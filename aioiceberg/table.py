@@ -9,8 +9,9 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Unpack
 
+from aioiceberg.commit.appends import append_for
 from aioiceberg.commit.protocols.base import CommitProtocol, TableState
 from aioiceberg.commit.retry import CommitStats, commit_changes
 from aioiceberg.commit.snapshot_producer import Change, MetadataChange
@@ -227,7 +228,7 @@ class Table(_Evolution):
     # -- row-level changes (logic in aioiceberg.rowlevel) ---------------------
     async def delete(
         self,
-        delete_filter: Any,
+        delete_filter: str | Expression,
         snapshot_properties: Mapping[str, str] | None = None,
         case_sensitive: bool = True,
     ) -> None:
@@ -238,7 +239,7 @@ class Table(_Evolution):
     async def overwrite(
         self,
         df: pa.Table,
-        overwrite_filter: Any = None,
+        overwrite_filter: str | Expression | None = None,
         snapshot_properties: Mapping[str, str] | None = None,
         case_sensitive: bool = True,
     ) -> None:
@@ -299,7 +300,7 @@ class Table(_Evolution):
 
     async def expire_snapshots(
         self,
-        older_than: Any = None,
+        older_than: dt.datetime | int | None = None,
         retain_last: int | None = None,
         *,
         snapshot_ids: Iterable[int] = (),
@@ -327,7 +328,9 @@ class Table(_Evolution):
             )
         return result
 
-    async def remove_orphan_files(self, older_than: Any = None, *, dry_run: bool = False) -> list[str]:
+    async def remove_orphan_files(
+        self, older_than: dt.datetime | dt.timedelta | int | None = None, *, dry_run: bool = False
+    ) -> list[str]:
         """Delete unreferenced objects under the table location older than ``older_than`` (default 3 days).
 
         Works from the latest version (a stale one would take newer commits' files for
@@ -349,7 +352,11 @@ class Table(_Evolution):
         return result
 
     async def rewrite_data_files(
-        self, target_file_size: int | None = None, filter: Any = None, *, min_input_files: int = 2
+        self,
+        target_file_size: int | None = None,
+        filter: str | Expression | None = None,
+        *,
+        min_input_files: int = 2,
     ) -> RewriteDataFilesResult:
         """Compact small data files per partition (a replace snapshot; rows unchanged)."""
         async with self.transaction() as tx:
@@ -448,8 +455,6 @@ class Transaction(_Evolution):
         owns_files: bool = False,
         branch: str = MAIN_BRANCH,
     ) -> None:
-        from aioiceberg.maintenance.manifests import append_for
-
         files = list(data_files)
         if files:
             self.changes.append(
@@ -501,7 +506,7 @@ class Transaction(_Evolution):
 
     async def delete(
         self,
-        delete_filter: Any,
+        delete_filter: str | Expression,
         snapshot_properties: Mapping[str, str] | None = None,
         case_sensitive: bool = True,
     ) -> None:
@@ -521,7 +526,7 @@ class Transaction(_Evolution):
     async def overwrite(
         self,
         df: pa.Table,
-        overwrite_filter: Any = None,
+        overwrite_filter: str | Expression | None = None,
         snapshot_properties: Mapping[str, str] | None = None,
         case_sensitive: bool = True,
     ) -> None:
@@ -548,7 +553,7 @@ class Transaction(_Evolution):
     async def overwrite_data_files(
         self,
         data_files: Iterable[DataFile],
-        overwrite_filter: Any = None,
+        overwrite_filter: str | Expression | None = None,
         snapshot_properties: Mapping[str, str] | None = None,
         case_sensitive: bool = True,
     ) -> None:
@@ -629,7 +634,7 @@ class Transaction(_Evolution):
     # Each returns its result object, complete once the transaction has committed.
     async def expire_snapshots(
         self,
-        older_than: Any = None,
+        older_than: dt.datetime | int | None = None,
         retain_last: int | None = None,
         *,
         snapshot_ids: Iterable[int] = (),
@@ -665,7 +670,11 @@ class Transaction(_Evolution):
         return result
 
     async def rewrite_data_files(
-        self, target_file_size: int | None = None, filter: Any = None, *, min_input_files: int = 2
+        self,
+        target_file_size: int | None = None,
+        filter: str | Expression | None = None,
+        *,
+        min_input_files: int = 2,
     ) -> RewriteDataFilesResult:
         """Compact small data files per partition; the new files are written now (and deleted
         if the transaction fails)."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+import datetime as dt
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterator, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, Unpack
 
@@ -13,13 +14,14 @@ from aioiceberg.errors import ValidationError
 from aioiceberg.expressions.tree import Expression
 from aioiceberg.io import FileIO
 from aioiceberg.scan.metrics import PlanMetrics, ReadMetrics
-from aioiceberg.scan.options import ScanArgs, ScanOptions, split_scan_options
+from aioiceberg.scan.options import ScanOptions, split_scan_options
 from aioiceberg.scan.pipeline import PlanStream
 from aioiceberg.scan.planner import Planner
 from aioiceberg.spec.metadata import TableMetadata
 from aioiceberg.spec.name_mapping import NameMapping
 from aioiceberg.spec.properties import TableProperties
 from aioiceberg.spec.schema import Schema
+from aioiceberg.spec.tasks import FileScanTask
 
 if TYPE_CHECKING:
     import pandas as pd  # type: ignore[import-untyped,import-not-found,unused-ignore]
@@ -28,10 +30,7 @@ if TYPE_CHECKING:
 
     from aioiceberg.conversions import ArrowStream
 
-__all__ = ["Scan", "TableScan"]
-
-# what a scan reads, as opposed to how (the options)
-_WHAT = ScanArgs.__optional_keys__ - ScanOptions.__optional_keys__
+__all__ = ["TableScan"]
 
 
 class TableScan:
@@ -47,19 +46,26 @@ class TableScan:
         io: FileIO,
         metadata: TableMetadata,
         row_filter: str | Expression = "",
-        **kwargs: Unpack[ScanArgs],
+        *,
+        selected_fields: Sequence[str] = ("*",),
+        case_sensitive: bool = True,
+        snapshot_id: int | None = None,
+        ref: str | None = None,
+        as_of: int | dt.datetime | None = None,
+        limit: int | None = None,
+        **options: Unpack[ScanOptions],
     ) -> None:
-        plan, self.read_options = split_scan_options({k: v for k, v in kwargs.items() if k not in _WHAT})
+        plan, self.read_options = split_scan_options(options)
         self.planner = Planner(
             io,
             metadata,
             row_filter,
-            selected_fields=kwargs.get("selected_fields", ("*",)),
-            case_sensitive=kwargs.get("case_sensitive", True),
-            snapshot_id=kwargs.get("snapshot_id"),
-            ref=kwargs.get("ref"),
-            as_of=kwargs.get("as_of"),
-            limit=kwargs.get("limit"),
+            selected_fields=selected_fields,
+            case_sensitive=case_sensitive,
+            snapshot_id=snapshot_id,
+            ref=ref,
+            as_of=as_of,
+            limit=limit,
             options=plan,
         )
         self.io = io
@@ -102,30 +108,14 @@ class TableScan:
 
     async def to_batches(self) -> AsyncIterator[pa.RecordBatch]:
         """Stream the matching rows as Arrow batches; memory stays bounded by the files in flight."""
-        from aioiceberg.read import read_tasks  # the read path: not imported by plans
-
-        async with (
-            self.plan_files() as tasks,
-            aclosing(
-                read_tasks(
-                    self.io,
-                    tasks,
-                    self.projection(),
-                    table_schema=self.snapshot_schema,
-                    name_mapping=self._name_mapping(),
-                    case_sensitive=self.planner.case_sensitive,
-                    limit=self.planner.limit,
-                    stats=self.read_stats,
-                    **self.read_options.as_kwargs(),
-                )
-            ) as batches,
-        ):
+        async with aclosing(self._read(self.projection(), self.planner.limit)) as batches:
             async for batch in batches:
                 yield batch
 
     async def to_arrow(self) -> pa.Table:
         from aioiceberg.read import read_to_table
 
+        opts = self.read_options
         async with self.plan_files() as tasks:
             return await read_to_table(
                 self.io,
@@ -135,8 +125,11 @@ class TableScan:
                 name_mapping=self._name_mapping(),
                 case_sensitive=self.planner.case_sensitive,
                 limit=self.planner.limit,
+                files_in_flight=opts.files_in_flight,
+                include_file_column=opts.include_file_column,
+                include_pos_column=opts.include_pos_column,
+                batch_rows=opts.batch_rows,
                 stats=self.read_stats,
-                **self.read_options.as_kwargs(),
             )
 
     # -- conversions, under PyIceberg's names ------------------------------------------------
@@ -198,30 +191,35 @@ class TableScan:
             limit = self.planner.limit if limit is None else min(limit, self.planner.limit)
         return self.io.runtime.blocking.iterate(lambda: self._read(projection, limit))
 
-    async def _read(self, projection: Schema, limit: int | None) -> AsyncIterator[pa.RecordBatch]:
-        from aioiceberg.read import read_tasks
-
+    async def _read(self, projection: Schema, limit: int | None) -> AsyncGenerator[pa.RecordBatch, None]:
+        """The rows of a new plan, columns of ``projection``, at most ``limit`` of them."""
         async with (
             self.plan_files() as tasks,
-            aclosing(
-                read_tasks(
-                    self.io,
-                    tasks,
-                    projection,
-                    table_schema=self.snapshot_schema,
-                    name_mapping=self._name_mapping(),
-                    case_sensitive=self.planner.case_sensitive,
-                    limit=limit,
-                    stats=self.read_stats,
-                    **self.read_options.as_kwargs(),
-                )
-            ) as batches,
+            aclosing(self._read_tasks(tasks, projection, limit)) as batches,
         ):
             async for batch in batches:
                 yield batch
 
+    def _read_tasks(
+        self, tasks: AsyncIterable[FileScanTask], projection: Schema, limit: int | None
+    ) -> AsyncGenerator[pa.RecordBatch, None]:
+        from aioiceberg.read import read_tasks  # the read path: not imported by plans
+
+        opts = self.read_options
+        return read_tasks(
+            self.io,
+            tasks,
+            projection,
+            table_schema=self.snapshot_schema,
+            name_mapping=self._name_mapping(),
+            case_sensitive=self.planner.case_sensitive,
+            limit=limit,
+            files_in_flight=opts.files_in_flight,
+            include_file_column=opts.include_file_column,
+            include_pos_column=opts.include_pos_column,
+            batch_rows=opts.batch_rows,
+            stats=self.read_stats,
+        )
+
     def __repr__(self) -> str:
         return f"TableScan({self.planner!r})"
-
-
-Scan = TableScan  # the name this class had before

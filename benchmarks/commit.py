@@ -34,7 +34,8 @@ from servers.moto import FAKE_CREDENTIALS, MotoServer  # noqa: E402
 from servers.proxy import FaultConfig, FaultProxy  # noqa: E402
 
 import aioiceberg  # noqa: E402
-from aioiceberg.io import S3FileIO, close_all_clients  # noqa: E402
+from aioiceberg.io import S3FileIO  # noqa: E402
+from aioiceberg.runtime import close_all_clients  # noqa: E402
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("writer", pa.string())])
 RETRY = {

@@ -119,7 +119,7 @@ async def _count(root: str, lock: str | None, options: dict[str, str]) -> tuple[
 
 
 def run_case(protocol: str, appenders: int, appends: int, endpoint: str | None, scratch: str) -> Result:
-    from aioiceberg.io import close_all_clients
+    from aioiceberg.runtime import close_all_clients
 
     async def setup() -> tuple[str, str | None, dict[str, str]]:
         try:
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        from aioiceberg.io import close_all_clients
+        from aioiceberg.runtime import close_all_clients
 
         root, lock, options, writer, appends, at = json.loads(args.worker)
 

@@ -9,6 +9,12 @@ Both engines open the table inside the clock (``aioiceberg.load_table`` /
 ``StaticTable.from_metadata``); "load" is that step alone. The service case: one warm
 process plans one 1% day range, then a second 1% day range (other manifests) is timed.
 
+Every aioiceberg shape is measured twice: through ``async for`` and through the blocking API
+(``aioiceberg.sync``, a plain ``for`` over ``plan_files()``, as a PySpark driver plans): the
+"blocking" columns, each beside its ratio to the async time (1.00x: the blocking API costs
+nothing over the async one). Each of the ``--repeat`` blocking processes plans twice with
+the cache that holds the table: its first plan is a cold sample, its second a warm one.
+
 Stores: ``local`` (file://), ``moto``, ``moto20ms`` (moto behind the latency proxy) and
 ``nginx`` (static files as path-style S3 plus ``--delay-ms`` per request, see
 nginx_store.py: unlike moto it costs next to no CPU per GET and keeps connections open).
@@ -130,6 +136,39 @@ async def _plan_ours(
     return out
 
 
+def _plan_blocking(
+    meta: str, row_filter: str, options: dict[str, str], twice: bool, cache_mb: int
+) -> dict[str, Any]:
+    """:func:`_plan_ours` through the blocking API: a plain ``for`` in the main thread."""
+    from aioiceberg import sync
+    from aioiceberg.scan.cache import ManifestCache, ManifestListCache
+
+    caches: dict[str, Any] = {}
+    if twice:
+        caches = {"cache": ManifestCache(cache_mb * 1024 * 1024), "manifest_list_cache": ManifestListCache()}
+    start = time.perf_counter()
+    table = sync.load_table(meta, options, runtime=_runtime())
+    loaded = time.perf_counter() - start
+    scan = table.scan(row_filter=row_filter or None, **caches)
+    n = sum(1 for _ in scan.plan_files())
+    elapsed = time.perf_counter() - start
+    out: dict[str, Any] = {
+        "seconds": elapsed,
+        "load_s": loaded,
+        "tasks": n,
+        "ttft": (scan.metrics.time_to_first_task_s or 0.0) + (elapsed - (scan.metrics.planning_time_s or 0)),
+        "metrics": scan.metrics.as_dict(),
+        "peak_rss_first_mb": _peak_rss_mb(),
+    }
+    if twice:
+        start = time.perf_counter()
+        m = sum(1 for _ in table.scan(row_filter=row_filter or None, **caches).plan_files())
+        out["second_seconds"] = time.perf_counter() - start
+        assert m == n
+    sync.shutdown()
+    return out
+
+
 def _settle() -> None:
     """A warm service has long since collected what its start left behind. Without this the
     timed plan paid a full collection of the objects the imports left (62k, ~20 ms here),
@@ -162,6 +201,22 @@ async def _service_ours(
     floors = await _service_floors(table, queries, delay_ms)
     await table.io.aclose()
     return {"seconds": seconds, "tasks": tasks, "floors": floors, "first_tasks": warm}
+
+
+def _service_blocking(meta: str, first: str, queries: list[str], options: dict[str, str]) -> dict[str, Any]:
+    """:func:`_service_ours` through the blocking API (its floors are the async run's)."""
+    from aioiceberg import sync
+
+    table = sync.load_table(meta, options, runtime=_runtime())
+    warm = sum(1 for _ in table.scan(row_filter=first).plan_files())
+    seconds, tasks = [], []
+    for text in queries:
+        _settle()
+        start = time.perf_counter()
+        tasks.append(sum(1 for _ in table.scan(row_filter=text).plan_files()))
+        seconds.append(time.perf_counter() - start)
+    sync.shutdown()
+    return {"seconds": seconds, "tasks": tasks, "first_tasks": warm}
 
 
 async def _service_floors(table: Any, queries: list[str], delay_ms: float) -> list[float]:
@@ -220,16 +275,24 @@ def _service_pyiceberg(meta: str, first: str, queries: list[str], options: dict[
     return {"seconds": seconds, "tasks": tasks, "first_tasks": warm}
 
 
+# The worker that plans through the blocking API (``aioiceberg.sync``).
+BLOCKING = "aioiceberg-blocking"
+
+
 def worker_main(args: argparse.Namespace) -> None:
     options = json.loads(args.options)
-    _warm_imports(args.worker, args.meta)
+    _warm_imports("aioiceberg" if args.worker == BLOCKING else args.worker, args.meta)
     if args.service is not None and args.worker == "aioiceberg":
         queries = json.loads(args.service)
         out = asyncio.run(_service_ours(args.meta, args.filter, queries, options, args.delay_ms))
+    elif args.service is not None and args.worker == BLOCKING:
+        out = _service_blocking(args.meta, args.filter, json.loads(args.service), options)
     elif args.service is not None:
         out = _service_pyiceberg(args.meta, args.filter, json.loads(args.service), options)
     elif args.worker == "aioiceberg":
         out = asyncio.run(_plan_ours(args.meta, args.filter, options, args.twice, args.cache_mb))
+    elif args.worker == BLOCKING:
+        out = _plan_blocking(args.meta, args.filter, options, args.twice, args.cache_mb)
     else:
         out = _plan_pyiceberg(args.meta, args.filter, options)
     out["peak_rss_mb"] = _peak_rss_mb()
@@ -429,7 +492,7 @@ def main() -> None:
         "--delay-ms", type=float, default=20.0, help="per request, for moto20ms and nginx (0: none)"
     )
     p.add_argument("--no-pyiceberg", action="store_true")
-    p.add_argument("--worker", choices=["aioiceberg", "pyiceberg"])
+    p.add_argument("--worker", choices=["aioiceberg", BLOCKING, "pyiceberg"])
     p.add_argument("--meta")
     p.add_argument("--filter", default="")
     p.add_argument("--options", default="{}")
@@ -497,9 +560,10 @@ def main() -> None:
             "| store | M x E | filter | tasks | aioiceberg s | PyIceberg s | ratio | CPU ours s | "
             "CPU PyI s | CPU ratio | ttft ours s | ttft PyI s | load ours s | load PyI s | RSS ours MB | "
             "RSS PyI MB | 2nd plan s | 1st / 2nd | fetch floor s | server CPU ms/GET | "
-            "decode floor 1 core s (fastavro / columnar) | load |"
+            "decode floor 1 core s (fastavro / columnar) | load | blocking s | blocking / async | "
+            "blocking 2nd plan s | blocking / async 2nd |"
         )
-        print("|" + "---|" * 22)
+        print("|" + "---|" * 26)
         for store in store_list:
             for m, e in sizes:
                 key = (store.group, m, e)
@@ -519,14 +583,24 @@ def main() -> None:
                         continue
                     # interleaved, so a change in machine load hits both engines alike
                     ours: list[dict[str, Any]] = []
+                    blocked: list[dict[str, Any]] = []
                     theirs: list[dict[str, Any]] = []
                     for i in range(max(args.repeat, 0 if args.no_pyiceberg else pyi_repeat)):
                         if i < args.repeat:
                             ours.append(measure("aioiceberg", meta, text, store.options))
+                            # plans twice: its first plan is a cold sample, its second a warm one
+                            blocked.append(measure(BLOCKING, meta, text, store.options, True, args.cache_mb))
                         if not args.no_pyiceberg and i < pyi_repeat:
                             theirs.append(measure("pyiceberg", meta, text, store.options))
                     # one more process plans twice with a cache that holds the table
                     cached = measure("aioiceberg", meta, text, store.options, True, args.cache_mb)
+                    if {r["tasks"] for r in blocked} != {ours[0]["tasks"]}:
+                        raise SystemExit(
+                            f"blocking task counts differ: {ours[0]['tasks']} vs {blocked[0]['tasks']}"
+                        )
+                    t_blocking = statistics.median(r["seconds"] for r in blocked)
+                    second = cached["second_seconds"]
+                    second_blocking = statistics.median(r["second_seconds"] for r in blocked)
                     t_ours = statistics.median(r["seconds"] for r in ours)
                     t_pyi = statistics.median(r["seconds"] for r in theirs) if theirs else float("nan")
                     if theirs and {r["tasks"] for r in theirs} != {ours[0]["tasks"]}:
@@ -547,7 +621,8 @@ def main() -> None:
                         f"{cached['seconds'] / cached['second_seconds']:.0f}x | {fmt(fl['fetch_s'])} | "
                         f"{fl['server_ms_per_get']:.2f} | "
                         f"{fmt(fl['decode_1core_s'])} / {fmt(fl['decode_columnar_1thread_s'])} | "
-                        f"{os.getloadavg()[0]:.1f} |",
+                        f"{os.getloadavg()[0]:.1f} | {fmt(t_blocking)} | {t_blocking / t_ours:.2f}x | "
+                        f"{fmt(second_blocking)} | {second_blocking / second:.2f}x |",
                         flush=True,
                     )
                 service_rows.append(
@@ -563,9 +638,9 @@ def main() -> None:
         )
         print(
             "| M x E | store | tasks | queries | ours s | PyIceberg s | ratio | floor s | ours / floor "
-            "| range | load |"
+            "| range | load | blocking s | blocking / async |"
         )
-        print("|" + "---|" * 11)
+        print("|" + "---|" * 13)
         print("\n".join(service_rows), flush=True)
 
 
@@ -577,24 +652,27 @@ SERVICE_QUERIES = 5
 def _service_row(store: Store, meta: str, m: int, e: int, repeat: int, pyi_repeat: int) -> str:
     first, queries = service_filters(m, SERVICE_QUERIES)
     ours: list[dict[str, Any]] = []
+    blocked: list[dict[str, Any]] = []
     theirs: list[dict[str, Any]] = []
     for i in range(max(repeat, pyi_repeat)):
         if i < repeat:
             run = measure("aioiceberg", meta, first, store.options, service=queries, delay_ms=store.delay_ms)
             ours.append(run)
+            blocked.append(measure(BLOCKING, meta, first, store.options, service=queries))
         if i < pyi_repeat:
             theirs.append(measure("pyiceberg", meta, first, store.options, service=queries))
-    if theirs and any(r["tasks"] != ours[0]["tasks"] for r in [*ours, *theirs]):
+    if any(r["tasks"] != ours[0]["tasks"] for r in [*ours, *blocked, *theirs]):
         raise SystemExit(f"service task counts differ: {ours[0]['tasks']} vs {theirs[0]['tasks']}")
     t_ours = statistics.median(t for r in ours for t in r["seconds"])
     t_pyi = statistics.median(t for r in theirs for t in r["seconds"]) if theirs else float("nan")
+    t_blocking = statistics.median(t for r in blocked for t in r["seconds"])
     floor = statistics.median(f for r in ours for f in r["floors"])
     ratios = sorted(t / f for r in ours for t, f in zip(r["seconds"], r["floors"], strict=True))
     return (
         f"| {m}x{e} | {store.name} | {ours[0]['tasks'][0]} | {len(ratios)} | {fmt(t_ours)} | "
         f"{fmt(t_pyi) if theirs else '-'} | {t_pyi / t_ours:.1f}x | {fmt(floor)} | "
         f"{statistics.median(ratios):.2f}x | {ratios[0]:.2f}-{ratios[-1]:.2f}x | "
-        f"{os.getloadavg()[0]:.1f} |"
+        f"{os.getloadavg()[0]:.1f} | {fmt(t_blocking)} | {t_blocking / t_ours:.2f}x |"
     )
 
 

@@ -30,7 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 from servers.moto import FAKE_CREDENTIALS, MotoServer  # noqa: E402
 
-from aioiceberg.io import S3FileIO, close_all_clients, resolve_io  # noqa: E402
+from aioiceberg.io import S3FileIO, resolve_io  # noqa: E402
+from aioiceberg.runtime import close_all_clients  # noqa: E402
 
 os.environ.update({k: os.environ.get(k, v) for k, v in FAKE_CREDENTIALS.items()})
 

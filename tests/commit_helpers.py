@@ -67,7 +67,7 @@ def _main() -> None:
     import json
     import sys
 
-    from aioiceberg.io import close_all_clients
+    from aioiceberg.runtime import close_all_clients
 
     root, lock, options, identifier, writer, appends = sys.argv[1:7]
 

@@ -28,8 +28,9 @@ from aioiceberg.spec.manifest import (
     read_manifest_list,
     write_manifest,
 )
+from aioiceberg.spec.manifest.avro_blocks import read_long as _read_long
 from aioiceberg.spec.manifest.avro_blocks import reblock
-from aioiceberg.spec.manifest.columnar import _read_long, avro_layout
+from aioiceberg.spec.manifest.columnar import avro_layout
 from aioiceberg.testing.synthetic import bench_schema, bench_spec, data_file
 
 pl = pytest.importorskip("polars")

@@ -77,7 +77,7 @@ def table(
     )
 
 
-def refused(md: TableMetadata, *updates: TableUpdate, match: str) -> ValidationError:
+def assert_refused(md: TableMetadata, *updates: TableUpdate, match: str) -> ValidationError:
     with pytest.raises(ValidationError, match=match) as caught:
         apply_updates(md, list(updates))
     return caught.value
@@ -100,14 +100,14 @@ def snapshot(
 
 
 def test_a_value_the_library_cannot_use_is_refused_naming_the_update_and_key() -> None:
-    error = refused(table(), SetProperties({"commit.retry.num-retries": "abc"}), match="num-retries")
+    error = assert_refused(table(), SetProperties({"commit.retry.num-retries": "abc"}), match="num-retries")
     assert isinstance(error, InvalidPropertyError)
     assert str(error).startswith("set-properties: ") and "non-negative integer" in str(error)
 
 
 @pytest.mark.parametrize("key", ["format-version", "uuid", "current-snapshot-id", "default-sort-order"])
 def test_reserved_keys_cannot_be_set(key: str) -> None:
-    refused(table(), SetProperties({key: "3"}), match=f"set-properties: .*{key}")
+    assert_refused(table(), SetProperties({key: "3"}), match=f"set-properties: .*{key}")
 
 
 def test_the_python_api_and_apply_updates_share_one_property_check() -> None:
@@ -128,12 +128,12 @@ def test_an_odd_value_another_engine_left_does_not_block_other_changes() -> None
 
 @pytest.mark.parametrize("path", ["s3://bucket/wh/db/t/../../other", "relative/dir", "/a/./b"])
 def test_location_properties_must_be_one_spelling(path: str) -> None:
-    error = refused(table(), SetProperties({"write.metadata.path": path}), match="write.metadata.path")
+    error = assert_refused(table(), SetProperties({"write.metadata.path": path}), match="write.metadata.path")
     assert isinstance(error, InvalidPropertyError)
 
 
 def test_property_values_are_strings() -> None:
-    refused(table(), SetProperties({"owner": 5}), match="values are strings")  # type: ignore[dict-item]
+    assert_refused(table(), SetProperties({"owner": 5}), match="values are strings")  # type: ignore[dict-item]
 
 
 # -- add-schema -----------------------------------------------------------------------------------
@@ -144,30 +144,36 @@ def evolved(*extra: NestedField, identifier_field_ids: tuple[int, ...] = (1,)) -
 
 
 def test_duplicate_field_ids_are_refused_top_level_and_nested() -> None:
-    refused(table(), AddSchema(evolved(NestedField(2, "other", StringType()))), match="field id 2 is used")
+    assert_refused(
+        table(), AddSchema(evolved(NestedField(2, "other", StringType()))), match="field id 2 is used"
+    )
     nested = NestedField(6, "tags", ListType(5, StringType()))
-    refused(
+    assert_refused(
         table(), AddSchema(evolved(nested)), match="field id 5 is used by both 'point.x' and 'tags.element'"
     )
 
 
 def test_empty_and_duplicate_names_are_refused() -> None:
-    refused(table(), AddSchema(evolved(NestedField(6, "", StringType()))), match="empty name")
-    refused(table(), AddSchema(evolved(NestedField(6, "region", StringType()))), match="duplicate field name")
+    assert_refused(table(), AddSchema(evolved(NestedField(6, "", StringType()))), match="empty name")
+    assert_refused(
+        table(), AddSchema(evolved(NestedField(6, "region", StringType()))), match="duplicate field name"
+    )
 
 
 def test_negative_ids_are_refused() -> None:
-    refused(table(), AddSchema(evolved(NestedField(-3, "neg", StringType()))), match="negative id")
+    assert_refused(table(), AddSchema(evolved(NestedField(-3, "neg", StringType()))), match="negative id")
 
 
 def test_identifier_fields_must_be_required_primitives() -> None:
-    refused(table(), AddSchema(evolved(identifier_field_ids=(2,))), match="identifier.*must be required")
-    refused(table(), AddSchema(evolved(identifier_field_ids=(99,))), match="identifier field id 99")
+    assert_refused(
+        table(), AddSchema(evolved(identifier_field_ids=(2,))), match="identifier.*must be required"
+    )
+    assert_refused(table(), AddSchema(evolved(identifier_field_ids=(99,))), match="identifier field id 99")
 
 
 def test_types_need_the_tables_format_version() -> None:
     nanos = NestedField(6, "ts_ns", TimestampNanoType())
-    refused(table(), AddSchema(evolved(nanos)), match="timestamp_ns needs format version 3")
+    assert_refused(table(), AddSchema(evolved(nanos)), match="timestamp_ns needs format version 3")
     apply_updates(table(format_version=3), [AddSchema(evolved(nanos))])
 
 
@@ -175,7 +181,7 @@ def test_new_fields_take_ids_above_last_column_id() -> None:
     """Ids up to last-column-id that no schema holds belonged to dropped columns: reusing one
     would read old data files' values as the new column."""
     md = table().replace(last_column_id=8)
-    refused(
+    assert_refused(
         md, AddSchema(evolved(NestedField(7, "reused", LongType()))), match="id 7, which the table assigned"
     )
     md = apply_updates(md, [AddSchema(evolved(NestedField(9, "fresh", LongType()))), SetCurrentSchema()])
@@ -190,7 +196,7 @@ def test_last_column_id_afterwards_covers_every_field() -> None:
 def test_a_schema_without_the_default_specs_source_cannot_become_current() -> None:
     without_region = Schema(*(f for f in SCHEMA.fields if f.name != "region"), identifier_field_ids=(1,))
     md = apply_updates(table(), [AddSchema(without_region)])  # added, not current: fine
-    refused(md, SetCurrentSchema(1), match="needs field 2, which the current schema 1 does not have")
+    assert_refused(md, SetCurrentSchema(1), match="needs field 2, which the current schema 1 does not have")
 
 
 # -- add-spec / add-sort-order --------------------------------------------------------------------
@@ -217,7 +223,7 @@ def spec(*fields: tuple[int, int, str, str]) -> PartitionSpec:
 def test_partition_specs_bind_to_the_current_schema(
     fields: list[tuple[int, int, str, str]], match: str
 ) -> None:
-    refused(table(), AddPartitionSpec(spec(*fields)), match=f"add-spec: .*{match}")
+    assert_refused(table(), AddPartitionSpec(spec(*fields)), match=f"add-spec: .*{match}")
 
 
 def test_a_good_spec_becomes_the_default() -> None:
@@ -241,7 +247,7 @@ def test_a_good_spec_becomes_the_default() -> None:
 )
 def test_sort_orders_bind_to_the_current_schema(source: int, transform: str, match: str) -> None:
     order = SortOrder(1, (SortField((source,), parse_transform(transform)),))
-    refused(table(), AddSortOrder(order), match=f"add-sort-order: .*{match}")
+    assert_refused(table(), AddSortOrder(order), match=f"add-sort-order: .*{match}")
 
 
 # -- add-snapshot / set-statistics ----------------------------------------------------------------
@@ -261,7 +267,7 @@ def test_sort_orders_bind_to_the_current_schema(source: int, transform: str, mat
     ],
 )
 def test_a_manifest_list_outside_the_table_is_refused(manifest_list: str) -> None:
-    error = refused(
+    error = assert_refused(
         table(), AddSnapshot(snapshot(manifest_list=manifest_list)), match="not among the table's files"
     )
     assert type(error) is ValidationError  # a bad update (400), not a catalog root refusal (403)
@@ -284,46 +290,50 @@ def test_a_manifest_list_inside_the_table_is_taken(manifest_list: str) -> None:
 def test_local_spellings_of_one_directory_compare_equal() -> None:
     md = table("/tmp/wh/db/t")
     apply_updates(md, [AddSnapshot(snapshot(manifest_list="file:///tmp/wh/db/t/metadata/snap.avro"))])
-    refused(md, AddSnapshot(snapshot(manifest_list="/tmp/wh/db/t/../u/snap.avro")), match="not among")
+    assert_refused(md, AddSnapshot(snapshot(manifest_list="/tmp/wh/db/t/../u/snap.avro")), match="not among")
 
 
 def test_write_metadata_path_is_the_tables_too() -> None:
     md = table(properties={"write.metadata.path": "s3://meta/t1"})
     apply_updates(md, [AddSnapshot(snapshot(manifest_list="s3://meta/t1/snap-10.avro"))])
-    refused(md, AddSnapshot(snapshot(manifest_list="s3://meta/t2/snap-10.avro")), match="not among")
+    assert_refused(md, AddSnapshot(snapshot(manifest_list="s3://meta/t2/snap-10.avro")), match="not among")
 
 
 def test_a_table_location_normalization_refuses_is_compared_as_written() -> None:
     md = table("s3://bucket/wh//db/t")
     apply_updates(md, [AddSnapshot(snapshot(manifest_list="s3://bucket/wh//db/t/metadata/snap.avro"))])
-    refused(md, AddSnapshot(snapshot(manifest_list="s3://bucket/wh//db/t/../../x.avro")), match="not among")
+    assert_refused(
+        md, AddSnapshot(snapshot(manifest_list="s3://bucket/wh//db/t/../../x.avro")), match="not among"
+    )
 
 
 def test_v1_inline_manifests_are_checked_too() -> None:
     inline = snapshot(manifest_list=None, sequence_number=0, manifests=(f"{LOCATION}/m.avro", "/etc/passwd"))
-    refused(table(format_version=1), AddSnapshot(inline), match="manifest '/etc/passwd'")
-    refused(table(), AddSnapshot(inline), match="need a manifest list")
+    assert_refused(table(format_version=1), AddSnapshot(inline), match="manifest '/etc/passwd'")
+    assert_refused(table(), AddSnapshot(inline), match="need a manifest list")
 
 
 def test_snapshot_parent_schema_and_sequence_number_must_make_sense() -> None:
     md = apply_updates(table(), [AddSnapshot(snapshot()), SetSnapshotRef(10)])
-    refused(
+    assert_refused(
         md, AddSnapshot(snapshot(11, parent=99, sequence_number=2)), match="parent snapshot 99 does not exist"
     )
-    refused(md, AddSnapshot(snapshot(11, parent=10, sequence_number=2, schema_id=7)), match="schema 7")
-    refused(md, AddSnapshot(snapshot(11, parent=10, sequence_number=1)), match="not above")
-    refused(md, AddSnapshot(snapshot(10, sequence_number=2)), match="already exists")
+    assert_refused(md, AddSnapshot(snapshot(11, parent=10, sequence_number=2, schema_id=7)), match="schema 7")
+    assert_refused(md, AddSnapshot(snapshot(11, parent=10, sequence_number=1)), match="not above")
+    assert_refused(md, AddSnapshot(snapshot(10, sequence_number=2)), match="already exists")
 
 
 def test_statistics_files_lie_inside_the_table() -> None:
     md = apply_updates(table(), [AddSnapshot(snapshot()), SetSnapshotRef(10)])
     apply_updates(md, [SetStatistics(StatisticsFile(10, f"{LOCATION}/metadata/10.stats", 10, 5))])
-    refused(md, SetStatistics(StatisticsFile(10, "/etc/shadow", 10, 5)), match="set-statistics: .*not among")
+    assert_refused(
+        md, SetStatistics(StatisticsFile(10, "/etc/shadow", 10, 5)), match="set-statistics: .*not among"
+    )
 
 
 def test_metadata_rules_broken_by_updates_are_validation_errors() -> None:
     md = apply_updates(table(), [AddSnapshot(snapshot()), SetSnapshotRef(10)])
-    refused(md, SetSnapshotRef(10, "main", SnapshotRefType.TAG), match="ref 'main' must be a branch")
+    assert_refused(md, SetSnapshotRef(10, "main", SnapshotRefType.TAG), match="ref 'main' must be a branch")
 
 
 # -- read from REST JSON: what needs no table is refused as it is read -----------------------------

@@ -267,7 +267,7 @@ def _main() -> None:
     endpoint, uri, counter, times = sys.argv[1:5]
 
     async def run() -> list[Interval]:
-        from aioiceberg.io import close_all_clients
+        from aioiceberg.runtime import close_all_clients
 
         try:
             io = S3FileIO(s3_options(endpoint))

@@ -11,6 +11,12 @@ ranges per file, so that pruning on metrics decides something.
 
 NaN is checked apart, against IEEE rules: DuckDB orders NaN above every number, so it
 is no oracle there.
+
+Each filter is also planned three more ways, which must keep the same files with the same
+deletes: with the bulk pruning passes and with the per-entry evaluators only
+(``vectorized=False``), both in the shared runtime that has planned these manifests under
+every filter before, and in a runtime that keeps nothing (see ``plans_agreeing``). A fifth
+table, with position deletes, is planned (not read) the same ways.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import random
 import struct
 import sys
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from pathlib import Path
@@ -36,6 +42,9 @@ from hypothesis import strategies as st
 from maint_helpers import duckdb_connection
 
 from aioiceberg import sync
+from aioiceberg.runtime import Runtime
+from aioiceberg.scan.metrics import PlanMetrics
+from aioiceberg.spec.tasks import FileScanTask
 
 pytest.importorskip("pyiceberg")
 
@@ -435,12 +444,14 @@ def plain_rows(table: pa.Table) -> list[dict[str, Any]]:
 @dataclass(repr=False)
 class Loaded:
     """A table, the rows of each of its data files as pyarrow reads them, and a DuckDB view
-    over those rows (with the file each row came from)."""
+    over those rows (with the file each row came from). ``cold`` is the same table in a
+    runtime that keeps no manifest or manifest list: each of its plans decodes afresh."""
 
     table: sync.Table
     view: str
     rows: dict[int, dict[str, Any]]  # rid -> plain row
     files: dict[int, str]  # rid -> the data file holding it
+    cold: sync.Table
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(f"<{self.view}>")
@@ -457,7 +468,11 @@ def _duckdb_ready(table: pa.Table) -> pa.Table:
     return out
 
 
-def load(con: Any, view: str, table: sync.Table, files: int | None = FILES) -> Loaded:
+def cold_runtime() -> Runtime:
+    return Runtime(manifest_cache_bytes=0, manifest_lists=0)
+
+
+def load(con: Any, view: str, table: sync.Table, cold: Runtime, files: int | None = FILES) -> Loaded:
     paths = [t.file.file_path for t in table.scan().plan_files()]
     assert files is None or len(paths) == files
     parts = []
@@ -471,8 +486,8 @@ def load(con: Any, view: str, table: sync.Table, files: int | None = FILES) -> L
     con.execute(f"CREATE TABLE {view} AS SELECT * FROM incoming")
     con.unregister("incoming")
     rows = {r["rid"]: r for r in plain_rows(base.drop_columns(["_file"]))}
-    files = dict(zip(base.column("rid").to_pylist(), base.column("_file").to_pylist(), strict=True))
-    return Loaded(table, view, rows, files)
+    file_of = dict(zip(base.column("rid").to_pylist(), base.column("_file").to_pylist(), strict=True))
+    return Loaded(table, view, rows, file_of, sync.load_table(table.metadata_location, runtime=cold))
 
 
 def _pyiceberg_schema(arrow_schema: pa.Schema) -> Any:
@@ -518,13 +533,15 @@ class World:
     ours: Loaded
     theirs: Loaded
     partitioned: Loaded | None = None
+    # the v2 columns' rows with some deleted by position: (warm, cold), for plans only
+    with_deletes: tuple[sync.Table, sync.Table] | None = None
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text("<world>")
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> World:
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     from pyiceberg.catalog.sql import SqlCatalog
 
     root = tmp_path_factory.mktemp("filter_differential")
@@ -556,12 +573,26 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     for batch in build_batches(COLUMNS, seed=15):
         by_parts.append(batch)
 
-    return World(
-        con,
-        load(con, "ours", ours),
-        load(con, "theirs", theirs),
-        load(con, "partitioned", by_parts, files=None),
+    with_deletes = catalog.create_table(
+        "db.with_deletes",
+        schema=_arrow_schema(v2_columns),
+        partition_by=["bucket(2, i)"],
+        properties={"write.delete.mode": "merge-on-read"},
     )
+    for batch in build_batches(v2_columns, seed=16):
+        with_deletes.append(batch)
+    with_deletes.delete("rid IN (1, 2, 61, 130, 200)")
+    with_deletes.delete("rid IN (3, 131) OR i IS NULL")
+
+    cold = cold_runtime()
+    yield World(
+        con,
+        load(con, "ours", ours, cold),
+        load(con, "theirs", theirs, cold),
+        load(con, "partitioned", by_parts, cold, files=None),
+        (with_deletes, sync.load_table(with_deletes.metadata_location, runtime=cold)),
+    )
+    cold.close_sync()
 
 
 PARTITIONING = [
@@ -785,6 +816,60 @@ def record(matching: int, total: int, planned: int, needed: int) -> None:
     event(f"files planned: {planned} of {FILES}, {needed} needed")
 
 
+# -- plans agree -----------------------------------------------------------------------------
+#
+# Each filter is also planned with the bulk pruning passes and without them (``vectorized``
+# False sends every entry through the per-entry evaluators), and in a runtime that keeps
+# nothing (cold): the files kept, with their deletes, must be the same. The shared runtime is warm: it has
+# planned these manifests under every filter before. The manifests here list 1 to 60
+# entries, which the batch lane decodes with fastavro when one arrives alone;
+# ``columnar_min_entries=0`` sends each through the columnar decoder and its pruning. (Reads
+# plan with the default options: a file the batch lane dropped wrongly loses rows.)
+
+Planned = frozenset[tuple[str, tuple[str, ...]]]
+
+
+def planned(tasks: Iterable[FileScanTask]) -> Planned:
+    return frozenset((t.file.file_path, tuple(sorted(d.file_path for d in t.delete_files))) for t in tasks)
+
+
+def plan(table: sync.Table, text: str, vectorized: bool = True) -> tuple[Planned, PlanMetrics]:
+    scan = table.scan(row_filter=text, columnar_min_entries=0, vectorized=vectorized)
+    files = planned(scan.plan_files())
+    return files, scan.metrics
+
+
+def _shown(files: Planned) -> list[str]:
+    return sorted(
+        path.rsplit("/", 1)[-1] + (f" {list(deletes)}" if deletes else "") for path, deletes in files
+    )
+
+
+def plans_agreeing(warm: sync.Table, cold: sync.Table, text: str) -> Planned:
+    """The files planned for ``text`` (``warm`` and ``cold``: one table, in the shared
+    runtime and in one that keeps nothing), once the bulk passes are seen to keep what the
+    per-entry evaluators keep and a warm runtime what a cold one does (and the passes to
+    have run: every manifest decoded was decoded columnar)."""
+    bulk, bulk_metrics = plan(warm, text)
+    per_entry, per_entry_metrics = plan(warm, text, vectorized=False)
+    cold_files, cold_metrics = plan(cold, text)
+    name = warm.location.rsplit("/", 1)[-1]
+    assert bulk == per_entry, (
+        f"{text!r} on {name}: bulk pruning kept {_shown(bulk)}, the per-entry evaluators {_shown(per_entry)}"
+    )
+    assert cold_files == bulk, (
+        f"{text!r} on {name}: a cold runtime planned {_shown(cold_files)}, a warm one {_shown(bulk)}"
+    )
+    for m in (bulk_metrics, per_entry_metrics, cold_metrics):
+        assert m.decoded_columnar == m.manifests_read, f"{text!r}: a manifest was not decoded columnar\n{m!r}"
+    # cold indeed: every manifest its summaries did not rule out was fetched and decoded
+    assert cold_metrics.manifests_from_cache == 0, repr(cold_metrics)
+    assert cold_metrics.manifests_read + cold_metrics.manifests_skipped_by_summaries == (
+        cold_metrics.manifests_total
+    ), repr(cold_metrics)
+    return bulk
+
+
 def check_against_duckdb(con: Any, loaded: Loaded, node: Node) -> None:
     """Our rows for the filter are DuckDB's rows; every file holding one of them is planned."""
     text, sql = ours_text(node), sql_text(node)
@@ -799,10 +884,10 @@ def check_against_duckdb(con: Any, loaded: Loaded, node: Node) -> None:
         f"DuckDB returns rows we do not: {[loaded.rows[i] for i in missing[:3]]}"
     )
     assert got == want, f"row values differ for {text!r}"
-    planned = {t.file.file_path for t in scan.plan_files()}
+    files = {path for path, _ in plans_agreeing(loaded.table, loaded.cold, text)}
     needed = {path for _, path in found}
-    assert needed <= planned, f"{text!r} pruned files holding matches: {sorted(needed - planned)}"
-    record(len(found), len(loaded.rows), len(planned), len(needed))
+    assert needed <= files, f"{text!r} pruned files holding matches: {sorted(needed - files)}"
+    record(len(found), len(loaded.rows), len(files), len(needed))
 
 
 @SETTINGS
@@ -815,6 +900,13 @@ def test_rows_match_duckdb_on_a_table_we_wrote(world: World, node: Node) -> None
 @given(node=filters([c for c in COLUMNS if c.name not in NS_COLUMNS]))
 def test_rows_match_duckdb_on_a_table_pyiceberg_wrote(world: World, node: Node) -> None:
     check_against_duckdb(world.con, world.theirs, node)
+
+
+@settings(SETTINGS, max_examples=60)  # plans only (no rows read): deletes are matched alike
+@given(node=filters([c for c in COLUMNS if c.name not in NS_COLUMNS]))
+def test_plans_with_deletes_agree(world: World, node: Node) -> None:
+    assert world.with_deletes is not None
+    plans_agreeing(*world.with_deletes, ours_text(node))
 
 
 @settings(SETTINGS, max_examples=40)  # a file per row: each example reads ~240 files
@@ -837,6 +929,14 @@ def test_the_rows_compared_are_the_tables_rows(world: World) -> None:
     location = world.theirs.table.metadata_location
     rids = world.con.execute(f"SELECT rid FROM iceberg_scan('{location}')").fetchall()
     assert sorted(r for (r,) in rids) == sorted(world.theirs.rows)
+
+
+def test_the_table_with_deletes_has_them(world: World) -> None:
+    """Its plans carry deletes (position delete files), so plans compare them too."""
+    assert world.with_deletes is not None
+    files, metrics = plan(world.with_deletes[1], "")
+    assert sum(1 for _, deletes in files if deletes) >= 2
+    assert metrics.delete_files >= 1 and metrics.decoded_columnar == metrics.manifests_read
 
 
 def test_files_hold_different_ranges_of_each_column() -> None:
@@ -912,7 +1012,7 @@ def nan_batches(seed: int) -> list[pa.Table]:
 
 
 @pytest.fixture(scope="module")
-def nan_world(tmp_path_factory: pytest.TempPathFactory) -> World:
+def nan_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     from pyiceberg.catalog.sql import SqlCatalog
 
     root = tmp_path_factory.mktemp("filter_nan")
@@ -927,7 +1027,9 @@ def nan_world(tmp_path_factory: pytest.TempPathFactory) -> World:
     for batch in nan_batches(seed=18):
         py_table.append(batch.cast(py_table.schema().as_arrow()))
     theirs = sync.load_table(py_table.metadata_location)
-    return World(con, load(con, "nan_ours", ours), load(con, "nan_theirs", theirs))
+    cold = cold_runtime()
+    yield World(con, load(con, "nan_ours", ours, cold), load(con, "nan_theirs", theirs, cold))
+    cold.close_sync()
 
 
 NEGATED_OP = {"=": "!=", "!=": "=", "<": ">=", ">=": "<", "<=": ">", ">": "<="}
@@ -1013,10 +1115,10 @@ def check_against_ieee(loaded: Loaded, node: Node) -> tuple[int, int, int, int]:
     want = [_nan_safe(matching[rid]) for rid in sorted(matching)]
     assert [r["rid"] for r in got] == [r["rid"] for r in want], text
     assert got == want, text
-    planned = {t.file.file_path for t in scan.plan_files()}
+    files = {path for path, _ in plans_agreeing(loaded.table, loaded.cold, text)}
     needed = {loaded.files[rid] for rid in matching}
-    assert needed <= planned, f"{text!r} pruned files holding matches: {sorted(needed - planned)}"
-    return len(matching), len(loaded.rows), len(planned), len(needed)
+    assert needed <= files, f"{text!r} pruned files holding matches: {sorted(needed - files)}"
+    return len(matching), len(loaded.rows), len(files), len(needed)
 
 
 def nan_filters() -> st.SearchStrategy[Node]:

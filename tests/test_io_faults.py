@@ -16,9 +16,9 @@ from aioiceberg.errors import ConditionalWritesUnsupportedError, StoreError, Wri
 from aioiceberg.io import FileIO, MemoryFileIO, Outcome, S3FileIO, probe, require_conditional_writes
 from aioiceberg.io.fsspec_io import FsspecFileIO
 from aioiceberg.io.obstore_s3 import ObstoreS3FileIO
-from aioiceberg.io.probe import clear_probe_cache
 from aioiceberg.io.s3_client import S3Options
 from aioiceberg.retrying import Backoff
+from aioiceberg.runtime import clear_probe_cache
 
 pytestmark = pytest.mark.anyio
 
@@ -200,7 +200,7 @@ async def test_append_survives_a_lost_response_to_the_probe(
 ) -> None:
     """A first commit to a store runs the probe; losing its first response must not fail the append."""
     import aioiceberg
-    from aioiceberg.io import close_all_clients
+    from aioiceberg.runtime import close_all_clients
 
     clear_probe_cache()
     bucket = await create_bucket(moto_endpoint)

@@ -13,7 +13,7 @@ from servers.plugin import s3_storage_options
 
 from aioiceberg.io import S3FileIO, S3Options, probe, resolve_io
 from aioiceberg.io.obstore_s3 import ObstoreS3FileIO, store_settings
-from aioiceberg.io.probe import clear_probe_cache
+from aioiceberg.runtime import clear_probe_cache
 
 pytestmark = pytest.mark.anyio
 

@@ -9,8 +9,8 @@ import pytest
 from servers.backends import create_bucket
 from servers.plugin import s3_storage_options
 
-from aioiceberg.io import S3FileIO, S3Options, close_all_clients
-from aioiceberg.runtime import default_runtime
+from aioiceberg.io import S3FileIO, S3Options
+from aioiceberg.runtime import close_all_clients, default_runtime
 
 pytestmark = pytest.mark.anyio
 

@@ -51,7 +51,7 @@ def metadata_files(table: Table) -> set[str]:
     }
 
 
-async def expiry_scenario(table: Table, props: dict[str, str], endpoint: str | None) -> None:
+async def check_expiry_scenario(table: Table, props: dict[str, str], endpoint: str | None) -> None:
     await table.append(rows(0, 6))
     await table.append(rows(6, 6))
     s2 = table.current_snapshot().snapshot_id  # type: ignore[union-attr]
@@ -103,7 +103,7 @@ async def test_expiry_deletes_exactly_what_only_expired_snapshots_reached(tmp_pa
     table = await aioiceberg.connect(str(tmp_path / "wh")).create_table(
         "db.t", schema=SCHEMA, partition_by=["region"]
     )
-    await expiry_scenario(table, {}, None)
+    await check_expiry_scenario(table, {}, None)
 
 
 @pytest.mark.anyio
@@ -118,7 +118,7 @@ async def test_expiry_on_s3_deletes_exactly_what_only_expired_snapshots_reached(
     }
     async with aioiceberg.connect(f"s3://{bucket}/wh", storage_options=options) as catalog:
         table = await catalog.create_table("db.t", schema=SCHEMA, partition_by=["region"])
-        await expiry_scenario(table, props, moto_endpoint)
+        await check_expiry_scenario(table, props, moto_endpoint)
 
 
 @pytest.mark.anyio

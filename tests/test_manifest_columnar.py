@@ -14,7 +14,7 @@ import dataclasses
 import gc
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from test_manifest import (
@@ -103,24 +103,52 @@ def test_pyiceberg_v1_and_v2_manifests_decode_identically(pyiceberg_tables: list
         for snapshot in table.snapshots():
             for mf in read_manifest_list(_local(snapshot.manifest_list).read_bytes()):
                 data = _local(mf.manifest_path).read_bytes()
-                if _agree(data, mf):
+                columnar = _agree(data, mf)
+                if columnar:
                     used[table.format_version] += 1
                     if table.spec().fields:
                         partitioned_v2 += 1
                     else:
                         unpartitioned_v2 += 1
-                _agree(data)  # without the list row: nothing inherited
+                assert _agree(data) is columnar  # without the list row: nothing inherited
     assert used[1] == 0  # v1 manifests always take the fastavro path
     assert partitioned_v2 > 0 and unpartitioned_v2 > 0
 
 
+# SPEC without its uuid and decimal fields, which the columnar path leaves to fastavro
+COLUMNAR_FIELDS = (0, 1, 2, 3, 6)
+COLUMNAR_SPEC = PartitionSpec(SPEC.spec_id, tuple(SPEC.fields[i] for i in COLUMNAR_FIELDS))
+
+
+def _write_columnar(format_version: int, codec: Literal["deflate", "null"]) -> tuple[bytes, ManifestFile]:
+    """``_write``'s entries under COLUMNAR_SPEC: a manifest both decoders read (from v2 on)."""
+    entries = [
+        ManifestEntry(
+            e.status,
+            e.snapshot_id,
+            e.sequence_number if format_version > 1 else None,
+            e.file_sequence_number if format_version > 1 else None,
+            dataclasses.replace(
+                e.data_file, partition=tuple(e.data_file.partition[i] for i in COLUMNAR_FIELDS)
+            ),
+        )
+        for e in read_manifest(_write(2)[0]).entries
+    ]
+    path = f"mem://c-v{format_version}.avro"
+    return write_manifest(entries, COLUMNAR_SPEC, SCHEMA, format_version, 99, codec=codec, manifest_path=path)
+
+
 @pytest.mark.parametrize("format_version", [1, 2, 3])
 @pytest.mark.parametrize("codec", ["deflate", "null"])
-def test_our_manifests_decode_identically(format_version: int, codec: str) -> None:
-    data, mf = _write(format_version, codec)
+def test_our_manifests_decode_identically(format_version: int, codec: Literal["deflate", "null"]) -> None:
+    data, mf = _write_columnar(format_version, codec)
     listed = read_manifest_list(write_manifest_list([mf], format_version, 99, 98, 6, first_row_id=500))[0]
-    _agree(data, listed)
-    _agree(data)
+    columnar = format_version > 1  # v1 manifests always take the fastavro path
+    assert _agree(data, listed) is columnar
+    assert _agree(data) is columnar  # without the list row: nothing inherited
+    # uuid and decimal partition values: fastavro decides, and the columnar path says so
+    fallback, fallback_mf = _write(format_version, codec)
+    assert read_manifest_entries_columnar(fallback, fallback_mf) is None
 
 
 def test_delete_manifests_decode_identically(tmp_path: Path) -> None:
@@ -144,7 +172,19 @@ def test_delete_manifests_decode_identically(tmp_path: Path) -> None:
         entries, SPEC, SCHEMA, 2, 5, ManifestContent.DELETES, manifest_path=f"file://{tmp_path}/d.avro"
     )
     (listed,) = read_manifest_list(write_manifest_list([mf], 2, 5, 4, 9))
-    _agree(data, listed)
+    assert not _agree(data, listed)  # SPEC's uuid and decimal fields: fastavro decides
+    columnar = [
+        dataclasses.replace(
+            e, data_file=dataclasses.replace(e.data_file, partition=e.data_file.partition[:4])
+        )
+        for e in entries
+    ]
+    spec = PartitionSpec(SPEC.spec_id, SPEC.fields[:4])
+    data, mf = write_manifest(
+        columnar, spec, SCHEMA, 2, 5, ManifestContent.DELETES, manifest_path="mem://d.avro"
+    )
+    (listed,) = read_manifest_list(write_manifest_list([mf], 2, 5, 4, 9))
+    assert _agree(data, listed)
 
 
 def _simple(i: int, partition: tuple[Any, ...], **kw: Any) -> DataFile:
@@ -199,7 +239,9 @@ def test_supported_partition_types_decode_columnar_and_others_fall_back() -> Non
     assert not _agree(manifest(range(1, 12)))  # time-micros: the fastavro reader decides
     one = [ManifestEntry(ManifestEntryStatus.ADDED, None, None, None, _simple(0, ()))]
     assert _agree(write_manifest(one, UNPARTITIONED, schema, 2, 1, manifest_path="mem://u.avro")[0])
-    _agree(write_manifest([], UNPARTITIONED, schema, 2, 1, manifest_path="mem://e.avro")[0])
+    empty = write_manifest([], UNPARTITIONED, schema, 2, 1, manifest_path="mem://e.avro")[0]
+    assert read_manifest(empty).entries == []
+    assert read_manifest_entries_columnar(empty) in (None, [])  # declined or empty alike
 
 
 def _assert_fallback_decides(data: bytes) -> None:
@@ -360,10 +402,16 @@ def test_rows_certain_to_match_are_rows_the_evaluator_keeps(text: str) -> None:
     for entry, marked in zip(decoded, sure, strict=True):
         if marked:
             assert evaluator.eval(entry.data_file), entry.data_file.file_path
-    if text in ("", "id >= 200 AND id < 230", "id <= 49 OR id > 380", "NOT (id < 100)"):
-        assert any(sure)  # the fast path is taken where bounds decide
-    if text in ("s < 'a010'", "x > 1.5", "id IS NULL", "false"):
-        assert not any(sure)  # predicates it does not read are left to the evaluator
+    if text in (
+        "",
+        "id >= 200 AND id < 230",
+        "id <= 49 OR id > 380",
+        "NOT (id < 100)",
+        "s < 'a010'",
+    ):
+        assert any(sure)  # the fast path is taken where bounds and counts decide
+    if text == "false":
+        assert not any(sure)
 
 
 def test_decoded_rows_hold_nothing_the_collector_tracks() -> None:

@@ -1,10 +1,11 @@
 """Process state has one owner, the runtime: no module of aioiceberg keeps mutable state.
 
-Module-level names may hold constants (lookup tables included) and the default runtime
-(``aioiceberg/runtime.py``), nothing a call changes. Checked on the source: no ``global``
-statement, and no function stores into, deletes from, or calls a mutating method on a
-module-level name; and on the imported modules: no lock, weak map, event or queue at
-module level (they exist only to guard or hold shared state).
+Module-level names may hold constants (lookup tables included), the default runtime
+(``aioiceberg/runtime.py``) and the collector's pause count (``gc_pause.py``), nothing a
+call changes. Checked on the source: no ``global`` statement, and no function stores
+into, deletes from, or calls a mutating method on a module-level name; and on the
+imported modules: no lock, weak map, event or queue at module level (they exist only to
+guard or hold shared state).
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ MUTATORS = frozenset(
         "discard",
     }
 )
-# the default runtime: created on first use, the one piece of process state allowed here
-ALLOWED = {("runtime.py", "_DEFAULT"), ("runtime.py", "_DEFAULT_LOCK")}
+# the default runtime: created on first use, the one piece of process state allowed here;
+# and the count of pauses of the cyclic collector, which is the process's whichever runtime asks
+ALLOWED = {("runtime.py", "_DEFAULT"), ("runtime.py", "_DEFAULT_LOCK"), ("gc_pause.py", "_PAUSES")}
 
 
 def _module_names(tree: ast.Module) -> set[str]:

@@ -262,7 +262,7 @@ def _listing(root: Path) -> set[Path]:
     return {p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".aioiceberg")}
 
 
-async def _check(
+async def _check_breakage(
     tmp_path: Path, breakage: Breakage, entry: Callable[[Table], Awaitable[Any]], what: str
 ) -> None:
     table = await _table(tmp_path / "wh")
@@ -290,7 +290,7 @@ async def _check_unchanged(
 async def test_a_broken_data_file_raises_an_iceberg_error_naming_it(
     broken: str, entry: str, tmp_path: Path
 ) -> None:
-    await _check(tmp_path, DATA_BREAKAGES[broken], ENTRY_POINTS[entry], f"{broken} / {entry}")
+    await _check_breakage(tmp_path, DATA_BREAKAGES[broken], ENTRY_POINTS[entry], f"{broken} / {entry}")
 
 
 @pytest.mark.anyio
@@ -299,7 +299,9 @@ async def test_a_broken_data_file_raises_an_iceberg_error_naming_it(
 async def test_broken_manifests_raise_an_iceberg_error_naming_them(
     broken: str, entry: str, tmp_path: Path
 ) -> None:
-    await _check(tmp_path, METADATA_BREAKAGES[broken], PLANNING_ENTRY_POINTS[entry], f"{broken} / {entry}")
+    await _check_breakage(
+        tmp_path, METADATA_BREAKAGES[broken], PLANNING_ENTRY_POINTS[entry], f"{broken} / {entry}"
+    )
 
 
 def _with_ids(schema: pa.Schema) -> pa.Schema:

@@ -389,8 +389,8 @@ def test_fuzz_arbitrary_bytes_raise_only_iceberg_errors(data: bytes) -> None:
     for candidate in (data, MAGIC + data + MAGIC, MAGIC + data):
         try:
             _read_everything(candidate)
-        except IcebergError:
-            pass
+        except Exception as e:  # only an IcebergError may escape
+            assert isinstance(e, IcebergError), repr(e)
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -409,8 +409,8 @@ def test_fuzz_mutated_files_raise_only_iceberg_errors(
     mutated = bytes(data[: cut % (len(data) + 1)] if truncate else data)
     try:
         _read_everything(mutated)
-    except IcebergError:
-        pass
+    except Exception as e:  # only an IcebergError may escape
+        assert isinstance(e, IcebergError), repr(e)
 
 
 # --------------------------------------------------------------------------- theta sketches

@@ -141,7 +141,7 @@ def local_tables(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
     yield tables
 
 
-def _check(
+def _check_rows(
     ours: pa.Table, pyiceberg: pa.Table, duck: list[tuple[Any, ...]], columns: list[str], what: str
 ) -> None:
     mine = rows_of(ours, columns)
@@ -168,7 +168,7 @@ async def test_rows_match_pyiceberg_and_duckdb_for_every_filter(
         ours = await our_rows(io, location, row_filter)
         theirs = peer.scan(row_filter=row_filter or "True").to_arrow()
         duck = duckdb_rows(con, location.removeprefix("file://"), row_filter, COLUMNS)
-        _check(ours, theirs, duck, COLUMNS, f"{layout} / {row_filter!r}")
+        _check_rows(ours, theirs, duck, COLUMNS, f"{layout} / {row_filter!r}")
 
 
 @pytest.mark.anyio
@@ -266,7 +266,7 @@ async def test_schema_evolution_reads_by_field_id(tmp_path: Path) -> None:
         assert ours.schema.field("amount").type == pa.decimal128(12, 2)
         theirs = StaticTable.from_metadata(location).scan(row_filter=row_filter or "True").to_arrow()
         duck = duckdb_rows(con, location.removeprefix("file://"), row_filter, columns)
-        _check(ours, theirs, duck, columns, f"evolved / {row_filter!r}")
+        _check_rows(ours, theirs, duck, columns, f"evolved / {row_filter!r}")
 
 
 @pytest.mark.anyio
@@ -287,7 +287,7 @@ async def test_tables_on_moto_s3_read_like_on_local_disk(tmp_path: Path, moto_en
             ours = await our_rows(io, location, row_filter)
             theirs = peer.scan(row_filter=row_filter or "True").to_arrow()
             duck = duckdb_rows(con, location, row_filter, COLUMNS)
-            _check(ours, theirs, duck, COLUMNS, f"moto / {row_filter!r}")
+            _check_rows(ours, theirs, duck, COLUMNS, f"moto / {row_filter!r}")
     finally:
         await io.aclose()
 

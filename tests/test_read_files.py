@@ -10,6 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 from benchmark_runs import run_tiny
 
+from aioiceberg.errors import ValidationError
+from aioiceberg.expressions import bind
 from aioiceberg.expressions.tree import AlwaysTrue
 from aioiceberg.io import MemoryFileIO
 from aioiceberg.read import ReadMetrics, read_to_table
@@ -341,3 +343,47 @@ async def test_a_projection_of_no_field_reads_no_column_and_raises_nothing() -> 
     assert (nothing.num_rows, nothing.num_columns) == (0, 0)
     files = await read_to_table(store, [task], Schema(), include_file_column=True)
     assert files.num_rows == 10 and set(files.column(0).to_pylist()) == {"memory://t/ids.parquet"}
+
+
+async def _two_parquet_files(store: MemoryFileIO) -> list[FileScanTask]:
+    from aioiceberg.spec.arrow import schema_to_arrow
+
+    tasks = []
+    for i in range(2):
+        rows = pa.table(
+            {"id": pa.array([10 * i, 10 * i + 1, 10 * i + 2], pa.int64()), "name": ["a", "b", "c"]}
+        ).append_column("region", pa.array(["eu", None, "us"]))
+        buf = io.BytesIO()
+        pq.write_table(rows.cast(schema_to_arrow(SCHEMA)), buf)
+        path = f"memory://t/{i}.parquet"
+        await store.write(path, buf.getvalue())
+        tasks.append(
+            _task(path, FileFormat.PARQUET, len(buf.getvalue()), 3, residual=bind(SCHEMA, "id >= 0"))
+        )
+    return tasks
+
+
+@pytest.mark.anyio
+async def test_a_residual_bound_by_hand_still_follows_sqls_rule_for_nulls() -> None:
+    """A task built by hand may carry a residual bound with Iceberg's rule (``!=`` true on a
+    null): the reader applies SQL's, as to the planner's tasks and to ``row_filter``."""
+    store = MemoryFileIO()
+    tasks = await _two_parquet_files(store)
+    hand_built = [
+        FileScanTask(t.file, (), bind(SCHEMA, "region != 'eu'"), UNPARTITIONED, SCHEMA) for t in tasks
+    ]
+    table = await read_to_table(store, hand_built, SCHEMA)
+    assert table.column("id").to_pylist() == [2, 12]
+    # the same filter as row_filter, over both tasks (bound once for the read)
+    table = await read_to_table(store, tasks, SCHEMA, table_schema=SCHEMA, row_filter="region != 'eu'")
+    assert table.column("id").to_pylist() == [2, 12]
+
+
+@pytest.mark.anyio
+async def test_read_options_below_one_are_refused_naming_the_option() -> None:
+    store = MemoryFileIO()
+    tasks = await _two_parquet_files(store)
+    with pytest.raises(ValidationError, match="read option 'files_in_flight' must be >= 1, got 0"):
+        await read_to_table(store, tasks, SCHEMA, files_in_flight=0)
+    with pytest.raises(ValidationError, match="read option 'batch_rows' must be >= 1, got 0"):
+        await read_to_table(store, tasks, SCHEMA, batch_rows=0)

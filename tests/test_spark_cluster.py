@@ -36,7 +36,7 @@ from servers.plugin import s3_storage_options
 from servers.spark_cluster import SparkCluster, cluster_session, executor_processes
 
 from aioiceberg import sync
-from aioiceberg._sync import runner
+from aioiceberg._sync import default_loop
 from aioiceberg.io.resolve import resolve_io
 from aioiceberg.spark.source import WRITE_ID_PROPERTY
 
@@ -103,7 +103,7 @@ def stored_files(table: sync.Table, options: dict[str, str]) -> set[str]:
     async def listing() -> set[str]:
         return {o.location async for o in io.list(f"{table.location}/data/")}
 
-    return runner.run(listing())
+    return default_loop.run(listing())
 
 
 def table_files(table: sync.Table) -> set[str]:

@@ -18,7 +18,7 @@ from servers.plugin import s3_storage_options
 
 import aioiceberg
 from aioiceberg import sync
-from aioiceberg._sync import runner
+from aioiceberg._sync import default_loop
 from aioiceberg.catalog import Catalog as AsyncCatalog
 from aioiceberg.table import Table as AsyncTable
 from aioiceberg.table import Transaction as AsyncTransaction
@@ -206,7 +206,7 @@ def test_32_threads_plan_and_read_at_once_on_one_background_loop(tmp_path: Path)
         t.join(timeout=120)
     assert not errors, errors[:3]
     assert counts == [20 + 30] * 32
-    assert runner.loop_thread() is not None and runner.loop_thread().is_alive()  # type: ignore[union-attr]
+    assert default_loop.loop_thread() is not None and default_loop.loop_thread().is_alive()  # type: ignore[union-attr]
 
 
 def test_blocking_api_works_inside_a_thread_that_runs_an_event_loop(tmp_path: Path) -> None:

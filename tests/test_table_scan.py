@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,7 @@ def events(start: int, n: int) -> pa.Table:
     )
 
 
-async def roundtrip(root: str, storage_options: dict[str, Any] | None = None) -> None:
+async def check_roundtrip(root: str, storage_options: dict[str, Any] | None = None) -> None:
     async with aioiceberg.connect(root, storage_options=storage_options) as catalog:
         table = await catalog.create_table(
             "db.events", schema=events(0, 1).schema, partition_by=["day(ts)", "bucket(4, id)"]
@@ -58,21 +60,65 @@ async def roundtrip(root: str, storage_options: dict[str, Any] | None = None) ->
 
 @pytest.mark.anyio
 async def test_append_then_scan_returns_exactly_the_matching_rows_on_local_fs(tmp_path: Path) -> None:
-    await roundtrip(str(tmp_path / "warehouse"))
+    await check_roundtrip(str(tmp_path / "warehouse"))
 
 
 @pytest.mark.anyio
 async def test_append_then_scan_returns_exactly_the_matching_rows_on_s3(moto_endpoint: str) -> None:
     bucket = await create_bucket(moto_endpoint)
-    await roundtrip(f"s3://{bucket}/warehouse", s3_storage_options(moto_endpoint))
+    await check_roundtrip(f"s3://{bucket}/warehouse", s3_storage_options(moto_endpoint))
+
+
+async def _four_appends(catalog: Any) -> Any:
+    table = await catalog.create_table("db.t", schema=events(0, 1).schema)
+    for start in range(0, 400, 100):
+        await table.append(events(start, 100))
+    return table
+
+
+async def _first_batch_then_settle(stream: Any) -> tuple[int, list[dict[str, Any]]]:
+    """Rows of the stream's first batch, and what reached the loop's exception handler while
+    the stream, left after that batch, was collected."""
+    loop = asyncio.get_running_loop()
+    errors: list[dict[str, Any]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: errors.append(context))
+    first = 0
+    try:
+        async for batch in stream:
+            first = batch.num_rows
+            break
+        del stream
+        gc.collect()
+        for _ in range(20):
+            await asyncio.sleep(0)
+        gc.collect()
+    finally:
+        loop.set_exception_handler(previous)
+    return first, errors
 
 
 @pytest.mark.anyio
 async def test_breaking_out_of_a_batch_stream_stops_cleanly(tmp_path: Path) -> None:
     async with aioiceberg.connect(str(tmp_path / "wh")) as catalog:
-        table = await catalog.create_table("db.t", schema=events(0, 1).schema)
-        for start in range(0, 400, 100):
-            await table.append(events(start, 100))
-        async for _batch in table.scan().to_batches():
-            break
-        gc.collect()
+        table = await _four_appends(catalog)
+        async with aclosing(table.scan().to_batches()) as stream:
+            first, errors = await _first_batch_then_settle(stream)
+        assert first > 0
+        assert errors == []
+        assert (await table.scan().to_arrow()).num_rows == 400  # nothing left half-open
+
+
+@pytest.mark.anyio
+@pytest.mark.xfail(
+    strict=True,
+    raises=asyncio.CancelledError,
+    reason="a stream left unclosed is closed by the loop's finalizer in another task, and the "
+    "plan's task group then cancels the task that iterated it (close it with aclosing)",
+)
+async def test_an_abandoned_batch_stream_does_not_cancel_its_consumer(tmp_path: Path) -> None:
+    async with aioiceberg.connect(str(tmp_path / "wh")) as catalog:
+        table = await _four_appends(catalog)
+        first, errors = await _first_batch_then_settle(table.scan().to_batches())
+        assert first > 0
+        assert errors == []

@@ -339,7 +339,7 @@ async def test_equality_delete_files_hold_the_equality_columns() -> None:
         )
 
 
-async def _write_then_add(io: FileIO, base: str) -> None:
+async def _check_write_then_add(io: FileIO, base: str) -> None:
     files = await write_data_files(
         io, SCHEMA, DAY_SPEC, _data(200), LocationProvider(base), {}, io_concurrency=4
     )
@@ -353,14 +353,14 @@ async def _write_then_add(io: FileIO, base: str) -> None:
 
 
 async def test_write_and_add_files_on_the_local_file_system(tmp_path: Path) -> None:
-    await _write_then_add(LocalFileIO(), tmp_path.as_uri())
+    await _check_write_then_add(LocalFileIO(), tmp_path.as_uri())
 
 
 async def test_write_and_add_files_on_moto_s3(moto_endpoint: str) -> None:
     bucket = await create_bucket(moto_endpoint)
     io = S3FileIO(s3_storage_options(moto_endpoint))
     try:
-        await _write_then_add(io, f"s3://{bucket}/warehouse/t")
+        await _check_write_then_add(io, f"s3://{bucket}/warehouse/t")
     finally:
         await io.aclose()
 

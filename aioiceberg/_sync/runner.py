@@ -15,13 +15,13 @@ import os
 import queue
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["BlockingLoop", "iterate", "loop_thread", "run", "shutdown"]
+__all__ = ["DEFAULT_PREFETCH", "BlockingLoop"]
 
 # Items an iterator may run ahead of its consumer: enough to hide the thread hop, few
 # enough that a stream of large record batches stays bounded in memory.
@@ -100,13 +100,25 @@ class BlockingLoop:
     def iterate(self, make: Callable[[], AsyncIterator[T]], prefetch: int = DEFAULT_PREFETCH) -> Iterator[T]:
         """Turn an async iterator into a plain generator, still streaming.
 
-        A pump task on the loop pulls items into a bounded queue that the caller drains, so
-        each item costs no thread round trip, and the producer runs at most ``prefetch``
-        items ahead. Closing the generator early (``break``) cancels the pump and closes
-        the async iterator on the loop.
+        A pump task on the loop pulls items into a queue that the caller drains, so each
+        item costs no thread round trip, and the producer runs at most ``prefetch`` items
+        ahead. Closing the generator early (``break``) cancels the pump and closes the
+        async iterator on the loop.
         """
         loop = self._check_caller()
-        return _iterate(loop, make, prefetch)
+        return _iterate(loop, make, prefetch, batched=False)
+
+    def iterate_batches(
+        self, make: Callable[[], AsyncIterator[Sequence[T]]], prefetch: int = DEFAULT_PREFETCH
+    ) -> Iterator[T]:
+        """:meth:`iterate` over an async iterator of sequences, yielding their items: each
+        sequence crosses to the caller's thread in one handoff (a plan's 1000 tasks of a
+        manifest cost one queue put, not 1000), and is iterated there, so a lazy sequence
+        builds its items in the caller's thread, one at a time. ``prefetch`` counts items:
+        a sequence longer than that crosses alone, once the caller has taken all before it.
+        """
+        loop = self._check_caller()
+        return _iterate(loop, make, prefetch, batched=True)
 
     def shutdown(self, timeout: float = 10.0) -> None:
         """Close the loop's async generators (and with them its clients), then stop it."""
@@ -163,47 +175,74 @@ def _wait(future: Future[T]) -> T:
 _END = object()
 
 
+class _Credit:
+    """How many items the pump may hand over before the caller gives some back; used on the
+    loop only (the caller gives back through ``call_soon_threadsafe``, once per sequence)."""
+
+    __slots__ = ("left", "limit", "waiter")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.left = limit
+        self.waiter: asyncio.Future[None] | None = None
+
+    async def take(self, n: int) -> None:
+        # a sequence longer than the limit waits for everything before it to be taken
+        while self.left < min(n, self.limit):
+            self.waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self.waiter
+            finally:
+                self.waiter = None
+        self.left -= n
+
+    def give(self, n: int) -> None:
+        self.left += n
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
 def _iterate(
-    loop: asyncio.AbstractEventLoop, make: Callable[[], AsyncIterator[T]], prefetch: int
-) -> Iterator[T]:
+    loop: asyncio.AbstractEventLoop, make: Callable[[], AsyncIterator[Any]], prefetch: int, batched: bool
+) -> Iterator[Any]:
     items: queue.SimpleQueue[tuple[object, Any]] = queue.SimpleQueue()
-    started = threading.Event()
-    state: dict[str, Any] = {}
+    credit = _Credit(max(1, prefetch))
 
     async def pump() -> None:
-        slots = asyncio.Semaphore(max(1, prefetch))
-        state["slots"] = slots
-        started.set()
         agen = make()
+        take, put = credit.take, items.put
         try:
-            async for item in agen:
-                await slots.acquire()
-                items.put((None, item))
+            async for got in agen:
+                batch = got if batched else (got,)
+                n = len(batch)
+                if n:
+                    await take(n)
+                    put((None, batch))
         except BaseException as exc:
-            items.put((_END, exc))
+            put((_END, exc))
             if not isinstance(exc, Exception):
                 raise
         else:
-            items.put((_END, None))
+            put((_END, None))
         finally:
             aclose = getattr(agen, "aclose", None)
             if aclose is not None:
                 await aclose()
 
     task_future = asyncio.run_coroutine_threadsafe(pump(), loop)
-    started.wait()
-    slots: asyncio.Semaphore = state["slots"]
+    give, get, call_soon = credit.give, items.get, loop.call_soon_threadsafe
     finished = False
     try:
         while True:
-            marker, value = items.get()
+            marker, value = get()
             if marker is _END:
                 finished = True
                 if isinstance(value, BaseException):
                     raise value
                 return
-            loop.call_soon_threadsafe(slots.release)
-            yield value
+            yield from value
+            call_soon(give, len(value))
     finally:
         if not finished and not task_future.done():
             task_future.cancel()
@@ -211,29 +250,3 @@ def _iterate(
                 task_future.result(timeout=30)
             except BaseException:
                 pass
-
-
-def _default() -> BlockingLoop:
-    from aioiceberg.runtime import default_runtime
-
-    return default_runtime().blocking
-
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` on the default runtime's background loop and wait for its result."""
-    return _default().run(coro)
-
-
-def iterate(make: Callable[[], AsyncIterator[T]], prefetch: int = DEFAULT_PREFETCH) -> Iterator[T]:
-    """Stream an async iterator to a blocking caller through the default runtime's loop."""
-    return _default().iterate(make, prefetch)
-
-
-def loop_thread() -> threading.Thread | None:
-    """The default runtime's background loop thread, if it runs."""
-    return _default().thread
-
-
-def shutdown(timeout: float = 10.0) -> None:
-    """Close what the default runtime's background loop opened and stop it."""
-    _default().shutdown(timeout)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, Self, TypeAlias, TypeVar, overload
 
-from aioiceberg._sync import runner
+from aioiceberg._sync import default_loop
 
 __all__ = [
     "Attribute",
@@ -28,6 +28,7 @@ __all__ = [
     "forwarded",
     "function",
     "streaming",
+    "streaming_batches",
 ]
 
 A = TypeVar("A")
@@ -36,6 +37,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
 W = TypeVar("W")
+S = TypeVar("S")
 F = TypeVar("F", bound=Callable[..., Any])
 
 # How many tasks plan_files may run ahead of its consumer: tasks are small, and a deep
@@ -74,13 +76,13 @@ class BlockingContext(Blocking[C_co]):
     """A twin of an async context manager: ``with`` runs ``__aenter__``/``__aexit__`` on the loop."""
 
     def __enter__(self) -> Self:
-        runner.run(_awaited(self.aio.__aenter__()))
+        default_loop.run(_awaited(self.aio.__aenter__()))
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool | None:
-        return runner.run(_awaited(self.aio.__aexit__(exc_type, exc, tb)))
+        return default_loop.run(_awaited(self.aio.__aexit__(exc_type, exc, tb)))
 
 
 # A twin method: a plain function taking the twin, so Python binds it natively (no
@@ -111,14 +113,14 @@ def blocking(
 
     def call(twin: Blocking[A], /, *args: P.args, **kwargs: P.kwargs) -> Any:
         # by name, so that a subclass's override runs (a Glue catalog behind sync.Catalog)
-        result = runner.run(getattr(twin._aio, name)(*args, **kwargs))
+        result = default_loop.run(getattr(twin._aio, name)(*args, **kwargs))
         return result if into is None else into(result)
 
     return _signed(call, method)
 
 
 def streaming(
-    method: Callable[Concatenate[A, P], AsyncIterator[T]], prefetch: int = runner.DEFAULT_PREFETCH
+    method: Callable[Concatenate[A, P], AsyncIterator[T]], prefetch: int = default_loop.DEFAULT_PREFETCH
 ) -> TwinMethod[A, P, Iterator[T]]:
     """The twin of an async-iterator method: a plain iterator that still streams (the async
     iterator is made and driven on the loop; closing the iterator early closes it there)."""
@@ -127,7 +129,25 @@ def streaming(
 
     def call(twin: Blocking[A], /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
         bound = getattr(twin._aio, name)
-        return runner.iterate(lambda: bound(*args, **kwargs), prefetch)
+        return default_loop.iterate(lambda: bound(*args, **kwargs), prefetch)
+
+    return _signed(call, method)
+
+
+def streaming_batches(
+    method: Callable[Concatenate[A, P], S],
+    batches: Callable[[S], AsyncIterator[Sequence[T]]],
+    prefetch: int = default_loop.DEFAULT_PREFETCH,
+) -> TwinMethod[A, P, Iterator[T]]:
+    """:func:`streaming` for a method whose result also streams its items in sequences
+    (``batches``, e.g. ``PlanStream.batches``): a sequence crosses from the loop per handoff,
+    and the caller's iterator yields its items (the thread hop is paid per sequence)."""
+
+    name = method.__name__
+
+    def call(twin: Blocking[A], /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
+        bound = getattr(twin._aio, name)
+        return default_loop.iterate_batches(lambda: batches(bound(*args, **kwargs)), prefetch)
 
     return _signed(call, method)
 
@@ -160,7 +180,7 @@ def function(fn: Callable[P, Any], into: Callable[[Any], W]) -> Callable[P, W]:
 
     def call(*args: P.args, **kwargs: P.kwargs) -> W:
         result = fn(*args, **kwargs)
-        return into(runner.run(result) if inspect.iscoroutine(result) else result)
+        return into(default_loop.run(result) if inspect.iscoroutine(result) else result)
 
     return _signed(call, fn)
 
@@ -214,7 +234,7 @@ class Pending(Blocking[B]):
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        runner.run(self.aio.__aexit__(exc_type, exc, tb))
+        default_loop.run(self.aio.__aexit__(exc_type, exc, tb))
 
     def commit(self) -> None:
-        runner.run(self.aio.commit())
+        default_loop.run(self.aio.commit())

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aioiceberg.catalogs.base import METADATA_SUFFIXES, Catalog, identifier_parts, identifier_text
+from aioiceberg.catalogs.new_table import first_metadata
 from aioiceberg.commit.protocols.base import parse_metadata_file
 from aioiceberg.commit.protocols.commit_point import CATALOG, CommitPoint
 from aioiceberg.commit.protocols.pointer import MetadataPointer, PointerProtocol
@@ -265,8 +266,6 @@ class PointerCatalog(Catalog):
         format_version: int = 2,
         sort_order: SortOrder = UNSORTED,
     ) -> Table:
-        from aioiceberg.catalog import first_metadata
-
         namespace, name = split_identifier(identifier)
         place = first_metadata(schema, partition_by, properties, format_version, sort_order)
         location = (await self.new_table_location(namespace, name)).rstrip("/")

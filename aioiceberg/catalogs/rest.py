@@ -23,12 +23,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
 
 from aioiceberg.catalogs.base import Catalog, identifier_parts, identifier_text
+from aioiceberg.catalogs.new_table import first_metadata
 from aioiceberg.catalogs.rest_auth import BearerToken, ClientCredentials, NoAuth, RestAuth, SigV4
-from aioiceberg.commit.protocols.base import CommitProtocol, TableState
-from aioiceberg.commit.protocols.commit_point import CATALOG, CommitPoint, parse_boolean, uri_options
-from aioiceberg.commit.requirements import TableRequirement
-from aioiceberg.commit.rest_json import requirement_to_json, update_to_json
-from aioiceberg.commit.updates import AddSnapshot, TableUpdate
+from aioiceberg.commit.protocols.commit_point import parse_boolean, uri_options
+from aioiceberg.commit.protocols.rest import RestProtocol, rest_table_name, state_from_reply
 from aioiceberg.errors import (
     CommitFailedError,
     CommitStateUnknownError,
@@ -44,12 +42,11 @@ from aioiceberg.errors import (
     TableNotFoundError,
     UnsupportedError,
     ValidationError,
+    WriteOutcomeUnknownError,
 )
 from aioiceberg.io.base import FileIO
 from aioiceberg.io.resolve import resolve_io
 from aioiceberg.retrying import Backoff, retry
-from aioiceberg.spec.metadata import TableMetadata
-from aioiceberg.spec.metadata_json import table_metadata_from_dict
 from aioiceberg.spec.schema_json import partition_spec_to_json, schema_to_json, sort_order_to_json
 from aioiceberg.spec.sorting import UNSORTED, SortOrder
 from aioiceberg.table import Table
@@ -62,7 +59,7 @@ if TYPE_CHECKING:
     from aioiceberg.spec.partitioning import PartitionSpec
     from aioiceberg.spec.schema import Schema
 
-__all__ = ["REST_URI_OPTIONS", "RestCatalog", "RestProtocol", "RestUri"]
+__all__ = ["REST_URI_OPTIONS", "RestCatalog", "RestUri"]
 
 REST_URI_OPTIONS = {
     "prefix": "a path prefix inserted as /v1/{prefix}/... (the server's config may set one)",
@@ -128,8 +125,6 @@ _DEFAULT_ENDPOINTS = frozenset(
         RENAME_TABLE,
     }
 )
-
-_NUMBERED = re.compile(r"/(?:v(\d+)|(\d+)-[^/]*)(?:\.gz)?\.metadata\.json(?:\.gz)?$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,14 +229,6 @@ class RestUri:
 
 def _redacted(uri: str) -> str:
     return re.sub(r"((?:token|credential)=)[^&]*", r"\1***", uri)
-
-
-def _version(metadata_location: str, metadata: TableMetadata) -> int:
-    """The version number in ``v{N}.metadata.json`` or ``{N:05d}-...``, else the log's length."""
-    m = _NUMBERED.search(metadata_location)
-    if m is not None:
-        return int(m.group(1) or m.group(2))
-    return len(metadata.metadata_log)
 
 
 def _split_table(identifier: str | Sequence[str]) -> tuple[tuple[str, ...], str]:
@@ -369,91 +356,6 @@ class _Sessions:
         if found is not None:
             await found[0].close()
             await found[1].aclose()
-
-
-class RestProtocol(CommitProtocol):
-    """The commit protocol of one table of a REST catalog: the server validates the
-    requirements and applies the updates; this client never writes metadata files."""
-
-    moves_with_files = False
-
-    def __init__(self, catalog: RestCatalog, namespace: tuple[str, ...], name: str, io: FileIO) -> None:
-        self.catalog = catalog
-        self.namespace = namespace
-        self.name = name
-        self.io = io
-
-    @property
-    def commit_point(self) -> CommitPoint:
-        return CommitPoint(CATALOG, "rest")
-
-    @property
-    def what(self) -> str:
-        return f"REST table {'.'.join((*self.namespace, self.name))}"
-
-    def accepts(self, metadata: TableMetadata) -> bool:
-        """The server holds the commit point, whatever the metadata records for its own use."""
-        return True
-
-    def check_commit_point(self, metadata: TableMetadata, table_location: str) -> None:
-        return None
-
-    async def load(self, table_location: str, *, since: TableState | None = None) -> TableState:
-        reply = await self.catalog._load_reply(self.namespace, self.name)
-        return self.catalog._state(reply, self.what, since=since)
-
-    async def commit_table(
-        self, base: TableState, requirements: list[TableRequirement], updates: list[TableUpdate]
-    ) -> TableState:
-        body = {
-            "identifier": {"namespace": list(self.namespace), "name": self.name},
-            "requirements": [requirement_to_json(r) for r in requirements],
-            "updates": [update_to_json(u) for u in updates],
-        }
-        failure = _Failure(not_found=TableNotFoundError, conflict=CommitFailedError, write=True, commit=True)
-        try:
-            reply = await self.catalog._write(
-                UPDATE_TABLE, self.what, failure, body, namespace=self.namespace, table=self.name
-            )
-        except _Sent as exc:
-            landed = await self._landed(updates)
-            if landed is None:
-                raise CommitStateUnknownError(
-                    f"{self.what}: no answer to the commit ({exc}); it may have landed: nothing was deleted"
-                ) from exc
-            return landed
-        try:
-            return self.catalog._state(reply, self.what)
-        except IcebergError as exc:
-            # the server said yes: the commit landed, whatever its reply looks like, so the
-            # table as read now (ours or later) is the state to go on from
-            try:
-                return await self.load("")
-            except IcebergError as again:
-                raise CommitStateUnknownError(
-                    f"{self.what}: the commit was accepted but its reply is unreadable ({exc}), "
-                    f"and reading the table back failed ({again}): nothing was deleted"
-                ) from exc
-
-    async def _landed(self, updates: list[TableUpdate]) -> TableState | None:
-        """The table, when reading it back shows every snapshot the commit added; None when
-        that cannot be told (no snapshot to look for, or the read fails)."""
-        ids = [u.snapshot.snapshot_id for u in updates if isinstance(u, AddSnapshot)]
-        if not ids:
-            return None
-        try:
-            state = await self.load("")
-        except IcebergError:
-            return None
-        if all(state.metadata.snapshot_by_id(i) is not None for i in ids):
-            return state
-        return None
-
-    async def create(self, table_location: str, metadata: TableMetadata) -> TableState:
-        raise UnsupportedError(f"{self.what}: tables are created through the catalog (create_table)")
-
-    async def _swap(self, base: TableState, metadata: TableMetadata) -> TableState:
-        raise UnsupportedError(f"{self.what}: the server applies commits; there is no metadata swap here")
 
 
 class RestCatalog(Catalog):
@@ -676,8 +578,9 @@ class RestCatalog(Catalog):
             raise UnsupportedError(f"{what}: {self.root} does not offer {endpoint}")
 
     # -- tables --------------------------------------------------------------------------------
-    async def _load_reply(self, namespace: tuple[str, ...], name: str) -> dict[str, Any]:
-        what = f"REST table {'.'.join((*namespace, name))}"
+    async def load_table_reply(self, namespace: tuple[str, ...], name: str) -> dict[str, Any]:
+        """The server's load reply for one table: what its commit protocol reloads."""
+        what = rest_table_name(namespace, name)
         reply = await self._read(
             LOAD_TABLE, what, _Failure(not_found=TableNotFoundError), namespace=namespace, table=name
         )
@@ -685,22 +588,16 @@ class RestCatalog(Catalog):
             raise InvalidMetadataError(f"{what}: the load reply is not an object")
         return reply
 
-    def _state(self, reply: Any, what: str, *, since: TableState | None = None) -> TableState:
-        """The state a load, create or commit reply describes (``since`` when unchanged)."""
-        if not isinstance(reply, dict):
-            raise InvalidMetadataError(f"{what}: the reply is not an object")
-        location = reply.get("metadata-location")
-        if not isinstance(location, str) or not location:
-            raise InvalidMetadataError(f"{what}: the reply has no 'metadata-location'")
-        if since is not None and since.metadata_location == location:
-            return since
+    async def update_table(self, namespace: tuple[str, ...], name: str, body: dict[str, Any]) -> Any:
+        """Send one table's commit request once (see ``RestTables.update_table``): a request
+        that may have reached the server without an answer is ``WriteOutcomeUnknownError``,
+        for its commit protocol to settle."""
+        what = rest_table_name(namespace, name)
+        failure = _Failure(not_found=TableNotFoundError, conflict=CommitFailedError, write=True, commit=True)
         try:
-            metadata = table_metadata_from_dict(reply.get("metadata"))
-        except InvalidMetadataError as exc:
-            raise InvalidMetadataError(
-                f"{what}: bad 'metadata' in the reply: {exc}", location=location
-            ) from exc
-        return TableState(metadata, location, _version(location, metadata))
+            return await self._write(UPDATE_TABLE, what, failure, body, namespace=namespace, table=name)
+        except _Sent as exc:
+            raise WriteOutcomeUnknownError(f"{what}: no answer to the commit ({exc})") from exc
 
     def _table_io(self, location: str, config: Any) -> FileIO:
         defaults, overrides = self._config_storage
@@ -714,8 +611,7 @@ class RestCatalog(Catalog):
 
     def _table(self, identifier: str | Sequence[str], reply: dict[str, Any]) -> Table:
         namespace, name = _split_table(identifier)
-        protocol_what = f"REST table {'.'.join((*namespace, name))}"
-        state = self._state(reply, protocol_what)
+        state = state_from_reply(reply, rest_table_name(namespace, name))
         location = state.metadata.location
         io = self._table_io(location, reply.get("config"))
         protocol = RestProtocol(self, namespace, name, io)
@@ -731,8 +627,6 @@ class RestCatalog(Catalog):
         sort_order: SortOrder = UNSORTED,
     ) -> Table:
         """A new table where the server puts it; ids are assigned fresh, as every engine does."""
-        from aioiceberg.catalog import first_metadata
-
         namespace, name = _split_table(identifier)
         # fresh ids and checks (types for the format version) as for any new table; the
         # location is the server's to choose, so a placeholder stands in for it here
@@ -754,7 +648,7 @@ class RestCatalog(Catalog):
 
     async def load_table(self, identifier: str | Sequence[str]) -> Table:
         namespace, name = _split_table(identifier)
-        return self._table(identifier, await self._load_reply(namespace, name))
+        return self._table(identifier, await self.load_table_reply(namespace, name))
 
     async def table_exists(self, identifier: str | Sequence[str]) -> bool:
         namespace, name = _split_table(identifier)
@@ -764,7 +658,7 @@ class RestCatalog(Catalog):
                 what = f"REST table {identifier_text(identifier)}"
                 await self._read(TABLE_EXISTS, what, _Failure(), namespace=namespace, table=name, head=True)
             else:
-                await self._load_reply(namespace, name)
+                await self.load_table_reply(namespace, name)
         except (TableNotFoundError, NamespaceNotFoundError):
             return False
         return True

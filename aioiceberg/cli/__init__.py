@@ -15,15 +15,9 @@ from typing import NoReturn
 import click
 
 from aioiceberg.cli.app import CliError, cli
+from aioiceberg.cli.messages import one_line
 
 __all__ = ["CliError", "cli", "main", "one_line"]
-
-
-def one_line(exc: BaseException) -> str:
-    """The message on one line: caret markers dropped, the rest joined."""
-    lines = [line.strip() for line in str(exc).splitlines()]
-    text = " ".join(line for line in lines if line and set(line) != {"^"})
-    return text or type(exc).__name__
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -18,6 +18,7 @@ import click
 from rich.console import Console
 from rich.table import Table as RichTable
 
+from aioiceberg.cli.messages import one_line
 from aioiceberg.cli.parsing import (
     expand_files,
     parse_key_values,
@@ -115,8 +116,6 @@ def filter_errors(text: str | None) -> Iterator[None]:
     try:
         yield
     except ExpressionError as exc:
-        from aioiceberg.cli import one_line
-
         raise CliError(f"bad filter {text!r}: {one_line(exc)}") from None
 
 
@@ -487,8 +486,6 @@ def _read_file(path: str, arrow_schema: Any, zone: str | None = None) -> Any:
             data = pcsv.read_csv(path, convert_options=pcsv.ConvertOptions(column_types=types))
             return _assume_zone(data, arrow_schema, zone) if zone else data
     except (OSError, pa.ArrowException) as exc:
-        from aioiceberg.cli import one_line
-
         raise _naive_timestamp_error(path, str(exc)) or CliError(
             f"cannot read {path}: {one_line(exc)}"
         ) from None

@@ -74,7 +74,7 @@ class RetryConfig:
     def backoff(self, error: IcebergError) -> Backoff:
         """The policy for one failed attempt: a lost race and any other failure have their
         own attempt budgets, the same waits and the same deadline."""
-        lost_race = isinstance(error, CommitFailedError)
+        lost_race = error.lost_race
         retries = self.lost_race_retries if lost_race else self.num_retries
         return Backoff(
             "commit after a lost race" if lost_race else "commit",

@@ -7,7 +7,7 @@ from aioiceberg.io.probe import ProbeResult, probe, require_conditional_writes
 from aioiceberg.io.readahead import InputFile
 from aioiceberg.io.resolve import resolve_io
 from aioiceberg.io.s3 import S3FileIO
-from aioiceberg.io.s3_client import S3Options, close_all_clients
+from aioiceberg.io.s3_client import S3Options
 from aioiceberg.retrying import Backoff
 
 __all__ = [
@@ -23,7 +23,6 @@ __all__ = [
     "RangeResult",
     "S3FileIO",
     "S3Options",
-    "close_all_clients",
     "probe",
     "require_conditional_writes",
     "resolve_io",

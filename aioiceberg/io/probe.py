@@ -184,10 +184,3 @@ async def require_conditional_writes(io: FileIO, base_location: str) -> ProbeRes
             location=base_location,
         )
     return result
-
-
-def clear_probe_cache() -> None:
-    """Forget the default runtime's probe results (tests that change a store's behaviour)."""
-    from aioiceberg.runtime import default_runtime
-
-    default_runtime().probes.clear()

@@ -238,11 +238,3 @@ def _create_client_context(options: S3Options, service: str) -> Any:
         if options.session_token:
             kwargs["aws_session_token"] = options.session_token
     return session.create_client(service, **kwargs)
-
-
-async def close_all_clients() -> None:
-    """Close every client the default runtime opened on the running loop (tests that must
-    not leave a loop's connections behind for the next one)."""
-    from aioiceberg.runtime import default_runtime
-
-    await default_runtime().clients.close_loop()

@@ -261,6 +261,7 @@ class _Reader:
         self._decoding = 0  # row groups of this read being decoded now
         self._late_odds = LateOdds()
         self._deletes: DeleteCache | None = None
+        self._bound_row_filter: tuple[Schema, Expression] | None = None  # row_filter, bound once
 
     def deletes(self, schema: Schema) -> DeleteCache:
         if self._deletes is None:
@@ -269,13 +270,23 @@ class _Reader:
 
     def _bound_filter(self, task: FileScanTask, schema: Schema) -> Expression:
         expr: Expression = task.residual if task.residual is not None else AlwaysTrue()
-        if not is_bound(expr):
+        if not is_bound(expr):  # a task read from JSON
             expr = bind_row_filter(schema, expr, self.case_sensitive)
+        else:
+            # SQL's rule for NULLs, whoever bound the residual: the planner's and the row-level
+            # changes' follow it already (bind_row_filter), a task built by hand may not
+            expr = reject_null_rows(expr)
         if self.row_filter is not None:
-            extra = bind_row_filter(schema, self.row_filter, self.case_sensitive)
-            expr = and_(expr, extra)
-        # SQL's rule for NULLs, whoever built the residual (idempotent on the planner's)
-        return reject_null_rows(expr)
+            expr = and_(expr, self._row_filter_for(schema))
+        return expr
+
+    def _row_filter_for(self, schema: Schema) -> Expression:
+        """``row_filter`` bound to ``schema``: once per read, not once per file, as every task
+        of a scan shares one schema."""
+        assert self.row_filter is not None
+        if self._bound_row_filter is None or self._bound_row_filter[0] is not schema:
+            self._bound_row_filter = schema, bind_row_filter(schema, self.row_filter, self.case_sensitive)
+        return self._bound_row_filter[1]
 
     def plan(self, task: FileScanTask) -> tuple[_FilePlan, Expression]:
         schema = self.table_schema or task.schema
@@ -456,8 +467,9 @@ async def read_tasks(
     ``limit``) and the remaining reads are cancelled; close the generator with
     ``contextlib.aclosing`` when breaking out early.
     """
-    if files_in_flight < 1:
-        raise ValueError("files_in_flight must be >= 1")
+    for name, value in (("files_in_flight", files_in_flight), ("batch_rows", batch_rows)):
+        if value < 1:
+            raise ValidationError(f"cannot read scan tasks: read option {name!r} must be >= 1, got {value!r}")
     if limit is not None and limit <= 0:
         return
     reader = _Reader(
@@ -508,14 +520,37 @@ async def read_to_table(
     io: FileIO,
     tasks: AsyncIterable[FileScanTask] | Iterable[FileScanTask],
     projected_schema: Schema,
-    **kwargs: Any,
+    *,
+    row_filter: Expression | str | None = None,
+    table_schema: Schema | None = None,
+    name_mapping: NameMapping | None = None,
+    case_sensitive: bool = True,
+    limit: int | None = None,
+    files_in_flight: int = DEFAULT_FILES_IN_FLIGHT,
+    include_file_column: bool = False,
+    include_pos_column: bool = False,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    stats: ReadMetrics | None = None,
 ) -> pa.Table:
     """All rows of ``tasks`` in one table (see :func:`read_tasks` for the arguments)."""
     batches: list[pa.RecordBatch] = []
-    async with aclosing(read_tasks(io, tasks, projected_schema, **kwargs)) as it:
+    rows = read_tasks(
+        io,
+        tasks,
+        projected_schema,
+        row_filter=row_filter,
+        table_schema=table_schema,
+        name_mapping=name_mapping,
+        case_sensitive=case_sensitive,
+        limit=limit,
+        files_in_flight=files_in_flight,
+        include_file_column=include_file_column,
+        include_pos_column=include_pos_column,
+        batch_rows=batch_rows,
+        stats=stats,
+    )
+    async with aclosing(rows) as it:
         async for batch in it:
             batches.append(batch)
-    schema = output_arrow_schema(
-        projected_schema, kwargs.get("include_file_column", False), kwargs.get("include_pos_column", False)
-    )
+    schema = output_arrow_schema(projected_schema, include_file_column, include_pos_column)
     return pa.Table.from_batches(batches, schema=schema)

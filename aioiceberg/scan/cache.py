@@ -2,10 +2,12 @@
 
 Manifests are immutable once written, but a path can be reused after a failed commit is
 cleaned up and rewritten, so the key is the path *and* the length the manifest list
-gives (never the path alone). A decoded manifest is stored per *view*: the entries that
-survived one filter, with the stats that filter kept, so a repeated plan of the same
-filter costs neither a fetch nor a decode. The byte bound counts an estimate of the
-Python objects held, and least-recently-used views go first.
+gives (never the path alone). A manifest the columnar decoder read is kept whole, as its
+columns with every stat (:class:`DecodedManifest`): any filter on any snapshot sharing it
+is pruned from memory, without a fetch or a decode. Small *views* (the entries that
+survived one filter) are kept beside it, so the same filter again costs no pruning
+either; a manifest only fastavro could read is kept as views alone. The byte bound counts
+the Arrow buffers and an estimate of the Python objects held; least recently used go first.
 """
 
 from __future__ import annotations
@@ -14,12 +16,32 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aioiceberg.spec.manifest import ManifestEntry, ManifestFile
 from aioiceberg.spec.manifest.entry_rows import EntryRows, Row
 
-__all__ = ["CachedManifest", "ManifestCache", "ManifestListCache", "estimate_size"]
+if TYPE_CHECKING:  # both load pyarrow and numpy, which metadata-only commands never need
+    import numpy as np
+
+    from aioiceberg.spec.manifest.columnar import ColumnarManifest
+
+__all__ = [
+    "DECODED",
+    "CachedManifest",
+    "DecodedManifest",
+    "DecodedPart",
+    "ManifestCache",
+    "ManifestListCache",
+    "estimate_size",
+]
+
+# the view key a whole decoded manifest is kept under (a filter's view key is a digest)
+DECODED = "decoded"
+MERGED = "merged"  # and a merge of several, keyed by what it merges
+# Bytes per entry held beside a decoded manifest's Arrow buffers as filters read it: the
+# partition group index (8) and decoded bound and count columns (9 each, up to ~10 fields).
+_DECODED_ENTRY_EXTRA = 96
 
 # Bytes held per cached entry, measured with tracemalloc on decoded bench manifests (Python
 # 3.11): ManifestEntry (72) + DataFile (200) + partition tuple and the ints/str headers the
@@ -117,12 +139,44 @@ class CachedManifest:
     size: int
 
 
+# one columnar manifest (or a batch of several) and the rows of it that are this manifest's live entries
+DecodedPart = tuple["ColumnarManifest", "np.ndarray[Any, Any]"]
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedManifest:
+    """A manifest's live entries as decoded columns, every stat kept: pruned per plan.
+
+    Its parts are columnar manifests and the rows of each that belong to this manifest
+    (one part, unless it was decoded in two halves or with small neighbours in a batch).
+    """
+
+    parts: tuple[DecodedPart, ...]
+    entries_read: int
+    size: int
+
+    @staticmethod
+    def of(parts: Sequence[DecodedPart]) -> DecodedManifest:
+        size = 64
+        for cm, rows in parts:
+            share = len(rows) / max(1, len(cm.rows))  # a batch's buffers are shared by its manifests
+            size += int(cm.nbytes * share) + _DECODED_ENTRY_EXTRA * len(rows)
+        return DecodedManifest(tuple(parts), sum(len(rows) for _, rows in parts), size)
+
+
+class Held(Protocol):
+    """What the cache holds: anything that says how many bytes it keeps alive."""
+
+    @property
+    def size(self) -> int: ...
+
+
 class ManifestCache:
-    """LRU of decoded manifest views, bounded in (estimated) bytes; safe across threads."""
+    """LRU of decoded manifests and their views, bounded in (estimated) bytes; safe across threads."""
 
     def __init__(self, max_bytes: int = 256 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
-        self._items: OrderedDict[tuple[str, int, str], CachedManifest] = OrderedDict()
+        self._items: OrderedDict[tuple[str, int, str], Held] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
         self.hits = 0
@@ -136,7 +190,28 @@ class ManifestCache:
         return len(self._items)
 
     def get(self, path: str, length: int, view: str) -> CachedManifest | None:
-        key = (path, length, view)
+        found = self._get((path, length, view))
+        assert found is None or isinstance(found, CachedManifest)
+        return found
+
+    def get_decoded(self, path: str, length: int) -> DecodedManifest | None:
+        """The manifest decoded whole, if kept (any filter is pruned from it)."""
+        found = self._get((path, length, DECODED))
+        assert found is None or isinstance(found, DecodedManifest)
+        return found
+
+    def has_decoded(self, path: str, length: int) -> bool:
+        with self._lock:
+            return (path, length, DECODED) in self._items
+
+    def get_merged(self, key: str) -> object | None:
+        """A merge of decoded manifests (see :mod:`aioiceberg.scan.merged`), if kept."""
+        return self._get((key, 0, MERGED))
+
+    def put_merged(self, key: str, value: Held) -> None:
+        self.put(key, 0, MERGED, value)
+
+    def _get(self, key: tuple[str, int, str]) -> Held | None:
         with self._lock:
             found = self._items.get(key)
             if found is None:
@@ -146,7 +221,10 @@ class ManifestCache:
             self.hits += 1
             return found
 
-    def put(self, path: str, length: int, view: str, value: CachedManifest) -> None:
+    def put_decoded(self, path: str, length: int, value: DecodedManifest) -> None:
+        self.put(path, length, DECODED, value)
+
+    def put(self, path: str, length: int, view: str, value: Held) -> None:
         if value.size > self.max_bytes // 4:
             return  # one huge manifest would flush everything else for little gain
         key = (path, length, view)

@@ -41,7 +41,9 @@ import numpy as np
 from aioiceberg.expressions import InclusiveMetricsEvaluator, PartitionEvaluator
 from aioiceberg.expressions.serde import expression_from_json, expression_to_json
 from aioiceberg.expressions.tree import AlwaysTrue, Expression
-from aioiceberg.scan.columnar import prune_columnar, prune_rows
+from aioiceberg.gc_pause import collector_paused
+from aioiceberg.scan.cache import DecodedManifest, DecodedPart
+from aioiceberg.scan.columnar import prune_rows
 from aioiceberg.spec.manifest import (
     DataFile,
     ManifestContent,
@@ -159,6 +161,8 @@ class DecodeResult:
     in_worker_process: bool = False  # decoded by the process pool, not in this process
     columnar: bool = False
     refused: bool = False  # the columnar decoder was asked and could not read it (v1, say)
+    # the manifest's columns with every stat, for the cache to prune later filters from
+    decoded: tuple[DecodedPart, ...] | None = None
 
 
 class _Evaluators:
@@ -196,10 +200,13 @@ class _Evaluators:
 
 
 def _collector_paused(ctx: PruneContext) -> AbstractContextManager[None]:
-    if not ctx.pause_gc:
-        return contextlib.nullcontext()
-    from aioiceberg.runtime import collector_paused
+    return collector_paused_if(ctx.pause_gc)
 
+
+def collector_paused_if(pause: bool) -> AbstractContextManager[None]:
+    """The cycle collector paused while building many small objects, when the runtime says so."""
+    if not pause:
+        return contextlib.nullcontext()
     return collector_paused()
 
 
@@ -216,9 +223,7 @@ def decode_and_prune(
 
 def _decode_and_prune(data: bytes, manifest: ManifestFile, ctx: PruneContext, columnar: bool) -> DecodeResult:
     ev = ctx.evaluators()
-    columns: frozenset[int] | None = ctx.stats_columns
-    if manifest.content == ManifestContent.DELETES and columns is not None:
-        columns = columns | {FILE_PATH_FIELD_ID}
+    columns = stats_columns_for(ctx, manifest)
     part = ev.partition(manifest.partition_spec_id)
     metrics = ev.metrics
     if columnar:
@@ -240,27 +245,63 @@ def _decode_and_prune(data: bytes, manifest: ManifestFile, ctx: PruneContext, co
     return DecodeResult(kept, read, by_partition, by_metrics, refused=columnar)
 
 
+def stats_columns_for(ctx: PruneContext, manifest: ManifestFile) -> frozenset[int] | None:
+    """The metrics kept on the entries a plan gets: the filter's columns (None: all), and
+    ``file_path`` bounds on delete files, which matching deletes to data files reads."""
+    columns = ctx.stats_columns
+    if manifest.content == ManifestContent.DELETES and columns is not None:
+        columns = columns | {FILE_PATH_FIELD_ID}
+    return columns
+
+
 def _columnar(
     data: bytes, manifest: ManifestFile, ctx: PruneContext, columns: frozenset[int] | None, part: bool = False
 ) -> DecodeResult | None:
     """Decoded and pruned by the columnar decoder, or None when the fastavro reader must
-    decide (header problems raise as that reader's do)."""
-    cm = open_columnar(data, manifest, columns_needed=columns, discard_deleted=True, part=part)
+    decide (header problems raise as that reader's do). The columns keep every stat (for
+    the cache); the entries returned, ``columns``'."""
+    cm = open_columnar(data, manifest, columns_needed=None, discard_deleted=True, part=part)
     if cm is None:
         return None
     ev = ctx.evaluators()
     try:
-        entries, by_part, by_met = prune_columnar(
-            cm, ev.partition(manifest.partition_spec_id), ev.metrics, ctx.vectorized
+        pruned = prune_rows(
+            cm, ev.partition(manifest.partition_spec_id), ev.metrics, ctx.vectorized, columns=columns
         )
     except Exception:  # never trusted over the reference decoder
         return None
-    return DecodeResult(entries, len(cm.rows), by_part, by_met, columnar=True)
+    return DecodeResult(
+        pruned.entries,
+        len(cm.rows),
+        len(pruned.by_partition),
+        len(pruned.by_metrics),
+        columnar=True,
+        decoded=((cm, cm.rows),),
+    )
+
+
+def prune_decoded(decoded: DecodedManifest, manifest: ManifestFile, ctx: PruneContext) -> DecodeResult:
+    """A plan's view of a manifest kept decoded: its parts pruned under the plan's filter."""
+    with _collector_paused(ctx):
+        ev = ctx.evaluators()
+        part_ev = ev.partition(manifest.partition_spec_id)
+        columns = stats_columns_for(ctx, manifest)
+        rows: list[Row] = []
+        spec_id: int | None = None
+        by_part = by_metrics = 0
+        for cm, part_rows in decoded.parts:
+            pruned = prune_rows(cm, part_ev, ev.metrics, ctx.vectorized, part_rows, columns)
+            rows.extend(pruned.entries.rows)
+            spec_id = pruned.entries.spec_id if spec_id is None else spec_id
+            by_part += len(pruned.by_partition)
+            by_metrics += len(pruned.by_metrics)
+        entries = EntryRows(rows, spec_id if spec_id is not None else manifest.partition_spec_id)
+        return DecodeResult(entries, decoded.entries_read, by_part, by_metrics, columnar=True)
 
 
 def _apart(part: bytes, manifest: ManifestFile, ctx: PruneContext) -> DecodeResult | None:
     try:
-        return _columnar(part, manifest, ctx, ctx.stats_columns, part=True)
+        return _columnar(part, manifest, ctx, stats_columns_for(ctx, manifest), part=True)
     except Exception:  # the whole manifest's decode decides what is wrong
         return None
 
@@ -295,12 +336,16 @@ def joined(first: DecodeResult, second: DecodeResult) -> DecodeResult:
         entries = EntryRows(a.rows + b.rows, a.spec_id)
     else:
         entries = [*a, *b]
+    decoded = None
+    if first.decoded is not None and second.decoded is not None:
+        decoded = first.decoded + second.decoded
     return DecodeResult(
         entries,
         first.entries_read + second.entries_read,
         first.skipped_by_partition + second.skipped_by_partition,
         first.skipped_by_metrics + second.skipped_by_metrics,
         columnar=True,
+        decoded=decoded,
     )
 
 
@@ -352,20 +397,19 @@ def _decode_group(
     ctx: PruneContext,
     ev: _Evaluators,
 ) -> list[DecodeResult] | None:
-    content, spec_id = batch[0][1].content, batch[0][1].partition_spec_id
-    columns: frozenset[int] | None = ctx.stats_columns
-    if content == ManifestContent.DELETES and columns is not None:
-        columns = columns | {FILE_PATH_FIELD_ID}
-    cm = open_columnar_batch(batch, columns_needed=columns, discard_deleted=True, layouts=layouts)
+    spec_id = batch[0][1].partition_spec_id
+    columns = stats_columns_for(ctx, batch[0][1])
+    cm = open_columnar_batch(batch, columns_needed=None, discard_deleted=True, layouts=layouts)
     if cm is None or cm.owner is None:
         return None
     try:
-        pruned = prune_rows(cm, ev.partition(spec_id), ev.metrics, ctx.vectorized)
+        pruned = prune_rows(cm, ev.partition(spec_id), ev.metrics, ctx.vectorized, columns=columns)
     except Exception:  # never trusted over the reference decoder
         return None
     k = len(batch)
     owner = cm.owner
-    live = np.bincount(owner[cm.rows], minlength=k)
+    live_owner = owner[cm.rows]
+    live = np.bincount(live_owner, minlength=k)
     by_part = np.bincount(owner[pruned.by_partition], minlength=k)
     by_metrics = np.bincount(owner[pruned.by_metrics], minlength=k)
     kept: list[list[Row]] = [[] for _ in range(k)]
@@ -374,7 +418,12 @@ def _decode_group(
     spec = pruned.entries.spec_id
     return [
         DecodeResult(
-            EntryRows(kept[m], spec), int(live[m]), int(by_part[m]), int(by_metrics[m]), columnar=True
+            EntryRows(kept[m], spec),
+            int(live[m]),
+            int(by_part[m]),
+            int(by_metrics[m]),
+            columnar=True,
+            decoded=((cm, cm.rows[live_owner == m]),),
         )
         for m in range(k)
     ]

@@ -42,6 +42,7 @@ class ScanOptions(TypedDict, total=False):
     process_threshold_bytes: int
     columnar: bool
     columnar_min_entries: int
+    vectorized: bool
     files_in_flight: int
     batch_rows: int
     include_file_column: bool

@@ -36,7 +36,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from aioiceberg._concurrency import task_group
 from aioiceberg.errors import PlanInterruptedError
 from aioiceberg.expressions.tree import AlwaysTrue
-from aioiceberg.scan.cache import CachedManifest
+from aioiceberg.scan.cache import CachedManifest, DecodedManifest
 from aioiceberg.scan.delete_index import DeleteIndex
 from aioiceberg.scan.metrics import PlanMetrics
 from aioiceberg.spec.manifest import DataFile, ManifestContent, ManifestEntry, ManifestFile
@@ -87,6 +87,9 @@ class PlanContext:
 Selected: TypeAlias = tuple[list[ManifestFile], list[ManifestFile]]
 # More manifest-list rows than this to build for a plan's choice (~3 us each) go to a thread.
 BUILD_ON_LOOP_MAX = 64
+# A plan decided without stages prunes at most this many entries of manifests kept decoded
+# on the loop (a selective filter: ~1-2 ms); more go through the stages and their threads.
+PRUNE_ON_LOOP_MAX_ENTRIES = 4000
 
 
 def decide_from_cache(ctx: PlanContext) -> tuple[list[Sequence[FileScanTask]] | None, Selected | None]:
@@ -107,16 +110,19 @@ def decide_from_cache(ctx: PlanContext) -> tuple[list[Sequence[FileScanTask]] | 
         return None, None
     if deletes or planner.options.split_size is not None:
         return None, (data, deletes)
-    views = [planner.cached_view(mf) for mf in data]
-    found = [v for v in views if v is not None]
-    if len(found) < len(views):
+    held = planner.held_in_memory(data)
+    if held is None:
+        return None, (data, deletes)
+    to_prune = sum(h.entries_read for h in held if isinstance(h, DecodedManifest))
+    if to_prune > PRUNE_ON_LOOP_MAX_ENTRIES:  # the stages prune them in a worker thread
+        return None, (data, deletes)
+    try:
+        views = planner.views_from_memory(data, held, ctx)
+    except Exception:  # the stages decide again and report it as they do
         return None, (data, deletes)
     limit, rows = planner.limit, 0
     batches: list[Sequence[FileScanTask]] = []
-    for view in found:
-        m.manifests_from_cache += 1
-        m.add_entries(view.entries_read, view.skipped_by_partition, view.skipped_by_metrics)
-        ctx.cached_bytes += view.size
+    for view in views:
         if not view.entries:
             continue
         tasks: Sequence[FileScanTask] = LazyTasks(planner, view.entries)
@@ -165,6 +171,8 @@ async def run_stages(
             if not data:
                 ctx.complete = True
                 return
+            if not deletes and rest is None and await _from_memory(ctx, tg, out, data):
+                return
             if deletes:
                 ctx.max_delete_seq = max(mf.sequence_number or 0 for mf in deletes)
             else:
@@ -196,6 +204,30 @@ async def run_stages(
                     await out.send(Failed(e))
     except anyio.BrokenResourceError:
         pass
+
+
+async def _from_memory(
+    ctx: PlanContext, tg: anyio.abc.TaskGroup, out: MemoryObjectSendStream[Batch], data: list[ManifestFile]
+) -> bool:
+    """When the shared cache holds every manifest the plan reads (a view or the whole
+    decode), their views come from one pass over all of them in a worker thread, and the
+    task builder takes them as any; False (nothing done) when one must be fetched."""
+    planner = ctx.planner
+    held = planner.held_in_memory(data)
+    if held is None:
+        return False
+    try:
+        views = await anyio.to_thread.run_sync(planner.views_from_memory, data, held, ctx)
+    except Exception as e:
+        await out.send(Failed(e))
+        return True
+    decoded_in, decoded_out = anyio.create_memory_object_stream[Decoded](len(views))
+    with decoded_in:
+        for view in views:
+            if view.entries:
+                decoded_in.send_nowait(view)
+    tg.start_soon(build_tasks, ctx, decoded_out, out.clone())
+    return True
 
 
 async def start_workers(
@@ -345,6 +377,10 @@ class LazyTasks(Sequence[FileScanTask]):
         self._planner = planner
         self._entries = entries
 
+    @property
+    def entries(self) -> Sequence[ManifestEntry]:
+        return self._entries
+
     def __len__(self) -> int:
         return len(self._entries)
 
@@ -391,6 +427,7 @@ class PlanStream:
         self._stack: AsyncExitStack | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._tasks: AsyncGenerator[FileScanTask, None] | None = None
+        self._batches: AsyncGenerator[Sequence[FileScanTask], None] | None = None
 
     @property
     def metrics(self) -> PlanMetrics:
@@ -441,9 +478,27 @@ class PlanStream:
     def __anext__(self) -> Awaitable[FileScanTask]:
         return self._iterator().__anext__()
 
+    def batches(self) -> AsyncGenerator[Sequence[FileScanTask], None]:
+        """The plan's tasks in sequences, one per manifest as it is decided, for a consumer in
+        another thread that takes a sequence per handoff, not a task (the blocking API). A
+        sequence may build its tasks as they are taken, in the taker's thread. Used instead
+        of iterating the plan (not both), and outside ``async with``."""
+        if self._tasks is not None or self._batches is not None:
+            raise RuntimeError("plan_files(): batches() on a plan already iterated or entered")
+        decided, selected = decide_from_cache(self._ctx)
+        if decided is not None:
+            self._batches = _batches_decided(self._ctx, decided)
+        else:
+            out, receive = anyio.create_memory_object_stream[Batch](1)
+            host = asyncio.get_running_loop().create_task(_hosted(self._ctx, out, selected))
+            self._batches = _batches(self._ctx, receive, host)
+        return self._batches
+
     async def aclose(self) -> None:
         if self._tasks is not None:
             await self._tasks.aclose()
+        if self._batches is not None:
+            await self._batches.aclose()
 
 
 async def _consume(
@@ -487,5 +542,48 @@ async def _consume_decided(
             for task in batch:
                 m.tasks += 1
                 yield task
+    finally:
+        ctx.finish()
+
+
+async def _batches(
+    ctx: PlanContext, receive: MemoryObjectReceiveStream[Batch], host: asyncio.Task[None]
+) -> AsyncGenerator[Sequence[FileScanTask], None]:
+    """:func:`_consume`, a batch at a time (its tasks are counted as the batch is handed on)."""
+    m = ctx.metrics
+    try:
+        with receive:
+            async for batch in receive:
+                if isinstance(batch, Failed):
+                    raise batch.error
+                if batch:
+                    if m.time_to_first_task_s is None:
+                        m.time_to_first_task_s = time.perf_counter() - ctx.started
+                    m.tasks += len(batch)
+                    yield batch
+        if not ctx.complete:
+            if ctx.error is not None:
+                raise ctx.error
+            raise PlanInterruptedError("planning was cancelled before its last task")
+    finally:
+        if not host.done():
+            host.cancel()
+            await asyncio.wait({host})
+        ctx.finish()
+
+
+async def _batches_decided(
+    ctx: PlanContext, batches: list[Sequence[FileScanTask]]
+) -> AsyncGenerator[Sequence[FileScanTask], None]:
+    """:func:`_consume_decided`, a batch at a time."""
+    m = ctx.metrics
+    try:
+        for batch in batches:
+            await anyio.lowlevel.checkpoint()
+            if batch:
+                if m.time_to_first_task_s is None:
+                    m.time_to_first_task_s = time.perf_counter() - ctx.started
+                m.tasks += len(batch)
+                yield batch
     finally:
         ctx.finish()

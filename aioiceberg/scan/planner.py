@@ -12,6 +12,11 @@ tasks as they come.
 Delete manifests are read first. A data file waits for the delete index only when a
 delete manifest could still apply to it (its sequence number is not above every delete
 manifest's); all others are yielded as soon as their manifest is pruned.
+
+Manifests the columnar decoder read are kept in the runtime's cache as their columns with
+every stat, whatever the filter (:class:`~aioiceberg.scan.cache.DecodedManifest`): a
+later plan under any filter prunes them from memory, and when it needs nothing else, all
+of them in one pass (:mod:`aioiceberg.scan.merged`).
 """
 
 from __future__ import annotations
@@ -31,16 +36,20 @@ from aioiceberg.expressions.binding import bind_row_filter
 from aioiceberg.expressions.tree import AlwaysFalse, AlwaysTrue, Expression
 from aioiceberg.expressions.visitor import referenced_field_ids
 from aioiceberg.io.base import FileIO
-from aioiceberg.scan.cache import CachedManifest, estimate_size
+from aioiceberg.scan.cache import CachedManifest, DecodedManifest, DecodedPart, estimate_size
 from aioiceberg.scan.decode import (
     BatchLane,
     DecodeResult,
     PruneContext,
+    collector_paused_if,
     decode_first_blocks,
     decode_part,
     joined,
+    prune_decoded,
+    stats_columns_for,
 )
 from aioiceberg.scan.manifest_select import ManifestListing, may_match
+from aioiceberg.scan.merged import MergedColumns, PartPruned, prune_merged
 from aioiceberg.scan.metrics import PlanMetrics
 from aioiceberg.scan.options import PlanOptions
 from aioiceberg.scan.pipeline import PlanContext, PlanStream
@@ -72,6 +81,9 @@ _MISSHAPEN = object()  # keys the residual of a partition tuple not of its spec'
 # of six interleaved pairs), and ends no later.
 AHEAD_MIN_ENTRIES = 1000
 AHEAD_ROWS = 256
+# A manifest kept decoded with at most this many entries is pruned on the event loop (well
+# under a millisecond for a selective filter); bigger ones in a worker thread.
+PRUNE_ON_LOOP_MAX = 1000
 # FileScanTask's checks (a tuple of deletes, start >= 0, length >= 0 or None) hold for every
 # task built here, so tasks are built without them (several times faster per task).
 _new_task = frozen_builder(FileScanTask, trusted=True)
@@ -218,17 +230,20 @@ class Planner:
         """What of the filter the file's partition leaves for its rows, memoised per tuple of
         the partition values the filter reads (a ``ts`` range over ``day(ts), bucket(16, id)``
         has as many residuals as days, not as days times buckets)."""
+        return self.residual_of(f.spec_id, f.partition)
+
+    def residual_of(self, spec_id: int, partition: tuple[Any, ...]) -> Expression:
+        """:meth:`residual` of a file of ``spec_id`` with this partition tuple."""
         if isinstance(self.bound_filter, AlwaysTrue):
             return self.bound_filter
-        spec_id = f.spec_id
         read = self._residual_keys.get(spec_id)
         if read is None:
             read = self._residual_key_for(spec_id)
-        key = (spec_id, read(f.partition))
+        key = (spec_id, read(partition))
         found = self._residual_by_partition.get(key)
         if found is not None:
             return found
-        residual = self._residuals[spec_id].residual_for(f.partition)
+        residual = self._residuals[spec_id].residual_for(partition)
         if len(self._residual_by_partition) >= _RESIDUAL_MEMO:
             self._residual_by_partition.clear()
         try:
@@ -434,6 +449,11 @@ class Planner:
             m.add_entries(found.entries_read, found.skipped_by_partition, found.skipped_by_metrics)
             ctx.cached_bytes += found.size
             return found
+        decoded = self.cache.get_decoded(key, mf.manifest_length)
+        if decoded is not None:
+            m.manifests_from_cache += 1
+            ctx.cached_bytes += decoded.size
+            return await self._from_decoded(decoded, mf, ctx)
         lanes = ctx.lanes
         assert lanes is not None
         small = not self._columnar_for(mf)
@@ -486,11 +506,15 @@ class Planner:
             result.skipped_by_metrics,
             estimate_size(entries),
         )
-        # One plan holds at most half the shared cache (views it found there count too). A
+        # One plan holds at most half the shared cache (what it found there counts too). A
         # plan bigger than that keeps its first manifests, which each repeat of it finds,
         # instead of evicting everything, its own first manifests included, in LRU order (a
         # repeat would find nothing); the rest of its entries are dropped once consumed.
-        if ctx.cached_bytes + cached.size <= self.cache.max_bytes // 2:
+        whole = DecodedManifest.of(result.decoded) if result.decoded is not None else None
+        if whole is not None and ctx.cached_bytes + whole.size <= self.cache.max_bytes // 2:
+            ctx.cached_bytes += whole.size
+            self.cache.put_decoded(key, mf.manifest_length, whole)
+        elif ctx.cached_bytes + cached.size <= self.cache.max_bytes // 2:
             ctx.cached_bytes += cached.size
             self.cache.put(key, mf.manifest_length, view, cached)
         if ahead:
@@ -503,6 +527,124 @@ class Planner:
                 )
             return CachedManifest(entries[ahead:], cached.entries_read, 0, 0, cached.size)
         return cached
+
+    async def _from_decoded(
+        self, decoded: DecodedManifest, mf: ManifestFile, ctx: PlanContext
+    ) -> CachedManifest:
+        """The plan's view of a manifest kept decoded: pruned from its columns, on the loop
+        when small (a thread hop costs more than the pruning), else in a worker thread."""
+        if decoded.entries_read <= PRUNE_ON_LOOP_MAX:
+            result = prune_decoded(decoded, mf, self.prune_context)
+        else:
+            lanes = ctx.lanes
+            limiter = lanes.columnar_lane if lanes is not None else None
+            result = await anyio.to_thread.run_sync(
+                prune_decoded, decoded, mf, self.prune_context, limiter=limiter
+            )
+        return self._view_of(result, ctx)
+
+    def held_in_memory(self, data: Sequence[ManifestFile]) -> list[CachedManifest | DecodedManifest] | None:
+        """Each manifest's view or whole decode from the shared cache; None unless all are."""
+        held: list[CachedManifest | DecodedManifest] = []
+        cache, view = self.cache, self.prune_context.key
+        for mf in data:
+            key = manifest_cache_key(self.io, mf)
+            found: CachedManifest | DecodedManifest | None = cache.get_decoded(key, mf.manifest_length)
+            if found is None:
+                found = cache.get(key, mf.manifest_length, view)
+                if found is None:
+                    return None
+            held.append(found)
+        return held
+
+    def views_from_memory(
+        self, data: Sequence[ManifestFile], held: Sequence[CachedManifest | DecodedManifest], ctx: PlanContext
+    ) -> list[CachedManifest]:
+        """The plan's views of manifests all held in memory (see :meth:`held_in_memory`): the
+        decoded ones pruned together, per partition spec, in one pass over all their rows
+        (:mod:`aioiceberg.scan.merged`). Runs in a worker thread, or on the loop when small."""
+        m = ctx.metrics
+        pc = self.prune_context
+        by_spec: dict[int, list[int]] = {}
+        views: list[CachedManifest | None] = [f if isinstance(f, CachedManifest) else None for f in held]
+        for i, (mf, found) in enumerate(zip(data, held, strict=True)):
+            m.manifests_from_cache += 1
+            ctx.cached_bytes += found.size
+            if isinstance(found, DecodedManifest) and pc.vectorized:
+                by_spec.setdefault(mf.partition_spec_id, []).append(i)
+            elif isinstance(found, DecodedManifest):  # each entry through the evaluators
+                views[i] = self._view_of(prune_decoded(found, mf, pc), ctx)
+            else:
+                m.add_entries(found.entries_read, found.skipped_by_partition, found.skipped_by_metrics)
+        with collector_paused_if(pc.pause_gc):
+            for spec_id, members in by_spec.items():
+                self._prune_together(spec_id, members, data, held, views, ctx)
+        out = [v for v in views if v is not None]
+        assert len(out) == len(data)
+        return out
+
+    def _prune_together(
+        self,
+        spec_id: int,
+        members: list[int],
+        data: Sequence[ManifestFile],
+        held: Sequence[CachedManifest | DecodedManifest],
+        views: list[CachedManifest | None],
+        ctx: PlanContext,
+    ) -> None:
+        """Prune the decoded manifests at ``members`` (all of ``spec_id``) in one pass."""
+        pc = self.prune_context
+        ev = pc.evaluators()
+        owners: list[int] = []
+        parts: list[DecodedPart] = []
+        sources: list[DecodedManifest] = []
+        for i in members:
+            decoded = held[i]
+            assert isinstance(decoded, DecodedManifest)
+            sources.append(decoded)
+            parts.extend(decoded.parts)
+            owners.extend([i] * len(decoded.parts))
+        key = f"merged\0{spec_id}\0{len(sources)}\0{id(sources[0])}"
+        merged = self._merged(key, parts, sources)
+        columns = stats_columns_for(pc, data[members[0]])
+        pruned = prune_merged(merged, ev.partition(spec_id), ev.metrics, columns, spec_id)
+        self.cache.put_merged(key, merged)  # again: the columns this filter joined count now
+        joined: dict[int, list[PartPruned]] = {}
+        for i, one in zip(owners, pruned, strict=True):
+            joined.setdefault(i, []).append(one)
+        m = ctx.metrics
+        for i, results in joined.items():
+            decoded = held[i]
+            assert isinstance(decoded, DecodedManifest)
+            first = results[0].entries
+            entries = (
+                first
+                if len(results) == 1
+                else EntryRows([r for one in results for r in one.entries.rows], first.spec_id)
+            )
+            by_partition = sum(one.by_partition for one in results)
+            by_metrics = sum(one.by_metrics for one in results)
+            m.add_entries(decoded.entries_read, by_partition, by_metrics)
+            views[i] = CachedManifest(entries, decoded.entries_read, by_partition, by_metrics, 0)
+
+    def _merged(self, key: str, parts: list[DecodedPart], sources: list[DecodedManifest]) -> MergedColumns:
+        """The manifests' columns side by side, reused from the shared cache while it holds a
+        merge of the very same decoded manifests (a service's next query reads the columns
+        the last one joined; the merge holds its sources, so their ids stay theirs)."""
+        found = self.cache.get_merged(key)
+        if isinstance(found, MergedColumns) and len(found.sources) == len(sources):
+            if all(a is b for a, b in zip(found.sources, sources, strict=True)):
+                return found
+        return MergedColumns(parts, sources)
+
+    def cached_decoded(self, mf: ManifestFile) -> DecodedManifest | None:
+        return self.cache.get_decoded(manifest_cache_key(self.io, mf), mf.manifest_length)
+
+    def _view_of(self, result: DecodeResult, ctx: PlanContext) -> CachedManifest:
+        ctx.metrics.add_entries(result.entries_read, result.skipped_by_partition, result.skipped_by_metrics)
+        return CachedManifest(
+            result.entries, result.entries_read, result.skipped_by_partition, result.skipped_by_metrics, 0
+        )
 
     async def _decode_ahead(
         self,

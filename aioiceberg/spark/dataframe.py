@@ -30,9 +30,9 @@ from aioiceberg.expressions import AlwaysTrue
 from aioiceberg.expressions.binding import bind_row_filter
 from aioiceberg.io.local import local_path
 from aioiceberg.io.resolve import scheme_of
+from aioiceberg.spark.batch import SourceOptions, read_partition, spark_arrow_schema
 from aioiceberg.spark.columns import UntranslatableFilter, spark_column_filter
 from aioiceberg.spark.native_files import native_file, spark_holds_exactly, spark_read_schema
-from aioiceberg.spark.source import SourceOptions, read_partition, spark_arrow_schema
 from aioiceberg.spark.tasks import group_tasks
 from aioiceberg.spec.name_mapping import DEFAULT_NAME_MAPPING_PROPERTY
 from aioiceberg.spec.properties import TableProperties

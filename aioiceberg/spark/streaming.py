@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
+    DataSource,
     DataSourceStreamArrowWriter,
     DataSourceStreamReader,
     InputPartition,
@@ -43,16 +44,16 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from aioiceberg import sync
-from aioiceberg._sync import runner
+from aioiceberg._sync import default_loop
 from aioiceberg.errors import NotFoundError, UnsupportedError, ValidationError
 from aioiceberg.expressions import AlwaysFalse
-from aioiceberg.spark.source import (
+from aioiceberg.spark.batch import (
     AioIcebergCommitMessage,
-    AioIcebergDataSource,
     AioIcebergReader,
     AioIcebergWriter,
     SourceOptions,
     WriteJob,
+    write_job,
 )
 from aioiceberg.spark.stream_options import (
     BATCH_ONLY_WRITE_OPTIONS,
@@ -242,7 +243,9 @@ class AioIcebergStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if op is Operation.APPEND:
             files = self._files.get(snap.snapshot_id)
             if files is None:
-                files = self._files[snap.snapshot_id] = runner.run(appended_data_files(table.aio.io, snap))
+                files = self._files[snap.snapshot_id] = default_loop.run(
+                    appended_data_files(table.aio.io, snap)
+                )
             return files
         if op is Operation.REPLACE:  # compaction: the same rows in new files
             return ()
@@ -342,9 +345,7 @@ class AioIcebergStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
         self.job = job
 
     @classmethod
-    def for_source(
-        cls, source: AioIcebergDataSource, schema: StructType, overwrite: bool
-    ) -> AioIcebergStreamWriter:
+    def for_source(cls, source: DataSource, schema: StructType, overwrite: bool) -> AioIcebergStreamWriter:
         given = {str(k).lower() for k, v in source.options.items() if v}
         for key in BATCH_ONLY_WRITE_OPTIONS:
             if key in given:
@@ -352,8 +353,8 @@ class AioIcebergStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
                     f"option {key!r} is for batch writes: a stream appends each epoch (or, in complete "
                     "mode, replaces the table's rows) and keys it by query id and epoch"
                 )
-        batch = type(source)({k: v for k, v in source.options.items() if str(k).lower() != CHECKPOINT_OPTION})
-        return cls(batch.writer(schema, overwrite).job)
+        batch = {k: v for k, v in source.options.items() if str(k).lower() != CHECKPOINT_OPTION}
+        return cls(write_job(batch, overwrite))
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> AioIcebergStreamCommitMessage:
         from pyspark import TaskContext

@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from aioiceberg._sync import runner
+from aioiceberg._sync import default_loop
 from aioiceberg.io.resolve import resolve_io
 from aioiceberg.read import read_tasks
 from aioiceberg.spec.name_mapping import NameMapping, name_mapping_from_json
@@ -134,7 +134,7 @@ def read_tasks_json(
             **options,
         )
 
-    return runner.iterate(batches)
+    return default_loop.iterate(batches)
 
 
 def read_task_json(

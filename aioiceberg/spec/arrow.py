@@ -29,11 +29,20 @@ builds table metadata: every type carries ``min_format_version``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from aioiceberg.errors import UnsupportedError, ValidationError
+from aioiceberg.spec.arrow_fields import (
+    DOC_KEY,
+    FIELD_ID_KEY,
+    LIST_ELEMENT_NAME,
+    MAP_KEY_NAME,
+    MAP_VALUE_NAME,
+    ORC_FIELD_ID_KEY,
+    field_id_of,
+)
+from aioiceberg.spec.name_mapping import NameMapping
 from aioiceberg.spec.schema import Schema, assign_fresh_ids
 from aioiceberg.spec.types import (
     BinaryType,
@@ -60,9 +69,6 @@ from aioiceberg.spec.types import (
     UUIDType,
 )
 
-if TYPE_CHECKING:
-    from aioiceberg.spec.name_mapping import NameMapping
-
 __all__ = [
     "DOC_KEY",
     "FIELD_ID_KEY",
@@ -74,17 +80,6 @@ __all__ = [
     "field_id_of",
     "schema_to_arrow",
 ]
-
-FIELD_ID_KEY = b"PARQUET:field_id"
-"""Arrow field-metadata key that pyarrow maps to and from Parquet field ids."""
-ORC_FIELD_ID_KEY = b"iceberg.id"
-"""Key pyarrow's ORC reader leaves Iceberg ids under; accepted on read, as PyIceberg does."""
-DOC_KEY = b"doc"
-"""Field-metadata key for column docs (PyIceberg's key)."""
-
-LIST_ELEMENT_NAME = "element"
-MAP_KEY_NAME = "key"
-MAP_VALUE_NAME = "value"
 
 # ---------------------------------------------------------------------------
 # Iceberg -> Arrow
@@ -173,22 +168,6 @@ def _arrow_type(t: IcebergType, ids: bool, large: bool) -> pa.DataType:
 # ---------------------------------------------------------------------------
 
 _IdSource = Callable[[pa.Field, tuple[str, ...]], int]
-
-
-def field_id_of(field: pa.Field) -> int | None:
-    """The Iceberg field id in an Arrow field's metadata, or None if it has none."""
-    metadata = field.metadata
-    if not metadata:
-        return None
-    raw = metadata.get(FIELD_ID_KEY)
-    if raw is None:
-        raw = metadata.get(ORC_FIELD_ID_KEY)
-    if raw is None:
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValidationError(f"field {field.name!r} has a non-integer field id {raw!r}") from None
 
 
 def arrow_to_schema(arrow_schema: pa.Schema, name_mapping: NameMapping | None = None) -> Schema:

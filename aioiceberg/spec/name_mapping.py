@@ -16,7 +16,13 @@ from typing import Any
 import pyarrow as pa
 
 from aioiceberg.errors import InvalidMetadataError, ValidationError
-from aioiceberg.spec.arrow import FIELD_ID_KEY, LIST_ELEMENT_NAME, MAP_KEY_NAME, MAP_VALUE_NAME, field_id_of
+from aioiceberg.spec.arrow_fields import (
+    FIELD_ID_KEY,
+    LIST_ELEMENT_NAME,
+    MAP_KEY_NAME,
+    MAP_VALUE_NAME,
+    field_id_of,
+)
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.types import IcebergType, ListType, MapType, StructType
 

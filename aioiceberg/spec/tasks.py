@@ -39,6 +39,7 @@ __all__ = [
     "content_file_to_json",
     "file_scan_task_from_json",
     "file_scan_task_to_json",
+    "partition_to_json",
 ]
 
 _T = TypeVar("_T")
@@ -84,20 +85,27 @@ def _value_json(value: Any, type_: Any) -> Any:
 
 
 def _partition_to_json(f: DataFile, partition_type: StructType) -> dict[str, Any]:
+    return partition_to_json(f.partition, partition_type, f.file_path, f.spec_id)
+
+
+def partition_to_json(
+    partition: tuple[Any, ...], partition_type: StructType, file_path: str, spec_id: int
+) -> dict[str, Any]:
+    """A partition tuple as the JSON object keyed by partition field id (Appendix C)."""
     fields = partition_type.fields
-    if len(f.partition) != len(fields):
+    if len(partition) != len(fields):
         raise ValidationError(
-            f"{f.file_path}: partition tuple has {len(f.partition)} values, "
-            f"spec {f.spec_id} has {len(fields)} fields"
+            f"{file_path}: partition tuple has {len(partition)} values, "
+            f"spec {spec_id} has {len(fields)} fields"
         )
     out: dict[str, Any] = {}
-    for field, value in zip(fields, f.partition, strict=True):
+    for field, value in zip(fields, partition, strict=True):
         if value is None:
             continue  # absent means null, as in the single-value struct form
         try:
             out[str(field.field_id)] = _value_json(value, field.field_type)
         except ValidationError as e:
-            raise ValidationError(f"{f.file_path}: partition field {field.name!r}: {e}") from e
+            raise ValidationError(f"{file_path}: partition field {field.name!r}: {e}") from e
     return out
 
 

@@ -109,6 +109,6 @@ async def aws_clients_closed(anyio_backend: str) -> AsyncIterator[None]:
     """Close the loop's shared aiobotocore clients (S3, DynamoDB) when the test ends, so no
     "Unclosed client session" warnings are left for interpreter exit."""
     yield
-    from aioiceberg.io import close_all_clients
+    from aioiceberg.runtime import close_all_clients
 
     await close_all_clients()

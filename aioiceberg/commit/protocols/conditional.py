@@ -230,7 +230,7 @@ class ConditionalWriteProtocol(CommitProtocol):
         await update_version_hint(self.io, table_location, 1)
         return TableState(metadata, location, 1)
 
-    async def _swap(self, base: TableState, metadata: TableMetadata) -> TableState:
+    async def swap(self, base: TableState, metadata: TableMetadata) -> TableState:
         table_location = base.metadata.location
         await self._require(table_location)
         version = base.version + 1

@@ -502,7 +502,7 @@ class DynamoDbProtocol(CommitProtocol):
         except CommitFailedError as exc:
             raise TableAlreadyExistsError(f"a table exists at {table_location}") from exc
 
-    async def _swap(self, base: TableState, metadata: TableMetadata) -> TableState:
+    async def swap(self, base: TableState, metadata: TableMetadata) -> TableState:
         table_location = base.metadata.location
         if self.options.mode == "lease":
             lock = LeaseLock(self.dynamo, self.table_id(table_location), self.options.lease_ms)

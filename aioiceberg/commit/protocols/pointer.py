@@ -172,7 +172,7 @@ class PointerProtocol(CommitProtocol):
             raise CommitFailedError(f"{self.pointer.name} moved on to {current.metadata_location}")
         return current
 
-    async def _swap(self, base: TableState, metadata: TableMetadata) -> TableState:
+    async def swap(self, base: TableState, metadata: TableMetadata) -> TableState:
         expected = await self._expected(base)
         version = base.version + 1
         location = new_metadata_location(metadata, version)

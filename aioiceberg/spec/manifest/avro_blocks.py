@@ -20,9 +20,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 
-from aioiceberg.spec.manifest.columnar import _read_long
-
-__all__ = ["MAX_BLOCK_BYTES", "reblock"]
+__all__ = ["MAX_BLOCK_BYTES", "read_long", "reblock"]
 
 # The uncompressed record bytes of one output block before a new one starts: a decoder holds a
 # block at once, and a block this big already costs polars nothing per block worth saving.
@@ -30,6 +28,20 @@ MAX_BLOCK_BYTES = 8 << 20
 
 _MAGIC = b"Obj\x01"
 _CODEC_KEY = b"avro.codec"
+
+
+def read_long(buf: bytes, pos: int) -> tuple[int, int]:
+    """An Avro zig-zag varint at ``pos``: (value, next position); IndexError when truncated."""
+    shift = result = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
 
 
 def _inflate_raw(block: bytes) -> bytes | None:
@@ -65,16 +77,16 @@ def _metadata(data: bytes) -> tuple[list[tuple[bytes, bytes]], int] | None:
     items: list[tuple[bytes, bytes]] = []
     pos = 4
     while True:
-        count, pos = _read_long(data, pos)
+        count, pos = read_long(data, pos)
         if count == 0:
             return items, pos
         if count < 0:  # a block of the map written with its byte size
             count = -count
-            _, pos = _read_long(data, pos)
+            _, pos = read_long(data, pos)
         for _ in range(count):
             pair: list[bytes] = []
             for _ in range(2):
-                length, pos = _read_long(data, pos)
+                length, pos = read_long(data, pos)
                 if length < 0 or pos + length > len(data):
                     return None
                 pair.append(data[pos : pos + length])
@@ -132,8 +144,8 @@ def _reblock(data: bytes, max_block_bytes: int) -> bytes | None:
         if b < 0x80:
             count, pos = (b >> 1) ^ -(b & 1), pos + 1
         else:
-            count, pos = _read_long(data, pos)
-        length, pos = _read_long(data, pos)
+            count, pos = read_long(data, pos)
+        length, pos = read_long(data, pos)
         stop = pos + length
         if count < 0 or length < 0 or data[stop : stop + 16] != sync:
             return None

@@ -21,11 +21,13 @@ import io
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa  # pyarrow.compute is imported where used: metadata-only work never loads it
 
+from aioiceberg.spec.manifest.avro_blocks import read_long as _read_long
+from aioiceberg.spec.manifest.avro_blocks import reblock
 from aioiceberg.spec.manifest.data_file import FileFormat
 from aioiceberg.spec.manifest.entry import ManifestEntry, ManifestEntryStatus
 from aioiceberg.spec.manifest.entry_rows import STAT_FIELDS, EntryRows
@@ -96,7 +98,9 @@ def _casts_of(reader: Any) -> list[pa.DataType | None] | None:
 def _to_arrow(data: bytes) -> pa.Table:
     pl = _polars()
     assert pl is not None
-    table: pa.Table = pl.read_avro(io.BytesIO(data)).to_arrow()
+    # one big block: polars pays a fixed cost per block, and PyIceberg writes one entry per
+    # block (6x faster re-blocked; 1.1-1.2x on Java's 64 KB blocks: benchmarks/manifest_decode.py)
+    table: pa.Table = pl.read_avro(io.BytesIO(reblock(data) or data)).to_arrow()
     return table
 
 
@@ -184,7 +188,8 @@ class ColumnarManifest:
             c if cast is None else c.cast(cast) for c, cast in zip(children, partition_casts, strict=True)
         ]
         self._manifest = manifest
-        self._read_items: dict[tuple[str, frozenset[int] | None], _Items | None] = {}
+        self._groups: tuple[np.ndarray[Any, Any], list[tuple[Any, ...]]] | None = None
+        self._record_counts: np.ndarray[Any, np.dtype[np.int64]] | None = None
         self._keyed_memo: dict[tuple[str, int, Any], BoundColumn] = {}
 
     # -- inheritance ---------------------------------------------------------------------
@@ -218,9 +223,10 @@ class ColumnarManifest:
     # -- columns for pruning ---------------------------------------------------------------
 
     def record_counts(self, rows: np.ndarray[Any, Any]) -> np.ndarray[Any, np.dtype[np.int64]]:
-        counts: np.ndarray[Any, np.dtype[np.int64]] = (
-            self._record_count.take(pa.array(rows)).to_numpy(zero_copy_only=False).astype(np.int64)
-        )
+        every = self._record_counts
+        if every is None:  # read once: each filter's passes ask again
+            every = self._record_counts = self._record_count.to_numpy(zero_copy_only=False).astype(np.int64)
+        counts: np.ndarray[Any, np.dtype[np.int64]] = every[rows]
         return counts
 
     def partitions(self, rows: np.ndarray[Any, Any]) -> list[tuple[Any, ...]]:
@@ -231,29 +237,28 @@ class ColumnarManifest:
         cols = [c.take(idx).to_pylist() for c in self._partition]
         return list(zip(*cols, strict=True))
 
-    def _items(self, name: str, keys_wanted: frozenset[int] | None) -> _Items | None:
-        """(row index per item as numpy, keys, values) of a whole map column, for wanted keys;
-        pruning and building rows ask for the same maps, so each is read once."""
-        key = (name, keys_wanted)
-        if key not in self._read_items:
-            self._read_items[key] = self._read(name, keys_wanted)
-        return self._read_items[key]
-
     def _read(self, name: str, keys_wanted: frozenset[int] | None) -> _Items | None:
-        import pyarrow.compute as pc
+        """(row index per item as numpy, keys, values) of the whole map column ``name``."""
+        return _read_map(self._df.get(name), keys_wanted)
 
-        col = self._df.get(name)
-        if col is None or len(col) == 0:
-            return None
-        items = pc.list_flatten(col)
-        if len(items) == 0:
-            return None
-        parents = pc.list_parent_indices(col)
-        keys, values = items.flatten()
-        if keys_wanted is not None:
-            hit = pc.fill_null(pc.is_in(keys, pa.array(sorted(keys_wanted), keys.type)), False)
-            parents, keys, values = parents.filter(hit), keys.filter(hit), values.filter(hit)
-        return parents.to_numpy(zero_copy_only=False), keys.to_pylist(), values.to_pylist()
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the decoded columns (the Arrow buffers this object keeps alive)."""
+        return sum(arr.nbytes for arr in self._top.values())
+
+    def partition_groups(self) -> tuple[np.ndarray[Any, Any], list[tuple[Any, ...]]]:
+        """Each entry's partition tuple as an index into the manifest's distinct tuples (few:
+        a manifest repeats its partitions), built once: a filter's partition verdicts are
+        taken per distinct tuple and spread to the rows in bulk."""
+        found = self._groups
+        if found is None:
+            ids: dict[tuple[Any, ...], int] = {}
+            every = self.partitions(np.arange(self.entries_read, dtype=np.int64))
+            index = np.fromiter(
+                (ids.setdefault(p, len(ids)) for p in every), dtype=np.int64, count=len(every)
+            )
+            found = self._groups = (index, list(ids))
+        return found
 
     def bound_column(self, field_id: int, upper: bool, width: int, rows: np.ndarray[Any, Any]) -> BoundColumn:
         """``field_id``'s lower (or upper) bound of ``rows`` as integers of ``width`` bytes."""
@@ -329,19 +334,23 @@ class ColumnarManifest:
             state[uniq[counts > 1]] = 2
         return BoundColumn(values, state)
 
-    def _positions(self, rows: np.ndarray[Any, Any]) -> np.ndarray[Any, np.dtype[np.int64]]:
-        pos = np.full(self.entries_read, -1, dtype=np.int64)
-        pos[rows] = np.arange(len(rows), dtype=np.int64)
-        return pos
-
     # -- entries -----------------------------------------------------------------------------
 
     def entries(self, rows: Sequence[int] | np.ndarray[Any, Any]) -> list[ManifestEntry]:
         """``ManifestEntry`` objects for ``rows``, exactly as the fastavro reader builds them."""
         return list(self.entry_rows(rows))
 
-    def entry_rows(self, rows: Sequence[int] | np.ndarray[Any, Any]) -> EntryRows:
-        """The entries of ``rows`` as :class:`EntryRows` (built into objects as they are read)."""
+    def entry_rows(
+        self,
+        rows: Sequence[int] | np.ndarray[Any, Any],
+        columns_needed: frozenset[int] | Literal["as opened"] | None = "as opened",
+    ) -> EntryRows:
+        """The entries of ``rows`` as :class:`EntryRows` (built into objects as they are read),
+        with the metrics of ``columns_needed`` (None: all; by default what it was opened with:
+        a manifest cached for every filter is opened with all and trimmed per plan)."""
+        wanted_stats: frozenset[int] | None = (
+            self.columns_needed if columns_needed == "as opened" else columns_needed
+        )
         n = len(rows)
         rows_np = np.asarray(rows, dtype=np.int64)
         # every row, in order (no filter, nothing deleted): the columns need no take
@@ -390,8 +399,8 @@ class ColumnarManifest:
             arr = self._df.get(name)
             return _list_tuples(None if arr is None else arr if whole else arr.take(idx), n)
 
-        pos = self._positions(rows_np) if self._stats_wanted() else None
-        stats = [self._stats(name, rows_np, pos) for name in STAT_FIELDS]
+        wanted = wanted_stats is None or bool(wanted_stats)  # else every map is empty or null
+        stats = [self._stats(name, n, None if whole else idx, wanted_stats, wanted) for name in STAT_FIELDS]
         first_row_ids = pick(self._first_row_ids)
         columns = zip(
             top("status"),
@@ -401,7 +410,7 @@ class ColumnarManifest:
             df("content"),
             df("file_path"),
             df("file_format"),
-            self.partitions(rows_np),
+            self._partitions_of(rows_np),
             df("record_count"),
             df("file_size_in_bytes"),
             *stats,
@@ -419,39 +428,54 @@ class ColumnarManifest:
 
         return EntryRows(list(columns), spec_id)  # enums and formats were checked at open
 
-    def _stats_wanted(self) -> bool:
-        """Whether any metric map keeps any key (else every map is empty or null)."""
-        needed = self.columns_needed
-        return needed is None or bool(needed)
+    def _partitions_of(self, rows: np.ndarray[Any, Any]) -> list[tuple[Any, ...]]:
+        """The partition tuples of ``rows``: shared from :meth:`partition_groups` once built
+        (a cached manifest's), else read for these rows alone."""
+        if self._groups is None:
+            return self.partitions(rows)
+        index, uniques = self._groups
+        return [uniques[i] for i in index[rows].tolist()]
 
     def _stats(
-        self, name: str, rows: np.ndarray[Any, Any], pos: np.ndarray[Any, Any] | None
+        self, name: str, n: int, idx: pa.Array | None, columns: frozenset[int] | None, wanted: bool
     ) -> list[tuple[Any, ...] | None]:
         """Each row's map as a flat ``(key, value, ...)`` tuple, None where the map is null
-        (a row holds no dict: see :mod:`aioiceberg.spec.manifest.entry_rows`)."""
-        n = len(rows)
+        (a row holds no dict: see :mod:`aioiceberg.spec.manifest.entry_rows`). ``idx``: the
+        rows taken (None: every row in order); only their items are read."""
         col = self._df.get(name)
         if col is None:
             return [None] * n
+        if idx is not None:
+            col = col.take(idx)
         valid: list[bool] | None = None
         if col.null_count:
-            valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)[rows].tolist()
-        found = self._items(name, self.columns_needed) if pos is not None else None
+            valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool).tolist()
+        found = _read_map(col, columns) if wanted else None
         if found is None:
             return [()] * n if valid is None else [() if ok else None for ok in valid]
-        assert pos is not None
-        parents, keys, values = found
-        at = pos[parents]  # each item's position in ``rows`` (-1: its row was not asked for)
-        kept = at >= 0
-        if not kept.all() or (np.diff(at) < 0).any():  # rows left out, or asked out of file order
-            order = np.flatnonzero(kept)
-            order = order[np.argsort(at[order], kind="stable")].tolist()
-            keys, values, at = [keys[i] for i in order], [values[i] for i in order], at[order]
+        at, keys, values = found  # items in row order: ``at`` never decreases
         flat = [x for kv in zip(keys, values, strict=True) for x in kv]
         maps = _cut(flat, 2 * np.bincount(at, minlength=n))
         if valid is None:
             return maps
         return [m if ok else None for m, ok in zip(maps, valid, strict=True)]
+
+
+def _read_map(col: pa.Array | None, keys_wanted: frozenset[int] | None) -> _Items | None:
+    """(row index per item as numpy, keys, values) of a map column, for the wanted keys."""
+    import pyarrow.compute as pc
+
+    if col is None or len(col) == 0:
+        return None
+    items = pc.list_flatten(col)
+    if len(items) == 0:
+        return None
+    parents = pc.list_parent_indices(col)
+    keys, values = items.flatten()
+    if keys_wanted is not None:
+        hit = pc.fill_null(pc.is_in(keys, pa.array(sorted(keys_wanted), keys.type)), False)
+        parents, keys, values = parents.filter(hit), keys.filter(hit), values.filter(hit)
+    return parents.to_numpy(zero_copy_only=False), keys.to_pylist(), values.to_pylist()
 
 
 def _cut(flat: list[Any], lengths: np.ndarray[Any, Any]) -> list[tuple[Any, ...] | None]:
@@ -517,20 +541,6 @@ def open_columnar(
 
 
 _AVRO_MAGIC = b"Obj\x01"
-
-
-def _read_long(buf: bytes, pos: int) -> tuple[int, int]:
-    """An Avro zig-zag varint at ``pos``: (value, next position); IndexError when truncated."""
-    shift = result = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,192 @@
+"""A plan's tasks as Arrow record batches: one row per task, for consumers that take them whole.
+
+A ``FileScanTask`` costs a ``DataFile`` and a task object per file (~40-50 us each to
+build); a caller that hands the file list to Arrow, DuckDB, Polars or Spark needs neither.
+A delete-free, unsplit manifest's tasks are built here straight from its decoded rows
+(plain tuples, see :mod:`aioiceberg.spec.manifest.entry_rows`), with the partition and
+residual of each distinct partition tuple rendered once; other tasks (with deletes, or
+split) are read off the task objects the plan built anyway.
+
+Partition values are the Appendix C JSON object keyed by partition field id; residuals
+are the filter's JSON (``"true"`` when the partition decides everything), bound to the
+scan's schema.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from aioiceberg.expressions.serde import expression_to_json
+from aioiceberg.expressions.tree import Expression
+from aioiceberg.scan.pipeline import LazyTasks
+from aioiceberg.spec.manifest.data_file import DataFile, FileFormat
+from aioiceberg.spec.manifest.entry_rows import ROW_FIELDS, EntryRows
+from aioiceberg.spec.tasks import FileScanTask, partition_to_json
+
+if TYPE_CHECKING:
+    from aioiceberg.scan.planner import Planner
+
+__all__ = ["DELETE_FILE_TYPE", "TASK_SCHEMA", "batch_of_rows", "batch_of_tasks", "task_batch"]
+
+DELETE_FILE_TYPE = pa.struct(
+    [
+        pa.field("file_path", pa.string(), nullable=False),
+        pa.field("content", pa.int8(), nullable=False),  # 1: position deletes, 2: equality deletes
+        pa.field("file_format", pa.string(), nullable=False),
+        pa.field("record_count", pa.int64(), nullable=False),
+        pa.field("file_size_in_bytes", pa.int64(), nullable=False),
+        pa.field("referenced_data_file", pa.string()),
+        pa.field("content_offset", pa.int64()),
+        pa.field("content_size_in_bytes", pa.int64()),
+        pa.field("equality_ids", pa.list_(pa.int32())),
+    ]
+)
+
+TASK_SCHEMA = pa.schema(
+    [
+        pa.field("file_path", pa.string(), nullable=False),
+        pa.field("file_format", pa.string(), nullable=False),
+        pa.field("spec_id", pa.int32(), nullable=False),
+        pa.field("partition", pa.string(), nullable=False),  # JSON object keyed by field id
+        pa.field("record_count", pa.int64(), nullable=False),
+        pa.field("file_size_in_bytes", pa.int64(), nullable=False),
+        pa.field("start", pa.int64(), nullable=False),
+        pa.field("length", pa.int64()),  # null: to the end of the file
+        pa.field("residual", pa.string(), nullable=False),  # expression JSON
+        pa.field("first_row_id", pa.int64()),
+        pa.field(
+            "delete_files", pa.list_(pa.field("item", DELETE_FILE_TYPE, nullable=False)), nullable=False
+        ),
+    ]
+)
+
+_AT = {name: i for i, name in enumerate(ROW_FIELDS)}
+
+
+class _Rendered:
+    """Partition and residual JSON per (spec id, partition tuple), rendered once a batch."""
+
+    def __init__(self, planner: Planner) -> None:
+        self._planner = planner
+        self._partitions: dict[tuple[int, tuple[Any, ...]], str] = {}
+        # by id of the residual object (the planner shares one per partition), kept alive here
+        self._residuals: dict[int, tuple[Expression, str]] = {}
+        self._formats: dict[str, str] = {}
+
+    def partition(self, spec_id: int, partition: tuple[Any, ...], file_path: str) -> str:
+        key = (spec_id, partition)
+        found = self._partitions.get(key)
+        if found is None:
+            planner = self._planner
+            ptype = planner.spec(spec_id).partition_type(planner.schema)
+            found = json.dumps(partition_to_json(partition, ptype, file_path, spec_id), sort_keys=True)
+            self._partitions[key] = found
+        return found
+
+    def residual(self, expr: Expression) -> str:
+        found = self._residuals.get(id(expr))
+        if found is None or found[0] is not expr:
+            found = self._residuals[id(expr)] = (expr, json.dumps(expression_to_json(expr), sort_keys=True))
+        return found[1]
+
+    def file_format(self, raw: str) -> str:
+        found = self._formats.get(raw)
+        if found is None:
+            found = self._formats[raw] = FileFormat.parse(raw).value
+        return found
+
+
+def batch_of_rows(planner: Planner, entries: EntryRows) -> pa.RecordBatch:
+    """Delete-free, unsplit tasks of a manifest's decoded rows (no object per file)."""
+    rows = entries.rows
+    n = len(rows)
+    spec_id = entries.spec_id
+    rendered = _Rendered(planner)
+    if n == 0:
+        return _empty()
+    columns = list(zip(*rows, strict=True))
+    paths = columns[_AT["file_path"]]
+    partitions = columns[_AT["partition"]]
+    residual_of = planner.residual_of
+    partition_text: list[str] = []
+    residual_text: list[str] = []
+    memo: dict[tuple[Any, ...], tuple[str, str]] = {}
+    for path, partition in zip(paths, partitions, strict=True):
+        found = memo.get(partition)
+        if found is None:
+            found = memo[partition] = (
+                rendered.partition(spec_id, partition, path),
+                rendered.residual(residual_of(spec_id, partition)),
+            )
+        partition_text.append(found[0])
+        residual_text.append(found[1])
+    arrays = [
+        pa.array(paths, pa.string()),
+        pa.array([rendered.file_format(f) for f in columns[_AT["file_format"]]], pa.string()),
+        pa.array([spec_id] * n, pa.int32()),
+        pa.array(partition_text, pa.string()),
+        pa.array(columns[_AT["record_count"]], pa.int64()),
+        pa.array(columns[_AT["file_size_in_bytes"]], pa.int64()),
+        pa.array([0] * n, pa.int64()),
+        pa.nulls(n, pa.int64()),
+        pa.array(residual_text, pa.string()),
+        pa.array(columns[_AT["first_row_id"]], pa.int64()),
+        pa.array([[]] * n, TASK_SCHEMA.field("delete_files").type),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=TASK_SCHEMA)
+
+
+def _empty() -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist([], schema=TASK_SCHEMA)
+
+
+def _delete_file(d: DataFile) -> dict[str, Any]:
+    return {
+        "file_path": d.file_path,
+        "content": d.content.value,
+        "file_format": d.file_format.value,
+        "record_count": d.record_count,
+        "file_size_in_bytes": d.file_size_in_bytes,
+        "referenced_data_file": d.referenced_data_file,
+        "content_offset": d.content_offset,
+        "content_size_in_bytes": d.content_size_in_bytes,
+        "equality_ids": list(d.equality_ids) if d.equality_ids is not None else None,
+    }
+
+
+def batch_of_tasks(planner: Planner, tasks: Sequence[FileScanTask]) -> pa.RecordBatch:
+    """Tasks the plan built as objects (with deletes, or split), as a batch."""
+    rendered = _Rendered(planner)
+    deletes: dict[str, dict[str, Any]] = {}
+
+    def delete_row(d: DataFile) -> dict[str, Any]:
+        found = deletes.get(d.file_path)
+        if found is None:
+            found = deletes[d.file_path] = _delete_file(d)
+        return found
+
+    get: Callable[[FileScanTask], dict[str, Any]] = lambda t: {  # noqa: E731
+        "file_path": t.file.file_path,
+        "file_format": t.file.file_format.value,
+        "spec_id": t.spec.spec_id,
+        "partition": rendered.partition(t.spec.spec_id, t.file.partition, t.file.file_path),
+        "record_count": t.file.record_count,
+        "file_size_in_bytes": t.file.file_size_in_bytes,
+        "start": t.start,
+        "length": t.length,
+        "residual": rendered.residual(t.residual),
+        "first_row_id": t.file.first_row_id,
+        "delete_files": [delete_row(d) for d in t.delete_files],
+    }
+    return pa.RecordBatch.from_pylist([get(t) for t in tasks], schema=TASK_SCHEMA)
+
+
+def task_batch(planner: Planner, tasks: Sequence[FileScanTask]) -> pa.RecordBatch:
+    """One of a plan's task sequences (see ``PlanStream.batches``) as a record batch."""
+    if isinstance(tasks, LazyTasks) and isinstance(tasks.entries, EntryRows):
+        return batch_of_rows(planner, tasks.entries)
+    return batch_of_tasks(planner, tasks)

@@ -1,0 +1,158 @@
+"""Planning from memory: manifests kept decoded answer filters they have never seen.
+
+A runtime keeps each manifest the columnar decoder read as its columns with every stat;
+a later plan under any filter prunes them without a fetch or a decode, all manifests at
+once when every one it needs is held. Each case compares the warm plan's files with a
+plan of a fresh cache (which decodes from the files), so the test fails if memory and
+the files disagree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aioiceberg.io import FileIO, LocalFileIO
+from aioiceberg.runtime import default_runtime
+from aioiceberg.scan import ManifestCache, ManifestListCache
+from aioiceberg.spec.metadata import TableMetadata
+from aioiceberg.spec.metadata_json import parse_table_metadata
+from aioiceberg.table_scan import TableScan
+from aioiceberg.testing.synthetic import build_table, day_range, filters
+
+FILTERS = [
+    "",
+    "id = 4001000",
+    "id = 1",
+    "id >= 2000000 AND id < 2100000",
+    "id < 5000 OR id > 11000000",
+    "c0 < 30",
+    "c0 >= 30 AND c0 < 50",
+    "NOT (c0 < 100)",
+    "id IN (4001000, 9000000, 17000)",
+    "id NOT IN (4001000)",
+    "c1 IS NULL",
+    "c1 IS NOT NULL",
+    "c4 = 'a00000003'",
+    "c4 > 'y'",
+    "c4 < 'a00000010'",
+    "c4 LIKE 'a0000001%'",
+    "c5 = 'ab'",
+    "c2 > 10.5",
+    "c2 < 3 OR c3 IS NAN",
+    "c3 > 1.0",
+    "ts >= '2022-01-10T00:00:00+00:00' AND id > 3000000",
+]
+
+
+def _polars_warm() -> None:
+    default_runtime().columnar_done.wait(30)
+
+
+async def _all_decoded(io: FileIO, md: TableMetadata, kw: dict[str, Any], manifests: int) -> None:
+    """Plan until the cache holds every manifest decoded. A lone manifest decoded by fastavro
+    while polars warms up (a cold process's first) is kept as a view only; the next plan that
+    needs it decodes it again, columnar, and keeps it."""
+    for attempt in range(3):
+        _, scan = await _plan(io, md, f"c0 < {-attempt}", **kw)
+        if scan.metrics.manifests_read == 0:
+            break
+        await asyncio.to_thread(_polars_warm)
+    assert scan.metrics.manifests_read == 0
+    decoded = [k for k in kw["cache"]._items if k[2] == "decoded"]
+    assert len(decoded) == manifests
+
+
+def _caches(**kw: Any) -> dict[str, Any]:
+    return {"cache": ManifestCache(), "manifest_list_cache": ManifestListCache(), "decode_workers": 0, **kw}
+
+
+async def _table(tmp_path: Path, manifests: int, entries: int) -> tuple[FileIO, TableMetadata]:
+    io = LocalFileIO(fsync=False)
+    meta = await build_table(io, f"file://{tmp_path}/t", manifests, entries)
+    return io, parse_table_metadata(await io.read(meta), meta)
+
+
+async def _plan(
+    io: FileIO, md: TableMetadata, text: str, **kw: Any
+) -> tuple[list[tuple[str, int]], TableScan]:
+    scan = TableScan(io, md, text, **kw)
+    return sorted([(t.file.file_path, t.file.record_count) async for t in scan.plan_files()]), scan
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("vectorized", [True, False], ids=["bulk", "per-entry"])
+@pytest.mark.parametrize(("manifests", "entries"), [(12, 30), (3, 1200)], ids=["batched", "ahead"])
+async def test_new_filters_are_pruned_from_memory(
+    tmp_path: Path, manifests: int, entries: int, vectorized: bool
+) -> None:
+    """Small manifests decoded in batches (parts of a shared batch) and big ones whose first
+    blocks were decoded apart (two parts) alike, pruned in bulk or entry by entry."""
+    io, md = await _table(tmp_path, manifests, entries)
+    kw = _caches(vectorized=vectorized)
+    warm_up, _ = await _plan(io, md, "", **kw)
+    assert len(warm_up) == manifests * entries
+    await _all_decoded(io, md, kw, manifests)
+    tried = 0
+    for text in [*FILTERS, *filters(manifests, entries).values(), day_range(1, 1)]:
+        tried += 1
+        got, scan = await _plan(io, md, text, **kw)
+        m = scan.metrics
+        assert m.manifests_read == 0 and m.bytes_fetched == 0, text
+        assert m.manifests_from_cache + m.manifests_skipped_by_summaries == manifests, text
+        expected, fresh = await _plan(io, md, text, **_caches())
+        assert got == expected, text
+        assert fresh.metrics.manifests_read > 0 or not expected
+        # what the metrics count agrees: the same entries read and the same kept
+        f = fresh.metrics
+        assert (m.entries_read, m.files_kept) == (f.entries_read, f.files_kept), text
+    assert tried == len(FILTERS) + 5
+
+
+@pytest.mark.anyio
+async def test_a_cache_too_small_for_the_table_still_plans_right(tmp_path: Path) -> None:
+    io, md = await _table(tmp_path, 12, 30)
+    kw = _caches(cache=ManifestCache(max_bytes=200_000))
+    await _plan(io, md, "", **kw)
+    for text in ("id = 4001000", "c0 < 30", ""):
+        got, _ = await _plan(io, md, text, **kw)
+        expected, _ = await _plan(io, md, text, **_caches())
+        assert got == expected, text
+    assert kw["cache"].size_bytes <= 200_000
+
+
+@pytest.mark.anyio
+async def test_a_small_table_in_memory_is_planned_without_stages(tmp_path: Path) -> None:
+    """Few entries held decoded: pruned on the loop, no pipeline, nothing kept per filter."""
+    io, md = await _table(tmp_path, 12, 30)
+    kw = _caches()
+    await _plan(io, md, "", **kw)
+    await _all_decoded(io, md, kw, 12)
+    cache: ManifestCache = kw["cache"]
+    before = set(cache._items)
+    text = filters(12, 30)["id_eq"]
+    first, scan = await _plan(io, md, text, **kw)
+    assert scan.metrics.from_cache and len(first) == 1
+    again, scan = await _plan(io, md, text, **kw)
+    assert again == first and scan.metrics.from_cache
+    # the decoded manifests and a merge of them: no view per filter
+    assert {k[2] for k in set(cache._items) - before} <= {"merged"}
+
+
+@pytest.mark.anyio
+async def test_plans_with_deletes_or_splits_from_memory_match_a_fresh_plan(tmp_path: Path) -> None:
+    io, md = await _table(tmp_path, 6, 40)
+    kw = _caches()
+    await _plan(io, md, "", **kw)
+    await _all_decoded(io, md, kw, 6)
+    for extra in ({"split_size": 1 << 20}, {"limit": 2500}):
+        got, scan = await _plan(io, md, "c0 < 100", **kw, **extra)
+        expected, _ = await _plan(io, md, "c0 < 100", **_caches(), **extra)
+        assert scan.metrics.manifests_read == 0
+        if "limit" in extra:
+            assert len(got) == len(expected)  # the first files that hold enough rows
+        else:
+            assert got == expected
