@@ -65,6 +65,7 @@ class TableScan(Blocking[_scan.TableScan]):
 
     # a manifest's tasks cross from the loop in one handoff, not one by one
     plan_files = streaming_batches(_scan.TableScan.plan_files, PlanStream.batches, prefetch=PLAN_PREFETCH)
+    plan_batches = streaming(_scan.TableScan.plan_batches)
     to_batches = streaming(_scan.TableScan.to_batches)
     to_arrow = blocking(_scan.TableScan.to_arrow)
     projection = forwarded(_scan.TableScan.projection)

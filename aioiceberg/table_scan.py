@@ -17,6 +17,7 @@ from aioiceberg.scan.metrics import PlanMetrics, ReadMetrics
 from aioiceberg.scan.options import ScanOptions, split_scan_options
 from aioiceberg.scan.pipeline import PlanStream
 from aioiceberg.scan.planner import Planner
+from aioiceberg.scan.task_batches import task_batch
 from aioiceberg.spec.metadata import TableMetadata
 from aioiceberg.spec.name_mapping import NameMapping
 from aioiceberg.spec.properties import TableProperties
@@ -105,6 +106,17 @@ class TableScan:
         """Stream the tasks; ``metrics`` (optional) counts this call alone. ``async for``
         it, or ``async with scan.plan_files() as tasks:`` to own the plan's task group."""
         return self.planner.plan_files(metrics)
+
+    async def plan_batches(self, metrics: PlanMetrics | None = None) -> AsyncIterator[pa.RecordBatch]:
+        """The plan's tasks as Arrow record batches, one per manifest as it is decided, with
+        the columns of :data:`aioiceberg.scan.task_batches.TASK_SCHEMA` (path, format,
+        partition and residual as JSON, counts, byte range, delete files): for a consumer
+        that takes the file list whole (Arrow, DuckDB, Polars, Spark), without a
+        ``FileScanTask`` per file."""
+        planner = self.planner
+        async with aclosing(self.plan_files(metrics).batches()) as batches:
+            async for tasks in batches:
+                yield task_batch(planner, tasks)
 
     async def to_batches(self) -> AsyncIterator[pa.RecordBatch]:
         """Stream the matching rows as Arrow batches; memory stays bounded by the files in flight."""

@@ -96,10 +96,24 @@ async def test_delete_files_ride_with_their_data_files(tmp_path: Path) -> None:
     scan = table.scan(row_filter="id > 1")
     tasks = [t async for t in scan.plan_files()]
     assert any(t.delete_files for t in tasks)
-    again = table.scan(row_filter="id > 1")
-    batches = [task_batch(again.planner, seq) async for seq in again.plan_files().batches()]
+    batches = [b async for b in table.scan(row_filter="id > 1").plan_batches()]
     expected = sorted((_expected(t) for t in tasks), key=lambda r: (r["file_path"], r["start"]))
     assert _rows(batches) == expected
     # the delete file's own fields come through, not only its path
     deletes = [d for b in batches for row in b.to_pylist() for d in row["delete_files"]]
     assert deletes and all(d["content"] == 1 and d["record_count"] >= 1 for d in deletes)
+
+
+def test_the_blocking_api_yields_the_same_batches(tmp_path: Path) -> None:
+    from aioiceberg import sync
+
+    catalog = sync.connect(str(tmp_path / "wh"))
+    schema = pa.schema([pa.field("id", pa.int64())])
+    table = catalog.create_table("db.t", schema=schema)
+    for k in range(4):
+        table.append(pa.table({"id": list(range(k * 5, k * 5 + 5))}, schema=schema))
+    scan = table.scan(row_filter="id >= 7")
+    tasks = list(scan.plan_files())
+    batches = list(table.scan(row_filter="id >= 7").plan_batches())
+    assert sorted(_expected(t)["file_path"] for t in tasks) == [r["file_path"] for r in _rows(batches)]
+    assert len(tasks) == 3  # the first append's file holds no id >= 7
