@@ -29,7 +29,6 @@ from aioiceberg.errors import (
     NamespaceNotFoundError,
     ReadOnlyTableError,
     TableAlreadyExistsError,
-    TableNotFoundError,
     ValidationError,
 )
 
@@ -209,34 +208,6 @@ async def test_namespaces_rename_and_drop_as_pyiceberg_sees_them(
 
 
 # -- concurrency ---------------------------------------------------------------------------------
-@pytest.mark.anyio
-async def test_concurrent_tasks_lose_nothing_and_keep_history_linear(paths: tuple[Path, Path]) -> None:
-    async with connect(paths) as catalog:
-        await catalog.create_namespace("db")
-        # each task races through the database, not the in-process commit turn
-        props = {**FAST_RETRY, "commit.in-process-lock": "false"}
-        table = await catalog.create_table("db.t", SCHEMA, properties=props)
-        await table.append(rows("init", [0]))
-
-        acknowledged: list[int] = []
-
-        async def writer(w: int) -> None:
-            mine = await catalog.load_table("db.t")
-            for k in range(3):
-                batch = [1000 * (w + 1) + k]
-                await mine.append(rows(f"t{w}", batch))
-                acknowledged.extend(batch)
-
-        async with anyio.create_task_group() as tg:
-            for w in range(8):
-                tg.start_soon(writer, w)
-
-        final = await catalog.load_table("db.t")
-        assert ids_of(await final.scan().to_arrow()) == sorted([0, *acknowledged])
-        assert len(acknowledged) == 24
-        assert_linear(final, 25)
-
-
 WORKER = """
 import asyncio, json, sys
 import pyarrow as pa
@@ -329,36 +300,15 @@ async def test_pyiceberg_and_aioiceberg_appending_together_lose_nothing(
 async def test_errors_are_typed_and_name_the_object(
     paths: tuple[Path, Path], pyiceberg: PySqlCatalog
 ) -> None:
+    """The SQL catalog's own errors (the generic ones are the catalog contract's)."""
     async with connect(paths) as catalog:
-        with pytest.raises(NamespaceNotFoundError, match="'nope'"):
-            await catalog.create_table("nope.t", SCHEMA)
-        with pytest.raises(NamespaceNotFoundError, match="'nope'"):
-            await catalog.list_tables("nope")
-        with pytest.raises(NamespaceNotFoundError):
-            await catalog.load_namespace_properties("nope")
-        with pytest.raises(NamespaceNotFoundError):
-            await catalog.drop_namespace("nope")
         await catalog.create_namespace("db")
-        with pytest.raises(NamespaceAlreadyExistsError, match="'db'"):
-            await catalog.create_namespace("db")
-        with pytest.raises(TableNotFoundError, match=r"db\.missing"):
-            await catalog.load_table("db.missing")
-        assert not await catalog.table_exists("db.missing")
-        with pytest.raises(TableNotFoundError):
-            await catalog.drop_table("db.missing")
-        with pytest.raises(TableNotFoundError):
-            await catalog.rename_table("db.missing", "db.other")
-
         pyiceberg.create_table("db.theirs", SCHEMA)
         with pytest.raises(TableAlreadyExistsError, match=r"db\.theirs"):
             await catalog.create_table("db.theirs", SCHEMA)
         table = await catalog.create_table("db.ours", SCHEMA)
         with pytest.raises(TableAlreadyExistsError):
             await catalog.rename_table("db.ours", "db.theirs")
-        with pytest.raises(NamespaceNotFoundError):
-            await catalog.rename_table("db.ours", "elsewhere.t")
-        with pytest.raises(NamespaceNotEmptyError):
-            await catalog.drop_namespace("db")
         # a refused create leaves no metadata file behind
         before = metadata_files(table.location)
         with pytest.raises(TableAlreadyExistsError):
