@@ -4,10 +4,12 @@ Manifests are immutable once written, but a path can be reused after a failed co
 cleaned up and rewritten, so the key is the path *and* the length the manifest list
 gives (never the path alone). A manifest the columnar decoder read is kept whole, as its
 columns with every stat (:class:`DecodedManifest`): any filter on any snapshot sharing it
-is pruned from memory, without a fetch or a decode. Small *views* (the entries that
-survived one filter) are kept beside it, so the same filter again costs no pruning
-either; a manifest only fastavro could read is kept as views alone. The byte bound counts
-the Arrow buffers and an estimate of the Python objects held; least recently used go first.
+is pruned from memory, without a fetch or a decode, and a merge of many of them
+(:mod:`aioiceberg.scan.merged`) is kept for the next plan over the same ones. A manifest
+only fastavro read (or one too big for a plan's half of the cache) is kept as *views*:
+the entries that survived one filter, so only a repeat of that filter is spared. The byte
+bound counts the Arrow buffers and an estimate of the Python objects held; least recently
+used go first.
 """
 
 from __future__ import annotations
