@@ -94,7 +94,7 @@ def _runtime() -> Any:
 
 
 async def _plan_ours(
-    meta: str, row_filter: str, options: dict[str, str], twice: bool, cache_mb: int
+    meta: str, row_filter: str, options: dict[str, str], twice: bool, cache_mb: int, output: str = "tasks"
 ) -> dict[str, Any]:
     """One plan through the public API, table loading inside the clock, as a user runs it."""
     import aioiceberg
@@ -111,8 +111,12 @@ async def _plan_ours(
     loaded = time.perf_counter() - start
     scan = table.scan(row_filter=row_filter or None, **caches)
     n = 0
-    async for _ in scan.plan_files():
-        n += 1
+    if output == "batches":  # columnar output: no task object per file
+        async for batch in scan.plan_batches():
+            n += batch.num_rows
+    else:
+        async for _ in scan.plan_files():
+            n += 1
     elapsed = time.perf_counter() - start
     out: dict[str, Any] = {
         "seconds": elapsed,
@@ -290,7 +294,7 @@ def worker_main(args: argparse.Namespace) -> None:
     elif args.service is not None:
         out = _service_pyiceberg(args.meta, args.filter, json.loads(args.service), options)
     elif args.worker == "aioiceberg":
-        out = asyncio.run(_plan_ours(args.meta, args.filter, options, args.twice, args.cache_mb))
+        out = asyncio.run(_plan_ours(args.meta, args.filter, options, args.twice, args.cache_mb, args.output))
     elif args.worker == BLOCKING:
         out = _plan_blocking(args.meta, args.filter, options, args.twice, args.cache_mb)
     else:
@@ -310,10 +314,12 @@ def measure(
     cache_mb: int = 0,
     service: list[str] | None = None,
     delay_ms: float = 0.0,
+    output: str = "tasks",
 ) -> dict[str, Any]:
-    """Run one worker in a fresh process; ``service``: the later queries of the service case."""
+    """Run one worker in a fresh process; ``service``: the later queries of the service case;
+    ``output``: ``batches`` consumes ``plan_batches()`` (Arrow) instead of tasks."""
     cmd = [sys.executable, __file__, "--worker", engine, "--meta", meta, "--filter", row_filter]
-    cmd += ["--options", json.dumps(options)]
+    cmd += ["--options", json.dumps(options), "--output", output]
     cmd += ["--twice", "--cache-mb", str(cache_mb)] if twice else []
     cmd += ["--service", json.dumps(service), "--delay-ms", str(delay_ms)] if service is not None else []
     done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=900)
@@ -495,6 +501,12 @@ def main() -> None:
     p.add_argument("--worker", choices=["aioiceberg", BLOCKING, "pyiceberg"])
     p.add_argument("--meta")
     p.add_argument("--filter", default="")
+    p.add_argument(
+        "--output",
+        choices=["tasks", "batches"],
+        default="tasks",
+        help="what the async aioiceberg worker consumes: tasks, or plan_batches() (Arrow, columnar output)",
+    )
     p.add_argument("--options", default="{}")
     p.add_argument("--twice", action="store_true")
     p.add_argument("--service", default=None, help=argparse.SUPPRESS)
@@ -587,7 +599,7 @@ def main() -> None:
                     theirs: list[dict[str, Any]] = []
                     for i in range(max(args.repeat, 0 if args.no_pyiceberg else pyi_repeat)):
                         if i < args.repeat:
-                            ours.append(measure("aioiceberg", meta, text, store.options))
+                            ours.append(measure("aioiceberg", meta, text, store.options, output=args.output))
                             # plans twice: its first plan is a cold sample, its second a warm one
                             blocked.append(measure(BLOCKING, meta, text, store.options, True, args.cache_mb))
                         if not args.no_pyiceberg and i < pyi_repeat:

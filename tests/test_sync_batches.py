@@ -134,7 +134,10 @@ def test_leaving_a_blocking_plan_early_ends_its_work_on_the_loop(meta: str, how:
         gc.collect()
     assert _hosted_plans(scan) == 0
     assert scan.metrics.planning_time_s is not None  # the plan was finished
-    assert scan.metrics.tasks < MANIFESTS * ENTRIES
+    if not cached:
+        # the stages stopped early; a plan decided from the cache has no work left to stop,
+        # and its 240 tasks fit in one prefetch (256), so all of them may have crossed
+        assert scan.metrics.tasks < MANIFESTS * ENTRIES
     assert sum(1 for _ in table.scan().plan_files()) == MANIFESTS * ENTRIES  # the loop still serves
 
 
