@@ -127,7 +127,7 @@ async def _read_both(
     runtime = Runtime(read_threads=threads)
     store = MemoryFileIO().bind_runtime(runtime)
     # every row group read late, whether or not the last ones paid (see test_late_odds_*)
-    monkeypatch.setattr(late_module.LateOdds, "wanted", lambda self, lone: True)
+    monkeypatch.setattr(late_module.LatePayoff, "worth_trying", lambda self, decoded_alone: True)
     await store.write(PATH, data)
     task = _task(len(data))
     prefixes: list[int] = []

@@ -156,3 +156,21 @@ async def test_plans_with_deletes_or_splits_from_memory_match_a_fresh_plan(tmp_p
             assert len(got) == len(expected)  # the first files that hold enough rows
         else:
             assert got == expected
+
+
+@pytest.mark.anyio
+async def test_plans_at_once_on_a_cold_table_decode_each_manifest_once(tmp_path: Path) -> None:
+    """Concurrent plans missing the same manifests: one fetches and decodes each, the others
+    wait and prune what it kept."""
+    io, md = await _table(tmp_path, 12, 30)
+    kw = _caches()
+    texts = [f"c0 < {10 * k + 5}" for k in range(8)]
+    results = await asyncio.gather(*(_plan(io, md, text, **kw) for text in texts))
+    read = sum(scan.metrics.manifests_read for _, scan in results)
+    # each manifest once (a lone one decoded by fastavro while polars warms up is kept as a
+    # view only, and may be read again by each plan)
+    assert 12 <= read <= 12 + len(texts)
+    for text, (got, _) in zip(texts, results, strict=True):
+        expected, _ = await _plan(io, md, text, **_caches())
+        assert got == expected, text
+    assert not kw["cache"]._loading  # every load ended

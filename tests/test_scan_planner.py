@@ -593,7 +593,7 @@ def _pipeline_tasks() -> list[asyncio.Task[Any]]:
     return [
         t
         for t in asyncio.all_tasks()
-        if not t.done() and "_hosted" in getattr(t.get_coro(), "__qualname__", "")
+        if not t.done() and "_stages_in_own_task" in getattr(t.get_coro(), "__qualname__", "")
     ]
 
 

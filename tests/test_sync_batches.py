@@ -107,7 +107,7 @@ def _hosted_plans(scan: sync.TableScan | None = None) -> int:
         found = 0
         for _ in range(500):
             tasks = (t for t in asyncio.all_tasks() if not t.done())
-            found = sum(getattr(t.get_coro(), "__qualname__", "") == "_hosted" for t in tasks)
+            found = sum(getattr(t.get_coro(), "__qualname__", "") == "_stages_in_own_task" for t in tasks)
             if not found and (scan is None or scan.metrics.planning_time_s is not None):
                 break
             await asyncio.sleep(0.01)

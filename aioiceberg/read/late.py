@@ -46,7 +46,7 @@ class RowLimit:
 PROBE_EVERY = 8
 
 
-class LateOdds:
+class LatePayoff:
     """Whether late reads are paying off in one scan (kept on its event loop).
 
     On data the filter's columns do not cluster (a scattered ``qty = 5``), matches reach the
@@ -61,9 +61,9 @@ class LateOdds:
         self.paying: bool | None = None  # not known yet
         self.since = 0  # row groups read whole since the last late read
 
-    def wanted(self, lone: bool) -> bool:
+    def worth_trying(self, decoded_alone: bool) -> bool:
         if self.paying is None:
-            return lone
+            return decoded_alone
         if self.paying:
             return True
         self.since += 1

@@ -32,7 +32,7 @@ from aioiceberg.expressions.visitor import is_bound, referenced_field_ids
 from aioiceberg.io.base import FileIO
 from aioiceberg.read.deletes import DeleteCache, TaskDeletes, deleted_mask
 from aioiceberg.read.formats import decode_file, decoding
-from aioiceberg.read.late import LateOdds, LateSplit, read_late
+from aioiceberg.read.late import LatePayoff, LateSplit, read_late
 from aioiceberg.read.parquet import ParquetSource, open_parquet
 from aioiceberg.read.projection import project_columns
 from aioiceberg.scan.metrics import ReadMetrics
@@ -259,7 +259,7 @@ class _Reader:
         self.stats = stats
         self.out_schema = output_arrow_schema(projected, include_file, include_pos)
         self._decoding = 0  # row groups of this read being decoded now
-        self._late_odds = LateOdds()
+        self._late_payoff = LatePayoff()
         self._deletes: DeleteCache | None = None
         self._bound_row_filter: tuple[Schema, Expression] | None = None  # row_filter, bound once
 
@@ -383,7 +383,7 @@ class _Reader:
             _late_split(plan, fields, tops, filtered) if plan.filter is not None and deletes.empty else None
         )
         helpers = self.io.runtime.read_helpers if late is not None else None
-        odds = self._late_odds
+        odds = self._late_payoff
         for run in source.group_row_groups(row_groups, tops):
             await source.prefetch(run, tops)
             for rg in run:
@@ -391,7 +391,7 @@ class _Reader:
                 first_row = source.row_group_first_row[rg]
 
                 lone = self._decoding == 0
-                split = late if late is not None and odds.wanted(lone) else None
+                split = late if late is not None and odds.worth_trying(lone) else None
                 # a helper thread only for a lone decode: beside others, the cores are taken
                 # and a helper's one-core decode of a whole row group is slower than pyarrow's
                 helper = helpers if lone else None

@@ -14,6 +14,7 @@ used go first.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -179,6 +180,7 @@ class ManifestCache:
     def __init__(self, max_bytes: int = 256 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
         self._items: OrderedDict[tuple[str, int, str], Held] = OrderedDict()
+        self._loading: dict[tuple[str, int], asyncio.Future[None]] = {}
         self._bytes = 0
         self._lock = threading.Lock()
         self.hits = 0
@@ -205,6 +207,27 @@ class ManifestCache:
     def has_decoded(self, path: str, length: int) -> bool:
         with self._lock:
             return (path, length, DECODED) in self._items
+
+    def loading(self, path: str, length: int) -> asyncio.Future[None] | None:
+        """What to await while a plan on this event loop fetches and decodes the manifest
+        (see :meth:`begin_load`); None when none does."""
+        with self._lock:
+            found = self._loading.get((path, length))
+        if found is None or found.done() or found.get_loop() is not asyncio.get_running_loop():
+            return None
+        return asyncio.shield(found)
+
+    def begin_load(self, path: str, length: int) -> None:
+        """This plan fetches and decodes the manifest; plans of its loop that miss it wait."""
+        with self._lock:
+            self._loading.setdefault((path, length), asyncio.get_running_loop().create_future())
+
+    def end_load(self, path: str, length: int) -> None:
+        """Decoded (and kept if it fit), failed or cancelled: the waiting plans go on."""
+        with self._lock:
+            found = self._loading.pop((path, length), None)
+        if found is not None and not found.done():
+            found.get_loop().call_soon_threadsafe(_finish, found)
 
     def get_merged(self, key: str) -> object | None:
         """A merge of decoded manifests (see :mod:`aioiceberg.scan.merged`), if kept."""
@@ -244,6 +267,11 @@ class ManifestCache:
         with self._lock:
             self._items.clear()
             self._bytes = 0
+
+
+def _finish(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class ManifestListCache:

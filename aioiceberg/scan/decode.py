@@ -299,7 +299,7 @@ def prune_decoded(decoded: DecodedManifest, manifest: ManifestFile, ctx: PruneCo
         return DecodeResult(entries, decoded.entries_read, by_part, by_metrics, columnar=True)
 
 
-def _apart(part: bytes, manifest: ManifestFile, ctx: PruneContext) -> DecodeResult | None:
+def _decode_blocks_columnar(part: bytes, manifest: ManifestFile, ctx: PruneContext) -> DecodeResult | None:
     try:
         return _columnar(part, manifest, ctx, stats_columns_for(ctx, manifest), part=True)
     except Exception:  # the whole manifest's decode decides what is wrong
@@ -316,7 +316,7 @@ def decode_first_blocks(
         parts = split_blocks(data, rows)
         if parts is None:
             return None
-        head = _apart(parts[0], manifest, ctx)
+        head = _decode_blocks_columnar(parts[0], manifest, ctx)
         return None if head is None else (head, parts[1])
 
 
@@ -325,7 +325,7 @@ def decode_part(part: bytes, manifest: ManifestFile, ctx: PruneContext) -> Decod
     container of them under its header), or None as :func:`decode_first_blocks`. Runs in a
     thread."""
     with _collector_paused(ctx):
-        return _apart(part, manifest, ctx)
+        return _decode_blocks_columnar(part, manifest, ctx)
 
 
 def joined(first: DecodeResult, second: DecodeResult) -> DecodeResult:

@@ -409,7 +409,9 @@ def _up_to_limit(tasks: Sequence[FileScanTask], rows: int, limit: int) -> tuple[
     return tasks, rows
 
 
-async def _hosted(ctx: PlanContext, out: MemoryObjectSendStream[Batch], selected: Selected | None) -> None:
+async def _stages_in_own_task(
+    ctx: PlanContext, out: MemoryObjectSendStream[Batch], selected: Selected | None
+) -> None:
     """The pipeline task of a plan iterated without ``async with``: it owns the task group."""
     try:
         async with task_group() as tg:
@@ -471,7 +473,7 @@ class PlanStream:
                 self._tasks = _consume_decided(self._ctx, decided)
                 return self._tasks
             out, receive = anyio.create_memory_object_stream[Batch](1)
-            host = asyncio.get_running_loop().create_task(_hosted(self._ctx, out, selected))
+            host = asyncio.get_running_loop().create_task(_stages_in_own_task(self._ctx, out, selected))
             self._tasks = _consume(self._ctx, receive, host)
         return self._tasks
 
@@ -490,7 +492,7 @@ class PlanStream:
             self._batches = _batches_decided(self._ctx, decided)
         else:
             out, receive = anyio.create_memory_object_stream[Batch](1)
-            host = asyncio.get_running_loop().create_task(_hosted(self._ctx, out, selected))
+            host = asyncio.get_running_loop().create_task(_stages_in_own_task(self._ctx, out, selected))
             self._batches = _batches(self._ctx, receive, host)
         return self._batches
 

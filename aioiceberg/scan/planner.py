@@ -81,6 +81,8 @@ _MISSHAPEN = object()  # keys the residual of a partition tuple not of its spec'
 # of six interleaved pairs), and ends no later.
 AHEAD_MIN_ENTRIES = 1000
 AHEAD_ROWS = 256
+# A merge of at least this many decoded manifests is kept for the next plan (see _prune_together).
+MERGE_KEEP_MIN = 16
 # A manifest kept decoded with at most this many entries is pruned on the event loop (well
 # under a millisecond for a selective filter); bigger ones in a worker thread.
 PRUNE_ON_LOOP_MAX = 1000
@@ -450,10 +452,33 @@ class Planner:
             ctx.cached_bytes += found.size
             return found
         decoded = self.cache.get_decoded(key, mf.manifest_length)
+        if decoded is None:
+            # Plans running at once that miss the same manifest: one fetches and decodes it,
+            # the others wait and prune what it kept (64 service queries on a cold table
+            # decoded each of its 400 manifests 64 times, and answered nothing for 30 s).
+            loading = self.cache.loading(key, mf.manifest_length)
+            if loading is not None:
+                await loading
+                decoded = self.cache.get_decoded(key, mf.manifest_length)
         if decoded is not None:
             m.manifests_from_cache += 1
             ctx.cached_bytes += decoded.size
             return await self._from_decoded(decoded, mf, ctx)
+        self.cache.begin_load(key, mf.manifest_length)
+        try:
+            return await self._fetch_and_decode(mf, ctx, key, early)
+        finally:
+            self.cache.end_load(key, mf.manifest_length)
+
+    async def _fetch_and_decode(
+        self,
+        mf: ManifestFile,
+        ctx: PlanContext,
+        key: str,
+        early: Callable[[CachedManifest], Awaitable[None]] | None,
+    ) -> CachedManifest:
+        view = self.prune_context.key
+        m = ctx.metrics
         lanes = ctx.lanes
         assert lanes is not None
         small = not self._columnar_for(mf)
@@ -604,11 +629,17 @@ class Planner:
             sources.append(decoded)
             parts.extend(decoded.parts)
             owners.extend([i] * len(decoded.parts))
-        key = f"merged\0{spec_id}\0{len(sources)}\0{id(sources[0])}"
-        merged = self._merged(key, parts, sources)
+        # one merge kept per snapshot and spec, of a plan reading many manifests: merging a
+        # few costs little, and a merge per distinct choice of manifests would crowd out the
+        # decoded manifests themselves
+        snap = self.snapshot
+        keep = len(sources) >= MERGE_KEEP_MIN and snap is not None
+        key = f"merged\0{spec_id}\0{self._listing_key(snap)}" if snap is not None else ""
+        merged = self._merged(key, parts, sources) if keep else MergedColumns(parts, sources)
         columns = stats_columns_for(pc, data[members[0]])
         pruned = prune_merged(merged, ev.partition(spec_id), ev.metrics, columns, spec_id)
-        self.cache.put_merged(key, merged)  # again: the columns this filter joined count now
+        if keep:
+            self.cache.put_merged(key, merged)  # again: the columns this filter joined count now
         joined: dict[int, list[PartPruned]] = {}
         for i, one in zip(owners, pruned, strict=True):
             joined.setdefault(i, []).append(one)
