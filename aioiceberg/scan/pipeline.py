@@ -217,7 +217,9 @@ async def _from_memory(
     if held is None:
         return False
     try:
-        views = await anyio.to_thread.run_sync(planner.views_from_memory, data, held, ctx)
+        views = await anyio.to_thread.run_sync(
+            planner.views_from_memory, data, held, ctx, limiter=planner.runtime.prune_lane()
+        )
     except Exception as e:
         await out.send(Failed(e))
         return True

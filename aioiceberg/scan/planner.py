@@ -561,10 +561,8 @@ class Planner:
         if decoded.entries_read <= PRUNE_ON_LOOP_MAX:
             result = prune_decoded(decoded, mf, self.prune_context)
         else:
-            lanes = ctx.lanes
-            limiter = lanes.columnar_lane if lanes is not None else None
             result = await anyio.to_thread.run_sync(
-                prune_decoded, decoded, mf, self.prune_context, limiter=limiter
+                prune_decoded, decoded, mf, self.prune_context, limiter=self.runtime.prune_lane()
             )
         return self._view_of(result, ctx)
 
