@@ -147,6 +147,12 @@ class WarehouseCatalog(Catalog):
         """Also refuses nesting: a table's directory holds all of it (a purge deletes it), so
         no table may live inside another's, nor where a namespace holds tables or properties."""
         normal = await super().check_new_table(identifier, location)
+        expected = normalized_location(self.table_location(identifier))
+        if normal != expected:  # the name's directory is the table: no place of one's choosing
+            raise LocationNotAllowedError(
+                f"table {_name(identifier)} lives at {expected}, where its name puts it, not at {location}",
+                location=location,
+            )
         parts = _parts(identifier, "table identifier")
         for i in range(2, len(parts)):
             if await self._version_files("/".join([self.root, *parts[:i]])):
