@@ -454,8 +454,8 @@ class Planner:
         decoded = self.cache.get_decoded(key, mf.manifest_length)
         if decoded is None:
             # Plans running at once that miss the same manifest: one fetches and decodes it,
-            # the others wait and prune what it kept (64 service queries on a cold table
-            # decoded each of its 400 manifests 64 times, and answered nothing for 30 s).
+            # the others wait and prune what it kept, instead of each fetching and decoding
+            # it again (test_scan_memory counts the reads of concurrent cold plans).
             loading = self.cache.loading(key, mf.manifest_length)
             if loading is not None:
                 await loading
