@@ -4,7 +4,7 @@ Every async method has a twin with the same name and arguments that runs it on o
 background event loop (the default runtime's, ``aioiceberg._sync.default_loop``) and waits;
 async iterators become plain iterators that still stream, async context managers plain
 ones. Each twin member points at the async method it stands for, so mypy sees the same
-signature (``aioiceberg._sync.twin``); ``tests/test_sync_typing.py`` holds the two
+signature (``aioiceberg._sync.twin``); ``tests/sync/test_sync_typing.py`` holds the two
 classes to each other.
 
     from aioiceberg import sync

@@ -9,7 +9,7 @@ without CPU (cloud-like latency; Linux netem is not available here). Writes are 
 folder. Standard library only, so any user's Python can run it.
 
 What it answers, checked with aiobotocore, boto3, PyIceberg and DuckDB (see
-``tests/test_nginx_benchmark.py``):
+``tests/bench/test_nginx_benchmark.py``):
 
 - ``Range: bytes=a-b`` -> 206 with ``Content-Range: bytes a-b/size``; an end past the
   object is clamped, as on S3.

@@ -32,7 +32,7 @@ from aioiceberg.maintenance.orphans import referenced_files
 
 pytestmark = [pytest.mark.usefixtures("aws_clients_closed"), pytest.mark.anyio]
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).resolve().parents[1]
 WRITERS = 3
 KILLS = 8
 

@@ -628,7 +628,7 @@ def _stats_of(f: DataFile, text: str) -> str:
     )
 
 
-def check(m: Written, cm: ColumnarManifest, text: str, bound: Expression) -> None:
+def check_pruning(m: Written, cm: ColumnarManifest, text: str, bound: Expression) -> None:
     """The kept rows, and why the others were dropped, are the same either way."""
     part, metrics = evaluators(bound)
     bulk = prune_rows(cm, part, metrics, vectorized=True)
@@ -666,7 +666,7 @@ def test_bulk_pruning_keeps_the_rows_the_evaluators_keep(seed: int, texts: list[
     m = written(seed, columns=[c for c in COLUMNS if c.fid in fids or c.name == "req"])
     cm = m.opened(fids)
     for text, expr in zip(texts, bound, strict=True):
-        check(m, cm, text, expr)
+        check_pruning(m, cm, text, expr)
 
 
 @pytest.fixture(scope="module")
@@ -696,7 +696,7 @@ def test_every_predicate_on_every_column(sweep_manifest: Written, column: Column
     for form in forms(column):
         for arg in fillings[form.takes]:
             text = form.make(arg)
-            check(m, cm, text, bind_row_filter(SCHEMA, text))
+            check_pruning(m, cm, text, bind_row_filter(SCHEMA, text))
 
 
 def test_the_manifests_hold_the_odd_cases(sweep_manifest: Written) -> None:

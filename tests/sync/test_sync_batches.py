@@ -28,7 +28,7 @@ from aioiceberg.scan import ManifestCache
 from aioiceberg.spec.tasks import FileScanTask
 from aioiceberg.testing.synthetic import build_table
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS, ENTRIES = 6, 40
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from test_public_errors import (
+from broken_tables import (
     _break_data_file,
     _break_manifest,
     _break_manifest_list,

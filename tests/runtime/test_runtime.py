@@ -23,7 +23,7 @@ from aioiceberg.io import S3Options
 from aioiceberg.runtime import Runtime, default_runtime
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("day", pa.int32())])
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = """
 import asyncio, json, sys

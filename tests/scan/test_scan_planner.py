@@ -47,7 +47,7 @@ from aioiceberg.spec.types import LongType, NestedField, StringType
 from aioiceberg.table_scan import TableScan
 from aioiceberg.testing.synthetic import build_table, filters
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _fresh(**kw: Any) -> dict[str, Any]:

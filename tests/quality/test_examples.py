@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from process_env import run_as_user
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NEEDS = {"spark_pipeline.py": ("pyspark",), "rest_server.py": ("pyiceberg", "duckdb", "aiohttp")}
 TIMEOUT_S = 180
 

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from test_public_errors import _break_data_file, _break_manifest, _table, _truncate
+from broken_tables import _break_data_file, _break_manifest, _table, _truncate
 from test_spark import local_session
 
 from aioiceberg.table import Table

@@ -27,7 +27,7 @@ from aioiceberg.table import Table as AsyncTable
 from aioiceberg.table import Transaction as AsyncTransaction
 from aioiceberg.table_scan import TableScan as AsyncTableScan
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TWINS: list[tuple[type, type]] = [
     (AsyncCatalog, sync.Catalog),
     (AsyncTable, sync.Table),

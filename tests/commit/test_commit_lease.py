@@ -35,7 +35,7 @@ from aioiceberg.io import FileIO, S3FileIO
 
 pytestmark = pytest.mark.usefixtures("aws_clients_closed")
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).resolve().parents[1]
 Interval = tuple[float, float]
 
 

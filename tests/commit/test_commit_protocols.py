@@ -23,7 +23,7 @@ from aioiceberg.table import Table
 
 pytestmark = pytest.mark.usefixtures("aws_clients_closed")
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).resolve().parents[1]
 
 
 @dataclass

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 OPTIONAL = ("aiobotocore", "botocore", "boto3", "obstore", "s3fs", "fsspec", "aiohttp", "pyspark", "gcsfs")
 BLOCK = f"for _m in {OPTIONAL!r}:\n    sys.modules[_m] = None\n"
 
