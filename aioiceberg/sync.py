@@ -43,8 +43,8 @@ if TYPE_CHECKING:
     from aioiceberg.io.locations import Roots
     from aioiceberg.runtime import Runtime
     from aioiceberg.scan import Planner
-    from aioiceberg.scan.metrics import PlanMetrics, ReadMetrics
     from aioiceberg.scan.options import ReadOptions
+    from aioiceberg.scan.plan_metrics import PlanMetrics, ReadMetrics
     from aioiceberg.spec.metadata import TableMetadata
     from aioiceberg.spec.schema import Schema
 

@@ -421,8 +421,8 @@ class Transaction(_Evolution):
         branch: str = MAIN_BRANCH,
     ) -> None:
         from aioiceberg.spec.properties import TableProperties
-        from aioiceberg.write.locations import LocationProvider
-        from aioiceberg.write.parquet import write_data_files
+        from aioiceberg.write.location_provider import LocationProvider
+        from aioiceberg.write.parquet_writer import write_data_files
 
         md = self._metadata()
         props = TableProperties(md.properties)

@@ -13,16 +13,16 @@ from aioiceberg.conversions import require
 from aioiceberg.errors import ValidationError
 from aioiceberg.expressions.tree import Expression
 from aioiceberg.io import FileIO
-from aioiceberg.scan.metrics import PlanMetrics, ReadMetrics
 from aioiceberg.scan.options import ScanOptions, split_scan_options
 from aioiceberg.scan.pipeline import PlanStream
+from aioiceberg.scan.plan_metrics import PlanMetrics, ReadMetrics
 from aioiceberg.scan.planner import Planner
 from aioiceberg.scan.task_batches import task_batch
 from aioiceberg.spec.metadata import TableMetadata
 from aioiceberg.spec.name_mapping import NameMapping
 from aioiceberg.spec.properties import TableProperties
+from aioiceberg.spec.scan_tasks import FileScanTask
 from aioiceberg.spec.schema import Schema
-from aioiceberg.spec.tasks import FileScanTask
 
 if TYPE_CHECKING:
     import pandas as pd  # type: ignore[import-untyped,import-not-found,unused-ignore]

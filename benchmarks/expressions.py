@@ -26,7 +26,7 @@ from aioiceberg.expressions import (
     compile_row_filter,
     parse,
 )
-from aioiceberg.expressions.arrow import to_arrow_expression
+from aioiceberg.expressions.arrow_filter import to_arrow_expression
 from aioiceberg.expressions.binding import bind_row_filter
 from aioiceberg.expressions.serde import expression_to_json
 from aioiceberg.testing.synthetic import bench_schema, bench_spec, data_file

@@ -228,7 +228,7 @@ async def _service_floors(table: Any, queries: list[str], delay_ms: float) -> li
     manifest list is cached) plus decoding those manifests on one core, measured in the
     process that ran the queries, right after them (the machine's state of that moment)."""
     from aioiceberg.scan.decode import decode_and_prune_batch
-    from aioiceberg.scan.metrics import PlanMetrics
+    from aioiceberg.scan.plan_metrics import PlanMetrics
 
     floors = []
     for text in queries:

@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     if args.per_row_group_requests:
-        from aioiceberg.read import parquet
+        from aioiceberg.read import parquet_ranges as parquet
 
         parquet.WHOLE_FILE_MAX = 0
         parquet.TAIL_READ = parquet.FOOTER_READ

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from aioiceberg.catalogs.base import dotted_namespace, identifier_text
-from aioiceberg.catalogs.pointer import PointerCatalog, TablePlaces, split_identifier
+from aioiceberg.catalogs.pointer_catalog import PointerCatalog, TablePlaces, split_identifier
 from aioiceberg.commit.protocols.commit_point import parse_boolean, uri_options
-from aioiceberg.commit.protocols.pointer import MetadataPointer, Pointer
+from aioiceberg.commit.protocols.pointer_swap import MetadataPointer, Pointer
 from aioiceberg.errors import (
     CommitFailedError,
     CommitStateUnknownError,

@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from aioiceberg.catalogs.base import identifier_parts, identifier_text
-from aioiceberg.catalogs.pointer import PointerCatalog, split_identifier
+from aioiceberg.catalogs.pointer_catalog import PointerCatalog, split_identifier
 from aioiceberg.commit.protocols.commit_point import uri_options
-from aioiceberg.commit.protocols.pointer import MetadataPointer, Pointer
+from aioiceberg.commit.protocols.pointer_swap import MetadataPointer, Pointer
 from aioiceberg.errors import (
     CommitFailedError,
     CommitStateUnknownError,

@@ -31,9 +31,9 @@ from urllib.parse import unquote
 import anyio.to_thread
 
 from aioiceberg.catalogs.base import dotted_namespace, identifier_parts
-from aioiceberg.catalogs.pointer import PointerCatalog, TablePlaces, split_identifier
+from aioiceberg.catalogs.pointer_catalog import PointerCatalog, TablePlaces, split_identifier
 from aioiceberg.commit.protocols.commit_point import uri_options
-from aioiceberg.commit.protocols.pointer import MetadataPointer, Pointer
+from aioiceberg.commit.protocols.pointer_swap import MetadataPointer, Pointer
 from aioiceberg.errors import (
     CommitConflictError,
     CommitFailedError,

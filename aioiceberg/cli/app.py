@@ -18,8 +18,7 @@ import click
 from rich.console import Console
 from rich.table import Table as RichTable
 
-from aioiceberg.cli.messages import one_line
-from aioiceberg.cli.parsing import (
+from aioiceberg.cli.arguments import (
     expand_files,
     parse_key_values,
     parse_schema_text,
@@ -28,6 +27,7 @@ from aioiceberg.cli.parsing import (
     parse_time,
     split_top_level,
 )
+from aioiceberg.cli.messages import one_line
 from aioiceberg.errors import (
     ExpressionError,
     IcebergError,
@@ -204,7 +204,7 @@ def _refuse_uri_secrets(uri: str) -> None:
     """A catalog URI typed on the command line must not carry a secret (``token=``, ...)."""
     from urllib.parse import parse_qsl, urlsplit
 
-    from aioiceberg.cli.parsing import is_secret_key
+    from aioiceberg.cli.arguments import is_secret_key
 
     secret = [key for key, _ in parse_qsl(urlsplit(uri).query, keep_blank_values=True) if is_secret_key(key)]
     if secret:

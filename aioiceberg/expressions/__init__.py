@@ -8,7 +8,7 @@ from aioiceberg.expressions.evaluators import (
     StrictMetricsEvaluator,
 )
 from aioiceberg.expressions.parser import parse
-from aioiceberg.expressions.projection import (
+from aioiceberg.expressions.partition_projection import (
     ResidualEvaluator,
     inclusive_projection,
     project,

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from aioiceberg.errors import ExpressionError, IcebergError
 from aioiceberg.expressions.binding import prepare_filter
-from aioiceberg.expressions.projection import inclusive_projection
+from aioiceberg.expressions.partition_projection import inclusive_projection
 from aioiceberg.expressions.rows import compile_row_filter
 from aioiceberg.expressions.tree import (
     LOWER_LIMIT_OPS,

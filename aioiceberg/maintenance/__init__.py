@@ -18,7 +18,6 @@ from aioiceberg.maintenance.expire import (
     plan_expiry,
     preview_expire_snapshots,
 )
-from aioiceberg.maintenance.files import MaintainedTable
 from aioiceberg.maintenance.manifests import (
     MergeAppend,
     RewriteManifestsChange,
@@ -26,6 +25,7 @@ from aioiceberg.maintenance.manifests import (
     plan_rewrite_manifests,
 )
 from aioiceberg.maintenance.orphans import referenced_files, remove_orphan_files
+from aioiceberg.maintenance.reachable import MaintainedTable
 from aioiceberg.maintenance.statistics import SetStatisticsChange, plan_compute_statistics
 
 __all__ = [

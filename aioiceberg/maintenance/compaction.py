@@ -20,7 +20,7 @@ from aioiceberg.commit.updates import TableUpdate
 from aioiceberg.errors import CommitConflictError, UnsupportedError, ValidationError
 from aioiceberg.expressions.tree import Expression
 from aioiceberg.io.base import FileIO
-from aioiceberg.maintenance.files import ManifestWalker
+from aioiceberg.maintenance.reachable import ManifestWalker
 from aioiceberg.maintenance.rewrite import ManifestSink, ReplaceSnapshot, carried
 from aioiceberg.read import read_to_table
 from aioiceberg.scan import Planner
@@ -34,9 +34,9 @@ from aioiceberg.spec.manifest import (
 )
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
 from aioiceberg.spec.properties import TableProperties
-from aioiceberg.spec.tasks import FileScanTask
-from aioiceberg.write.locations import LocationProvider
-from aioiceberg.write.parquet import write_data_files
+from aioiceberg.spec.scan_tasks import FileScanTask
+from aioiceberg.write.location_provider import LocationProvider
+from aioiceberg.write.parquet_writer import write_data_files
 
 __all__ = ["RewriteDataFilesChange", "RewriteDataFilesResult", "plan_bins", "plan_rewrite_data_files"]
 

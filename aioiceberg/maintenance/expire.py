@@ -23,7 +23,7 @@ from aioiceberg.commit.requirements import AssertTableUUID, TableRequirement
 from aioiceberg.commit.updates import RemoveSnapshotRef, RemoveSnapshots, TableUpdate
 from aioiceberg.errors import IcebergError, ValidationError
 from aioiceberg.io.base import FileIO
-from aioiceberg.maintenance.files import ManifestWalker, delete_files, statistics_paths
+from aioiceberg.maintenance.reachable import ManifestWalker, delete_files, statistics_paths
 from aioiceberg.spec.metadata import MAIN_BRANCH, Snapshot, TableMetadata
 from aioiceberg.spec.properties import TableProperties
 

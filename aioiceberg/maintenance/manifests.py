@@ -21,7 +21,7 @@ from aioiceberg.commit.snapshot_producer import delete_quietly
 from aioiceberg.commit.updates import TableUpdate
 from aioiceberg.errors import UnsupportedError
 from aioiceberg.io.base import FileIO
-from aioiceberg.maintenance.files import ManifestWalker
+from aioiceberg.maintenance.reachable import ManifestWalker
 from aioiceberg.maintenance.rewrite import ReplaceSnapshot
 from aioiceberg.spec.manifest import ManifestContent, ManifestFile
 from aioiceberg.spec.metadata import TableMetadata

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from aioiceberg.commit.protocols.base import version_hint_path
 from aioiceberg.errors import ObjectNotFoundError, StoreError, ValidationError
-from aioiceberg.maintenance.files import (
+from aioiceberg.maintenance.reachable import (
     MaintainedTable,
     ManifestWalker,
     delete_files,

@@ -1,7 +1,7 @@
 """Planned file scan tasks to Arrow: Parquet/Avro/ORC readers, projection by id, deletes."""
 
 from aioiceberg.read.deletes import DeleteCache, decode_deletion_vector
-from aioiceberg.read.reader import (
+from aioiceberg.read.task_reader import (
     FILE_COLUMN_ID,
     POS_COLUMN_ID,
     ReadMetrics,

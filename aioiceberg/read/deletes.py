@@ -22,8 +22,8 @@ import pyarrow.compute as pc
 
 from aioiceberg.errors import CorruptFileError, UnsupportedError
 from aioiceberg.io.base import FileIO
+from aioiceberg.read.column_projection import project_columns
 from aioiceberg.read.formats import decode_file, decoding
-from aioiceberg.read.projection import project_columns
 from aioiceberg.spec.manifest.data_file import DataFile, DataFileContent
 from aioiceberg.spec.name_mapping import NameMapping, apply_name_mapping
 from aioiceberg.spec.schema import Schema

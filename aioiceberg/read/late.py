@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 if TYPE_CHECKING:
-    from aioiceberg.read.parquet import ParquetSource
+    from aioiceberg.read.parquet_ranges import ParquetSource
     from aioiceberg.spec.schema import Schema
 
 # Rows the helper decodes between looks at the limit: a chunk past the last match is the most

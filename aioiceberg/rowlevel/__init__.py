@@ -8,7 +8,7 @@ from aioiceberg.rowlevel.changes import (
     plan_replace_partitions,
     plan_upsert,
 )
-from aioiceberg.rowlevel.files import (
+from aioiceberg.rowlevel.touched_files import (
     PartialFile,
     Selection,
     select_by_filter,

@@ -22,11 +22,11 @@ from aioiceberg.commit.overwrite import RemovedFile, RowLevelChange
 from aioiceberg.commit.snapshot_producer import delete_quietly
 from aioiceberg.commit.validate import ConflictDetection
 from aioiceberg.errors import UnsupportedError, ValidationError
-from aioiceberg.expressions.arrow import field_paths, filter_table, to_arrow_expression
+from aioiceberg.expressions.arrow_filter import field_paths, filter_table, to_arrow_expression
 from aioiceberg.expressions.tree import AlwaysTrue, EqualTo, Expression, and_, in_, or_
 from aioiceberg.io.base import FileIO
 from aioiceberg.read import read_to_table
-from aioiceberg.rowlevel.files import (
+from aioiceberg.rowlevel.touched_files import (
     PartialFile,
     Selection,
     select_by_filter,
@@ -36,8 +36,8 @@ from aioiceberg.rowlevel.files import (
 from aioiceberg.spec.manifest import DataFile, ManifestContent, snapshot_manifests
 from aioiceberg.spec.metadata import MAIN_BRANCH, Operation, TableMetadata
 from aioiceberg.spec.properties import COPY_ON_WRITE, MERGE_ON_READ, TableProperties
+from aioiceberg.spec.scan_tasks import FileScanTask
 from aioiceberg.spec.schema import Schema
-from aioiceberg.spec.tasks import FileScanTask
 from aioiceberg.write import (
     LocationProvider,
     conform_to_schema,

@@ -2,9 +2,9 @@
 
 from aioiceberg.scan.cache import ManifestCache, ManifestListCache
 from aioiceberg.scan.delete_index import DeleteIndex
-from aioiceberg.scan.metrics import PlanMetrics, ReadMetrics
 from aioiceberg.scan.options import PlanOptions, ReadOptions, ScanOptions
 from aioiceberg.scan.pipeline import PlanStream
+from aioiceberg.scan.plan_metrics import PlanMetrics, ReadMetrics
 from aioiceberg.scan.planner import Planner
 from aioiceberg.scan.snapshot_select import select_snapshot
 

@@ -1,7 +1,7 @@
 """Decode manifests and prune their entries off the event loop.
 
 Two decoders give identical results. The columnar one (polars -> Arrow, see
-:mod:`aioiceberg.scan.columnar`) decodes ~4-5x faster than fastavro, releases the GIL
+:mod:`aioiceberg.scan.columnar_prune`) decodes ~4-5x faster than fastavro, releases the GIL
 while decoding and builds entries only for rows that survive pruning, so it runs in
 threads of the planning process: nothing is pickled. Manifests it cannot decode exactly
 (v1, some partition types, damage) fall back to fastavro, which decides what is corrupt.
@@ -43,7 +43,7 @@ from aioiceberg.expressions.serde import expression_from_json, expression_to_jso
 from aioiceberg.expressions.tree import AlwaysTrue, Expression
 from aioiceberg.gc_pause import collector_paused
 from aioiceberg.scan.cache import DecodedManifest, DecodedPart
-from aioiceberg.scan.columnar import prune_rows
+from aioiceberg.scan.columnar_prune import prune_rows
 from aioiceberg.spec.manifest import (
     DataFile,
     ManifestContent,

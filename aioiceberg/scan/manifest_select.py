@@ -5,7 +5,7 @@ more with cold caches: 1.5-3.5 ms a plan), most of them to skip it. The integer-
 bounds (dates, ints, longs, times, timestamps: what ``day``, ``hour``, ``bucket`` and
 ``identity`` of such columns give) are read into columns once per listed snapshot and
 kept with the list in the shared cache, so each plan compares them in bulk, reusing
-:mod:`aioiceberg.scan.columnar`'s prefilter. It only drops a manifest the
+:mod:`aioiceberg.scan.columnar_prune`'s prefilter. It only drops a manifest the
 ``ManifestEvaluator`` would drop too; the evaluator still decides every manifest it keeps.
 """
 
@@ -18,7 +18,7 @@ import numpy as np
 
 from aioiceberg.expressions.tree import Expression
 from aioiceberg.expressions.visitor import visit
-from aioiceberg.scan.columnar import BoundsPrefilter
+from aioiceberg.scan.columnar_prune import BoundsPrefilter
 from aioiceberg.spec.manifest import ManifestContent, ManifestFile
 from aioiceberg.spec.manifest.columnar import BoundColumn
 from aioiceberg.spec.manifest.columnar_list import ManifestRows

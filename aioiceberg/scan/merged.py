@@ -19,7 +19,7 @@ import numpy as np
 
 from aioiceberg.expressions import InclusiveMetricsEvaluator, PartitionEvaluator
 from aioiceberg.scan.cache import DecodedPart
-from aioiceberg.scan.columnar import Bounds, certain, partition_keep, prefilter
+from aioiceberg.scan.columnar_prune import Bounds, certain, partition_keep, prefilter
 from aioiceberg.spec.manifest.columnar import BoundColumn, ColumnarManifest
 from aioiceberg.spec.manifest.entry_rows import EntryRows
 

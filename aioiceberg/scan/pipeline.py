@@ -38,9 +38,9 @@ from aioiceberg.errors import PlanInterruptedError
 from aioiceberg.expressions.tree import AlwaysTrue
 from aioiceberg.scan.cache import CachedManifest, DecodedManifest
 from aioiceberg.scan.delete_index import DeleteIndex
-from aioiceberg.scan.metrics import PlanMetrics
+from aioiceberg.scan.plan_metrics import PlanMetrics
 from aioiceberg.spec.manifest import DataFile, ManifestContent, ManifestEntry, ManifestFile
-from aioiceberg.spec.tasks import FileScanTask
+from aioiceberg.spec.scan_tasks import FileScanTask
 
 if TYPE_CHECKING:
     from aioiceberg.scan.planner import Lanes, Planner

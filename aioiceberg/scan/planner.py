@@ -50,9 +50,9 @@ from aioiceberg.scan.decode import (
 )
 from aioiceberg.scan.manifest_select import ManifestListing, may_match
 from aioiceberg.scan.merged import MergedColumns, PartPruned, prune_merged
-from aioiceberg.scan.metrics import PlanMetrics
 from aioiceberg.scan.options import PlanOptions
 from aioiceberg.scan.pipeline import PlanContext, PlanStream
+from aioiceberg.scan.plan_metrics import PlanMetrics
 from aioiceberg.scan.snapshot_select import select_snapshot
 from aioiceberg.spec.manifest import (
     DataFile,
@@ -67,8 +67,8 @@ from aioiceberg.spec.manifest.snapshot import listed_manifests
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
 from aioiceberg.spec.name_mapping import unmapped_field_ids
 from aioiceberg.spec.partitioning import PartitionSpec
+from aioiceberg.spec.scan_tasks import FileScanTask
 from aioiceberg.spec.schema import Schema
-from aioiceberg.spec.tasks import FileScanTask
 
 __all__ = ["Lanes", "Planner", "manifest_cache_key"]
 

@@ -25,7 +25,7 @@ from aioiceberg.expressions.tree import Expression
 from aioiceberg.scan.pipeline import LazyTasks
 from aioiceberg.spec.manifest.data_file import DataFile, FileFormat
 from aioiceberg.spec.manifest.entry_rows import ROW_FIELDS, EntryRows
-from aioiceberg.spec.tasks import FileScanTask, partition_to_json
+from aioiceberg.spec.scan_tasks import FileScanTask, partition_to_json
 
 if TYPE_CHECKING:
     from aioiceberg.scan.planner import Planner

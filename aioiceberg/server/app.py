@@ -15,10 +15,10 @@ from aiohttp import web
 from aioiceberg.catalogs.base import Catalog
 from aioiceberg.server.auth import AuthConfig
 from aioiceberg.server.commits import commit_routes
-from aioiceberg.server.errors import RestError, error_response, rest_error_for
+from aioiceberg.server.error_model import RestError, error_response, rest_error_for
 from aioiceberg.server.guard import authorize, same_origin
 from aioiceberg.server.namespaces import namespace_routes
-from aioiceberg.server.parsing import MAX_BODY_BYTES
+from aioiceberg.server.request_parsing import MAX_BODY_BYTES
 from aioiceberg.server.state import SERVED, Served
 from aioiceberg.server.tables import table_routes
 from aioiceberg.server.tokens import oauth_routes

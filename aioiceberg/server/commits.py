@@ -44,8 +44,8 @@ from aioiceberg.errors import (
     UnsupportedError,
     ValidationError,
 )
-from aioiceberg.server.errors import bad_request
-from aioiceberg.server.parsing import json_body, table_identifier_of
+from aioiceberg.server.error_model import bad_request
+from aioiceberg.server.request_parsing import json_body, table_identifier_of
 from aioiceberg.server.state import served
 from aioiceberg.server.tables import require_namespace, table_response, where_new_table_goes
 from aioiceberg.spec.metadata import TableMetadata

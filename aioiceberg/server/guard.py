@@ -18,8 +18,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from aiohttp import web
 
 from aioiceberg.server.auth import Access, Principal
-from aioiceberg.server.errors import RestError, error_response
-from aioiceberg.server.parsing import identifier_from_json, json_body, namespace_from_text
+from aioiceberg.server.error_model import RestError, error_response
+from aioiceberg.server.request_parsing import identifier_from_json, json_body, namespace_from_text
 from aioiceberg.server.state import served
 from aioiceberg.server.tokens import TOKEN_PATH, TokenRejected, principal_for_token
 

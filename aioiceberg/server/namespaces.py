@@ -5,8 +5,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from aioiceberg.errors import NamespaceNotFoundError
-from aioiceberg.server.errors import RestError
-from aioiceberg.server.parsing import (
+from aioiceberg.server.error_model import RestError
+from aioiceberg.server.request_parsing import (
     json_body,
     namespace_from_text,
     namespace_levels,

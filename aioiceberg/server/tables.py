@@ -17,8 +17,8 @@ from aioiceberg.errors import (
     UnsupportedError,
     ValidationError,
 )
-from aioiceberg.server.errors import RestError, bad_request
-from aioiceberg.server.parsing import (
+from aioiceberg.server.error_model import RestError, bad_request
+from aioiceberg.server.request_parsing import (
     identifier_from_json,
     json_body,
     namespace_of,

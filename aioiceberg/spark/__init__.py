@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aioiceberg.spark.tasks import group_tasks, plan_partitions, read_task_json, read_tasks_json
+from aioiceberg.spark.task_json import group_tasks, plan_partitions, read_task_json, read_tasks_json
 
 __all__ = [
     "AioIcebergDataSource",

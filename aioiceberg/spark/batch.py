@@ -29,13 +29,14 @@ from aioiceberg.expressions import AlwaysTrue, and_, parse
 from aioiceberg.expressions.serde import expression_from_json, expression_to_json
 from aioiceberg.io.resolve import S3_SCHEMES, resolve_io, scheme_of
 from aioiceberg.io.s3_client import S3_OPTION_ALIASES
-from aioiceberg.rowlevel.files import sql_filter
+from aioiceberg.rowlevel.touched_files import sql_filter
 from aioiceberg.spark.filters import translate_filter
-from aioiceberg.spark.tasks import group_tasks, read_tasks_json
+from aioiceberg.spark.task_json import group_tasks, read_tasks_json
 from aioiceberg.spec.arrow import schema_to_arrow
 from aioiceberg.spec.metadata import MAIN_BRANCH
 from aioiceberg.spec.name_mapping import DEFAULT_NAME_MAPPING_PROPERTY
 from aioiceberg.spec.properties import TableProperties
+from aioiceberg.spec.scan_tasks import content_file_from_json, content_file_to_json, file_scan_task_to_json
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.schema_json import (
     partition_spec_from_json,
@@ -43,7 +44,6 @@ from aioiceberg.spec.schema_json import (
     schema_from_json,
     schema_to_json,
 )
-from aioiceberg.spec.tasks import content_file_from_json, content_file_to_json, file_scan_task_to_json
 
 __all__ = [
     "FILTER_PUSHDOWN_CONF",
@@ -385,7 +385,7 @@ def write_job(options: Mapping[str, str], overwrite: bool) -> WriteJob:
 def _check_rows(batch: pa.RecordBatch, expr: Any, names: Any, filter_text: str) -> None:
     """Every row an overwrite by filter writes must match the filter (else it would be lost
     to the next overwrite of the same filter, or resurrect rows it replaced)."""
-    from aioiceberg.expressions.arrow import to_arrow_expression
+    from aioiceberg.expressions.arrow_filter import to_arrow_expression
 
     matches = to_arrow_expression(expr, names)
     outside = pa.Table.from_batches([batch]).filter(~matches | matches.is_null())
@@ -435,7 +435,7 @@ class AioIcebergWriter(DataSourceArrowWriter):
         io = resolve_io(job.location, job.storage_options or None)
         batches: Iterator[pa.RecordBatch] = iterator
         if job.overwrite_filter:
-            from aioiceberg.expressions.arrow import field_paths
+            from aioiceberg.expressions.arrow_filter import field_paths
 
             expr, names, text = (
                 sql_filter(schema, job.overwrite_filter),

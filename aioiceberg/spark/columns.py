@@ -4,7 +4,7 @@ When Spark reads a table's Parquet files itself (``aioiceberg.spark.read_table``
 row filter that planning pruned files with must still drop rows, and the rows kept must
 be the ones the Arrow reader keeps. The filter is bound as every read binds it
 (``bind_row_filter``: SQL's three-valued logic), and each predicate is written the way
-``expressions/arrow.py`` writes it for Arrow, with Spark's differences spelt out: Spark
+``expressions/arrow_filter.py`` writes it for Arrow, with Spark's differences spelt out: Spark
 orders NaN above every number (so ``>`` and ``>=`` exclude NaN explicitly), and literals
 are typed as the column is, timestamps from text so that no session time zone touches
 them. A filter on a type Spark cannot compare exactly (uuid, fixed, time, nanoseconds)
@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from aioiceberg.expressions.arrow import field_paths, literal_scalar
+from aioiceberg.expressions.arrow_filter import field_paths, literal_scalar
 from aioiceberg.expressions.tree import (
     BoundReference,
     Expression,

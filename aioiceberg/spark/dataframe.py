@@ -33,11 +33,11 @@ from aioiceberg.io.resolve import scheme_of
 from aioiceberg.spark.batch import SourceOptions, read_partition, spark_arrow_schema
 from aioiceberg.spark.columns import UntranslatableFilter, spark_column_filter
 from aioiceberg.spark.native_files import native_file, spark_holds_exactly, spark_read_schema
-from aioiceberg.spark.tasks import group_tasks
+from aioiceberg.spark.task_json import group_tasks
 from aioiceberg.spec.name_mapping import DEFAULT_NAME_MAPPING_PROPERTY
 from aioiceberg.spec.properties import TableProperties
+from aioiceberg.spec.scan_tasks import FileScanTask, file_scan_task_to_json
 from aioiceberg.spec.schema_json import schema_to_json
-from aioiceberg.spec.tasks import FileScanTask, file_scan_task_to_json
 
 __all__ = [
     "FIELD_ID_READ_CONF",

@@ -63,13 +63,13 @@ from aioiceberg.spark.stream_options import (
     STREAM_READ_OPTIONS,
     StreamOptions,
 )
-from aioiceberg.spark.tasks import group_tasks
+from aioiceberg.spark.task_json import group_tasks
 from aioiceberg.spec.manifest import DataFile, DataFileContent, added_files
 from aioiceberg.spec.metadata import MAIN_BRANCH, Operation, Snapshot, TableMetadata
 from aioiceberg.spec.name_mapping import DEFAULT_NAME_MAPPING_PROPERTY
 from aioiceberg.spec.properties import TableProperties
+from aioiceberg.spec.scan_tasks import FileScanTask, file_scan_task_to_json
 from aioiceberg.spec.schema_json import schema_to_json
-from aioiceberg.spec.tasks import FileScanTask, file_scan_task_to_json
 
 if TYPE_CHECKING:
     from aioiceberg.io.base import FileIO

@@ -1,9 +1,7 @@
 """Arrow -> data files: validation, partition split, Parquet writing and column metrics."""
 
 from aioiceberg.write.add_files import data_files_from_parquet, read_parquet_footer
-from aioiceberg.write.conform import can_promote, conform_to_schema
-from aioiceberg.write.locations import LocationProvider, partition_path
-from aioiceberg.write.metrics import (
+from aioiceberg.write.column_stats import (
     DataFileMetrics,
     MetricsMode,
     count_nans,
@@ -11,7 +9,9 @@ from aioiceberg.write.metrics import (
     metrics_modes,
     parse_metrics_mode,
 )
-from aioiceberg.write.parquet import (
+from aioiceberg.write.conform import can_promote, conform_to_schema
+from aioiceberg.write.location_provider import LocationProvider, partition_path
+from aioiceberg.write.parquet_writer import (
     POSITION_DELETE_SCHEMA,
     ParquetOptions,
     write_data_files,

@@ -27,9 +27,9 @@ from aioiceberg.spec.partitioning import PartitionSpec
 from aioiceberg.spec.properties import TableProperties
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.types import PrimitiveType
+from aioiceberg.write.column_stats import metrics_from_parquet
 from aioiceberg.write.conform import can_promote
-from aioiceberg.write.metrics import metrics_from_parquet
-from aioiceberg.write.parquet import data_file_from_metrics
+from aioiceberg.write.parquet_writer import data_file_from_metrics
 
 __all__ = ["NAME_MAPPING_PROPERTY", "data_files_from_parquet", "read_parquet_footer"]
 

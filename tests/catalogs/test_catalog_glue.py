@@ -26,7 +26,7 @@ import aioiceberg
 from aioiceberg import sync
 from aioiceberg.catalogs.glue import GlueCatalog, GlueOptions, GluePointer
 from aioiceberg.commit.protocols.commit_point import COMMIT_POINT_PROPERTY
-from aioiceberg.commit.protocols.pointer import Pointer
+from aioiceberg.commit.protocols.pointer_swap import Pointer
 from aioiceberg.errors import (
     CommitFailedError,
     CommitStateUnknownError,

@@ -16,7 +16,7 @@ from click.testing import CliRunner, Result
 
 import aioiceberg
 from aioiceberg.cli import cli
-from aioiceberg.cli.parsing import is_secret_key, parse_storage_options, storage_option_keys
+from aioiceberg.cli.arguments import is_secret_key, parse_storage_options, storage_option_keys
 from aioiceberg.errors import ValidationError
 
 SCRIPT = shutil.which("aioiceberg", path=os.path.dirname(sys.executable)) or "aioiceberg"
@@ -151,7 +151,7 @@ def test_the_help_says_how_to_give_a_secret() -> None:
 
 
 def test_serve_table_config_takes_a_secret_only_from_the_environment_or_a_file(tmp_path: Path) -> None:
-    from aioiceberg.cli.parsing import parse_table_config
+    from aioiceberg.cli.arguments import parse_table_config
 
     base = ["-w", str(tmp_path / "wh"), "serve", "--port", "0"]
     typed = CliRunner().invoke(cli, [*base, "--table-config", "s3.secret-access-key=abc"])

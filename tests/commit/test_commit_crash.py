@@ -27,8 +27,8 @@ from maint_helpers import duckdb_ids, ids
 from servers.backends import create_bucket
 
 import aioiceberg
-from aioiceberg.maintenance.files import normalize
 from aioiceberg.maintenance.orphans import referenced_files
+from aioiceberg.maintenance.reachable import normalize
 
 pytestmark = [pytest.mark.usefixtures("aws_clients_closed"), pytest.mark.anyio]
 

@@ -23,7 +23,7 @@ from aioiceberg.expressions import (
     bind,
     parse,
 )
-from aioiceberg.expressions.arrow import RowMask, filter_table, to_arrow_expression
+from aioiceberg.expressions.arrow_filter import RowMask, filter_table, to_arrow_expression
 from aioiceberg.expressions.binding import bind_reference, bind_row_filter
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.types import (

@@ -25,7 +25,7 @@ from aioiceberg.expressions import (
     compile_row_filter,
 )
 from aioiceberg.expressions import tree as t
-from aioiceberg.expressions.arrow import RowMask, to_arrow_expression
+from aioiceberg.expressions.arrow_filter import RowMask, to_arrow_expression
 from aioiceberg.spec import types as ice
 from aioiceberg.spec.partitioning import PartitionField, PartitionSpec
 from aioiceberg.spec.schema import Schema

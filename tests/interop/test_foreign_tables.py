@@ -363,7 +363,7 @@ def test_uuid_initial_defaults_project_top_level_and_inside_a_struct() -> None:
     also as a struct's child (where a wrong child type fails the whole struct)."""
     import uuid
 
-    from aioiceberg.read.projection import project_columns
+    from aioiceberg.read.column_projection import project_columns
     from aioiceberg.spec.schema import Schema
     from aioiceberg.spec.types import LongType, NestedField, StructType, UUIDType
 

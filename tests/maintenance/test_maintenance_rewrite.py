@@ -19,7 +19,7 @@ from maint_helpers import (
 
 import aioiceberg
 from aioiceberg.errors import CommitConflictError, UnsupportedError
-from aioiceberg.maintenance.files import ManifestWalker
+from aioiceberg.maintenance.reachable import ManifestWalker
 from aioiceberg.table import Table
 
 

@@ -65,8 +65,8 @@ KNOWN: frozenset[str] = frozenset(
         # resolve_io(runtime=None) binds the default runtime; memory:// is its store
         "upward: aioiceberg.io.resolve -> aioiceberg.runtime",
         # the file-scan-task JSON carries the task's residual filter
-        "upward: aioiceberg.spec.tasks -> aioiceberg.expressions.serde",
-        "upward: aioiceberg.spec.tasks -> aioiceberg.expressions.tree",
+        "upward: aioiceberg.spec.scan_tasks -> aioiceberg.expressions.serde",
+        "upward: aioiceberg.spec.scan_tasks -> aioiceberg.expressions.tree",
     }
 )
 # Cycles that only the type checker sees (imports under ``if TYPE_CHECKING:`` included):

@@ -34,7 +34,7 @@ from aioiceberg.spec.manifest import (
     write_manifest_list,
 )
 from aioiceberg.spec.metadata_json import parse_table_metadata
-from aioiceberg.spec.tasks import FileScanTask
+from aioiceberg.spec.scan_tasks import FileScanTask
 from aioiceberg.table_scan import TableScan
 
 FIELD_ID = b"PARQUET:field_id"

@@ -18,8 +18,8 @@ from aioiceberg.read import ReadMetrics, read_to_table
 from aioiceberg.spec.manifest import DataFile, DataFileContent, FileFormat
 from aioiceberg.spec.name_mapping import create_mapping_from_schema
 from aioiceberg.spec.partitioning import PartitionField, PartitionSpec
+from aioiceberg.spec.scan_tasks import FileScanTask
 from aioiceberg.spec.schema import Schema
-from aioiceberg.spec.tasks import FileScanTask
 from aioiceberg.spec.transforms import IdentityTransform
 from aioiceberg.spec.types import LongType, NestedField, StringType
 
@@ -167,7 +167,7 @@ async def test_strings_the_filter_does_not_read_pass_it_as_dictionaries(
     """Dictionary-encoded strings outside the filter are decoded only for the rows that
     survive it; a chunk that fell back to plain pages is read plain (as a dictionary it
     would be hashed); what comes out is the same either way."""
-    from aioiceberg.read.parquet import ParquetSource, open_parquet
+    from aioiceberg.read.parquet_ranges import ParquetSource, open_parquet
 
     n = 30_000
     ids = {b"PARQUET:field_id": b"1"}, {b"PARQUET:field_id": b"2"}, {b"PARQUET:field_id": b"3"}
@@ -279,7 +279,7 @@ async def test_small_parquet_file_is_fetched_in_one_get() -> None:
 async def test_large_parquet_file_tail_read_and_coalesced_row_groups(
     monkeypatch: pytest.MonkeyPatch, budget: int | None
 ) -> None:
-    from aioiceberg.read import parquet
+    from aioiceberg.read import parquet_ranges as parquet
 
     store = _CountingIO()
     task = await _random_parquet(store, "memory://t/large.parquet", 200_000, 20_000)

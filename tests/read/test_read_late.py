@@ -25,17 +25,17 @@ from aioiceberg.errors import CorruptFileError, ValidationError
 from aioiceberg.expressions.tree import AlwaysTrue
 from aioiceberg.io import MemoryFileIO
 from aioiceberg.read import late as late_module
-from aioiceberg.read import parquet as parquet_module
+from aioiceberg.read import parquet_ranges as parquet_module
 from aioiceberg.read import read_to_table
-from aioiceberg.read import reader as reader_module
+from aioiceberg.read import task_reader as reader_module
 from aioiceberg.read.late import RowLimit, take_until
-from aioiceberg.read.parquet import ParquetSource, open_parquet
+from aioiceberg.read.parquet_ranges import ParquetSource, open_parquet
 from aioiceberg.runtime import Runtime
 from aioiceberg.spec.manifest import DataFile, DataFileContent, FileFormat
 from aioiceberg.spec.name_mapping import create_mapping_from_schema
 from aioiceberg.spec.partitioning import PartitionSpec
+from aioiceberg.spec.scan_tasks import FileScanTask
 from aioiceberg.spec.schema import Schema
-from aioiceberg.spec.tasks import FileScanTask
 from aioiceberg.spec.types import (
     DoubleType,
     IntegerType,
@@ -301,7 +301,7 @@ async def test_late_read_empty_row_group(monkeypatch: pytest.MonkeyPatch, row_fi
 @pytest.mark.anyio
 async def test_late_read_prefix_reads_exactly_the_prefix(file_with_ids: bytes) -> None:
     """The prefix read gives a row group's first rows whatever the page and batch boundaries."""
-    from aioiceberg.read.parquet import open_parquet
+    from aioiceberg.read.parquet_ranges import open_parquet
 
     store = MemoryFileIO()
     await store.write(PATH, file_with_ids)

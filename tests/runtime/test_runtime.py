@@ -193,7 +193,7 @@ async def _plan_in_child(location: str) -> tuple[int, int]:
 
 @pytest.mark.anyio
 async def test_two_plans_at_once_on_one_scan_count_their_own_metrics(tmp_path: Path) -> None:
-    from aioiceberg.scan.metrics import PlanMetrics
+    from aioiceberg.scan.plan_metrics import PlanMetrics
 
     table = await _days_table(tmp_path, 6, 5)
     scan = table.scan(row_filter="day >= 1", io_concurrency=1)

@@ -43,8 +43,8 @@ from maint_helpers import duckdb_connection
 
 from aioiceberg import sync
 from aioiceberg.runtime import Runtime
-from aioiceberg.scan.metrics import PlanMetrics
-from aioiceberg.spec.tasks import FileScanTask
+from aioiceberg.scan.plan_metrics import PlanMetrics
+from aioiceberg.spec.scan_tasks import FileScanTask
 
 pytest.importorskip("pyiceberg")
 

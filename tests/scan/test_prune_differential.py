@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 from aioiceberg.expressions import AlwaysTrue, Expression, InclusiveMetricsEvaluator, PartitionEvaluator
 from aioiceberg.expressions.binding import bind_row_filter
 from aioiceberg.expressions.visitor import referenced_field_ids
-from aioiceberg.scan.columnar import prune_rows
+from aioiceberg.scan.columnar_prune import prune_rows
 from aioiceberg.spec.manifest import (
     DataFile,
     DataFileContent,

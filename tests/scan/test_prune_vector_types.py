@@ -43,7 +43,7 @@ from aioiceberg.expressions.tree import (
     Or,
     StartsWith,
 )
-from aioiceberg.scan.columnar import certain, prefilter
+from aioiceberg.scan.columnar_prune import certain, prefilter
 from aioiceberg.spec.manifest import (
     DataFile,
     DataFileContent,

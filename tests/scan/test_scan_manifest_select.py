@@ -16,7 +16,7 @@ from aioiceberg.expressions.parser import parse
 from aioiceberg.io import LocalFileIO
 from aioiceberg.scan.cache import ManifestCache, ManifestListCache
 from aioiceberg.scan.manifest_select import BULK_MIN_MANIFESTS, ManifestListing, may_match
-from aioiceberg.scan.metrics import PlanMetrics
+from aioiceberg.scan.plan_metrics import PlanMetrics
 from aioiceberg.spec.manifest import ManifestContent, ManifestFile, columnar_list, write_manifest_list
 from aioiceberg.spec.manifest.columnar_list import ManifestRows, decode_manifest_rows
 from aioiceberg.spec.manifest.manifest_file import PartitionFieldSummary

@@ -12,7 +12,7 @@ import pytest
 
 import aioiceberg
 from aioiceberg import sync
-from aioiceberg.scan.metrics import PlanMetrics
+from aioiceberg.scan.plan_metrics import PlanMetrics
 
 SCHEMA = pa.schema(
     [

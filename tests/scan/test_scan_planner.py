@@ -39,9 +39,9 @@ from aioiceberg.spec.manifest import (
 from aioiceberg.spec.metadata import Operation, Snapshot, SnapshotLogEntry, Summary, TableMetadata
 from aioiceberg.spec.metadata_json import new_table_metadata, parse_table_metadata
 from aioiceberg.spec.partitioning import UNPARTITIONED, PartitionField, PartitionSpec
+from aioiceberg.spec.scan_tasks import FileScanTask
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.sorting import UNSORTED
-from aioiceberg.spec.tasks import FileScanTask
 from aioiceberg.spec.transforms import parse_transform
 from aioiceberg.spec.types import LongType, NestedField, StringType
 from aioiceberg.table_scan import TableScan
@@ -768,7 +768,7 @@ async def test_residuals_are_shared_by_tuples_equal_on_the_fields_the_filter_rea
 ) -> None:
     """Every task's residual is what the ResidualEvaluator gives for its own tuple, while
     the planner computes one per distinct value of the partition fields the filter reads."""
-    from aioiceberg.expressions.projection import ResidualEvaluator
+    from aioiceberg.expressions.partition_projection import ResidualEvaluator
     from aioiceberg.testing.synthetic import FIRST_DAY, day_iso
 
     text = "c0 < 100000"

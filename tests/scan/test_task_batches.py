@@ -16,7 +16,7 @@ from aioiceberg.scan import ManifestCache, ManifestListCache
 from aioiceberg.scan.task_batches import TASK_SCHEMA, task_batch
 from aioiceberg.spec.metadata import TableMetadata
 from aioiceberg.spec.metadata_json import parse_table_metadata
-from aioiceberg.spec.tasks import FileScanTask, content_file_to_json
+from aioiceberg.spec.scan_tasks import FileScanTask, content_file_to_json
 from aioiceberg.table_scan import TableScan
 from aioiceberg.testing.synthetic import build_table, filters
 

@@ -24,7 +24,7 @@ from servers.rest import Reply, RestServer, request
 
 import aioiceberg
 from aioiceberg.errors import CommitStateUnknownError, TableNotFoundError, ValidationError
-from aioiceberg.server.errors import rest_error_for
+from aioiceberg.server.error_model import rest_error_for
 
 SCHEMA = {
     "type": "struct",

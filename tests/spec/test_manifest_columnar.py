@@ -31,7 +31,7 @@ from test_manifest import (
 from aioiceberg.errors import CorruptFileError, InvalidMetadataError
 from aioiceberg.expressions import InclusiveMetricsEvaluator, bind, parse, rewrite_not
 from aioiceberg.expressions.tree import AlwaysTrue, Expression
-from aioiceberg.scan.columnar import certain
+from aioiceberg.scan.columnar_prune import certain
 from aioiceberg.scan.decode import PruneContext, decode_and_prune
 from aioiceberg.spec.manifest import (
     DataFile,

@@ -22,7 +22,7 @@ from aioiceberg.spec.manifest.columnar_list import (
     decode_manifest_rows,
     read_manifest_list_columnar,
 )
-from aioiceberg.spec.manifest.reader import read_manifest_list
+from aioiceberg.spec.manifest.fastavro_reader import read_manifest_list
 
 pytest.importorskip("polars")
 

@@ -49,14 +49,14 @@ from aioiceberg.spec.manifest import (
     read_manifest_list,
 )
 from aioiceberg.spec.partitioning import PartitionField, PartitionSpec
-from aioiceberg.spec.schema import Schema
-from aioiceberg.spec.tasks import (
+from aioiceberg.spec.scan_tasks import (
     FileScanTask,
     content_file_from_json,
     content_file_to_json,
     file_scan_task_from_json,
     file_scan_task_to_json,
 )
+from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.transforms import parse_transform
 from aioiceberg.spec.types import (
     BinaryType,

@@ -25,7 +25,7 @@ from aioiceberg.errors import IcebergError
 from aioiceberg.io import resolve_io
 from aioiceberg.runtime import default_runtime
 from aioiceberg.scan import ManifestCache
-from aioiceberg.spec.tasks import FileScanTask
+from aioiceberg.spec.scan_tasks import FileScanTask
 from aioiceberg.testing.synthetic import build_table
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -36,7 +36,7 @@ TWINS: list[tuple[type, type]] = [
 ]
 SCHEMA = pa.schema([pa.field("id", pa.int64())])
 Checked = tuple[dict[str, tuple[str, str]], list[str]]
-TASKS = "typing.Iterator[aioiceberg.spec.tasks.FileScanTask]"
+TASKS = "typing.Iterator[aioiceberg.spec.scan_tasks.FileScanTask]"
 
 
 def _name(cls: type) -> str:

@@ -47,14 +47,14 @@ from aioiceberg.spec.types import (
     TimeType,
     UUIDType,
 )
-from aioiceberg.write.conform import conform_to_schema
-from aioiceberg.write.metrics import (
+from aioiceberg.write.column_stats import (
     count_nans,
     metrics_from_parquet,
     metrics_modes,
     parse_metrics_mode,
     truncate_upper_bound,
 )
+from aioiceberg.write.conform import conform_to_schema
 
 UTC = dt.UTC
 

@@ -57,7 +57,7 @@ from aioiceberg.spec.types import (
     UUIDType,
 )
 from aioiceberg.write.conform import conform_to_schema
-from aioiceberg.write.locations import LocationProvider, partition_path
+from aioiceberg.write.location_provider import LocationProvider, partition_path
 from aioiceberg.write.partition_split import split_by_partition
 
 SCHEMA = Schema(

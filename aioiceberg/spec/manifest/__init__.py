@@ -6,16 +6,16 @@ from aioiceberg.spec.manifest.avro_schemas import (
     partition_record_schema,
 )
 from aioiceberg.spec.manifest.data_file import DataFile, DataFileContent, FileFormat
+from aioiceberg.spec.manifest.decoded_manifest import Manifest, ManifestMetadata
 from aioiceberg.spec.manifest.entry import ManifestEntry, ManifestEntryStatus
-from aioiceberg.spec.manifest.manifest_file import ManifestContent, ManifestFile, PartitionFieldSummary
-from aioiceberg.spec.manifest.metadata import Manifest, ManifestMetadata
-from aioiceberg.spec.manifest.reader import (
+from aioiceberg.spec.manifest.fastavro_reader import (
     inline_manifest_file,
     iter_manifest_entries,
     read_manifest,
     read_manifest_list,
     read_manifest_metadata,
 )
+from aioiceberg.spec.manifest.manifest_file import ManifestContent, ManifestFile, PartitionFieldSummary
 from aioiceberg.spec.manifest.snapshot import added_files, snapshot_manifests
 from aioiceberg.spec.manifest.writer import (
     assign_first_row_ids,

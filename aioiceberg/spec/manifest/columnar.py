@@ -29,11 +29,11 @@ import pyarrow as pa  # pyarrow.compute is imported where used: metadata-only wo
 from aioiceberg.spec.manifest.avro_blocks import read_long as _read_long
 from aioiceberg.spec.manifest.avro_blocks import reblock
 from aioiceberg.spec.manifest.data_file import FileFormat
+from aioiceberg.spec.manifest.decoded_manifest import ManifestMetadata
 from aioiceberg.spec.manifest.entry import ManifestEntry, ManifestEntryStatus
 from aioiceberg.spec.manifest.entry_rows import STAT_FIELDS, EntryRows
+from aioiceberg.spec.manifest.fastavro_reader import open_manifest
 from aioiceberg.spec.manifest.manifest_file import ManifestContent, ManifestFile
-from aioiceberg.spec.manifest.metadata import ManifestMetadata
-from aioiceberg.spec.manifest.reader import open_manifest
 from aioiceberg.spec.manifest.writer_schema import partition_field_types
 
 __all__ = [

@@ -6,7 +6,7 @@ plan of the snapshot. ``polars.read_avro`` decodes the same bytes into columns s
 times faster (and releases the GIL), and rows are then built from whole columns.
 
 :func:`read_manifest_list_columnar` returns None whenever it cannot promise the rows
-:func:`~aioiceberg.spec.manifest.reader.read_manifest_list` would build: a field or type
+:func:`~aioiceberg.spec.manifest.fastavro_reader.read_manifest_list` would build: a field or type
 outside the spec's manifest-list schema, a damaged file, a value outside its enum. The
 caller then reads the list with fastavro, which also says what is wrong.
 """
@@ -25,8 +25,8 @@ import pyarrow as pa
 from aioiceberg.spec.manifest.avro_schemas import SUPPORTED_FORMAT_VERSIONS
 from aioiceberg.spec.manifest.builders import frozen_builder
 from aioiceberg.spec.manifest.columnar import _one_array, _polars, avro_layout
+from aioiceberg.spec.manifest.fastavro_reader import read_manifest_list
 from aioiceberg.spec.manifest.manifest_file import ManifestContent, ManifestFile, PartitionFieldSummary
-from aioiceberg.spec.manifest.reader import read_manifest_list
 from aioiceberg.spec.manifest.writer_schema import record_fields
 
 __all__ = [

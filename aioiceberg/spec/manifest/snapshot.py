@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 import anyio
 
 from aioiceberg._concurrency import task_group
+from aioiceberg.spec.manifest.fastavro_reader import inline_manifest_file, read_manifest_list
 from aioiceberg.spec.manifest.manifest_file import ManifestFile
-from aioiceberg.spec.manifest.reader import inline_manifest_file, read_manifest_list
 
 if TYPE_CHECKING:
     from aioiceberg.io.base import FileIO
@@ -85,7 +85,7 @@ async def added_files(io: FileIO, snapshot: Snapshot) -> list[DataFile]:
     """The files (data and delete) ``snapshot`` itself added: the ADDED entries carrying its
     id in the manifests it wrote. Streams read appends with it, cherry-picks replay them."""
     from aioiceberg.spec.manifest.entry import ManifestEntryStatus
-    from aioiceberg.spec.manifest.reader import iter_manifest_entries
+    from aioiceberg.spec.manifest.fastavro_reader import iter_manifest_entries
 
     own = [m for m in await snapshot_manifests(io, snapshot) if m.added_snapshot_id == snapshot.snapshot_id]
     blobs: list[bytes] = [b""] * len(own)

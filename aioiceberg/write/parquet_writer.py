@@ -42,9 +42,9 @@ from aioiceberg.spec.types import (
     PrimitiveType,
     StringType,
 )
+from aioiceberg.write.column_stats import DataFileMetrics, count_nans, metrics_from_parquet
 from aioiceberg.write.conform import conform_to_schema
-from aioiceberg.write.locations import LocationProvider, partition_path
-from aioiceberg.write.metrics import DataFileMetrics, count_nans, metrics_from_parquet
+from aioiceberg.write.location_provider import LocationProvider, partition_path
 from aioiceberg.write.partition_split import split_by_partition
 
 __all__ = [

@@ -21,7 +21,7 @@ from aioiceberg.expressions.evaluators import (
     PartitionEvaluator,
     StrictMetricsEvaluator,
 )
-from aioiceberg.expressions.projection import strict_projection
+from aioiceberg.expressions.partition_projection import strict_projection
 from aioiceberg.expressions.rows import compile_row_filter
 from aioiceberg.expressions.tree import (
     AlwaysFalse,

@@ -24,24 +24,24 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from aioiceberg._concurrency import task_group
 from aioiceberg.errors import UnsupportedError, ValidationError
-from aioiceberg.expressions.arrow import RowMask, field_paths
+from aioiceberg.expressions.arrow_filter import RowMask, field_paths
 from aioiceberg.expressions.binding import bind_row_filter, reject_null_rows
 from aioiceberg.expressions.evaluators import InclusiveMetricsEvaluator
 from aioiceberg.expressions.tree import AlwaysFalse, AlwaysTrue, Expression, and_
 from aioiceberg.expressions.visitor import is_bound, referenced_field_ids
 from aioiceberg.io.base import FileIO
+from aioiceberg.read.column_projection import project_columns
 from aioiceberg.read.deletes import DeleteCache, TaskDeletes, deleted_mask
 from aioiceberg.read.formats import decode_file, decoding
 from aioiceberg.read.late import LatePayoff, LateSplit, read_late
-from aioiceberg.read.parquet import ParquetSource, open_parquet
-from aioiceberg.read.projection import project_columns
-from aioiceberg.scan.metrics import ReadMetrics
+from aioiceberg.read.parquet_ranges import ParquetSource, open_parquet
 from aioiceberg.scan.options import DEFAULT_BATCH_ROWS, DEFAULT_FILES_IN_FLIGHT
+from aioiceberg.scan.plan_metrics import ReadMetrics
 from aioiceberg.spec.arrow import field_id_of, schema_to_arrow
 from aioiceberg.spec.manifest.data_file import FileFormat
 from aioiceberg.spec.name_mapping import NameMapping, apply_name_mapping
+from aioiceberg.spec.scan_tasks import FileScanTask
 from aioiceberg.spec.schema import Schema, prune_columns
-from aioiceberg.spec.tasks import FileScanTask
 from aioiceberg.spec.transforms import IdentityTransform
 
 __all__ = [
@@ -426,7 +426,7 @@ class _Reader:
 
 
 def _any_id(field: pa.Field) -> set[int]:
-    from aioiceberg.read.projection import field_ids_in
+    from aioiceberg.read.column_projection import field_ids_in
 
     own = field_id_of(field)
     return field_ids_in(field.type) | ({own} if own is not None else set())

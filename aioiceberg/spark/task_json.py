@@ -20,8 +20,8 @@ from aioiceberg.io.resolve import resolve_io
 from aioiceberg.read import read_tasks
 from aioiceberg.spec.name_mapping import NameMapping, name_mapping_from_json
 from aioiceberg.spec.properties import TableProperties
+from aioiceberg.spec.scan_tasks import FileScanTask, file_scan_task_from_json, file_scan_task_to_json
 from aioiceberg.spec.schema import Schema
-from aioiceberg.spec.tasks import FileScanTask, file_scan_task_from_json, file_scan_task_to_json
 
 __all__ = [
     "DEFAULT_OPEN_FILE_COST",

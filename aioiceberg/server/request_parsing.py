@@ -17,7 +17,7 @@ from aiohttp import web
 
 from aioiceberg.catalogs.base import identifier_parts
 from aioiceberg.errors import ValidationError
-from aioiceberg.server.errors import RestError, bad_request
+from aioiceberg.server.error_model import RestError, bad_request
 
 __all__ = [
     "MAX_BODY_BYTES",

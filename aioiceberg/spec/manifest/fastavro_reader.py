@@ -25,9 +25,9 @@ from aioiceberg.errors import (
 )
 from aioiceberg.spec.manifest.avro_schemas import SUPPORTED_FORMAT_VERSIONS
 from aioiceberg.spec.manifest.data_file import DataFile, DataFileContent, FileFormat
+from aioiceberg.spec.manifest.decoded_manifest import Manifest, ManifestMetadata
 from aioiceberg.spec.manifest.entry import ManifestEntry, ManifestEntryStatus
 from aioiceberg.spec.manifest.manifest_file import ManifestContent, ManifestFile, PartitionFieldSummary
-from aioiceberg.spec.manifest.metadata import Manifest, ManifestMetadata
 from aioiceberg.spec.manifest.writer_schema import partition_field_types, record_fields
 
 __all__ = [

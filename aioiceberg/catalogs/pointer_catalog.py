@@ -23,7 +23,7 @@ from aioiceberg.catalogs.base import METADATA_SUFFIXES, Catalog, identifier_part
 from aioiceberg.catalogs.new_table import first_metadata
 from aioiceberg.commit.protocols.base import parse_metadata_file
 from aioiceberg.commit.protocols.commit_point import CATALOG, CommitPoint
-from aioiceberg.commit.protocols.pointer import MetadataPointer, PointerProtocol
+from aioiceberg.commit.protocols.pointer_swap import MetadataPointer, PointerProtocol
 from aioiceberg.errors import (
     IcebergError,
     LocationNotAllowedError,
