@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 DEMO_VENV ?= .venv-demo
 DEMO_STAMP := $(DEMO_VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: setup test lint typecheck unit demo clean localstack-setup
+.PHONY: setup test lint typecheck unit demo clean localstack-setup java-peer-setup
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,8 +28,14 @@ typecheck: $(STAMP)
 localstack-setup:
 	PYTHON=$(PYTHON) bash localstack/setup-venv.sh
 
-unit: $(STAMP) localstack-setup
-	$(VENV)/bin/pytest -n 2 -q
+# The Java peer (Apache Iceberg's Spark runtime, in a PySpark it supports): .venv-java and
+# the jars, fetched once by Maven and cached in .java-peer/jars.
+java-peer-setup:
+	PYTHON=$(PYTHON) bash tests/java/setup.sh
+
+# loadgroup: modules that share one heavy server (the Java peer's JVM) run on one worker.
+unit: $(STAMP) localstack-setup java-peer-setup
+	$(VENV)/bin/pytest -n 2 --dist loadgroup -q
 
 test: lint typecheck unit
 

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
+from .java_spark import JavaSpark
 from .localstack import LocalStackServer, localstack_python
 from .moto import FAKE_CREDENTIALS, MotoServer
 from .proxy import FaultProxy
@@ -29,6 +30,16 @@ def _fake_aws_credentials() -> Iterator[None]:
     for key, old in saved.items():
         if old is None:
             os.environ.pop(key, None)
+
+
+@pytest.fixture(scope="session")
+def java_spark() -> Iterator[JavaSpark]:
+    """Apache Iceberg's Java implementation in a Spark session of its own (one JVM per test process).
+
+    Modules that use it mark themselves ``pytest.mark.xdist_group("java")`` so one worker holds it.
+    """
+    with JavaSpark() as peer:
+        yield peer
 
 
 @pytest.fixture(scope="session")
