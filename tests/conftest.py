@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 # Modules that start a JVM (Spark, the Java Iceberg peer) or run a benchmark script in a child
-# process: marked slow,
-# so ``pytest -m "not slow"`` is the quick loop while ``make test`` (and CI) runs everything.
+# process: marked slow, so ``pytest -m "not slow"`` is the quick loop while ``make test`` (and
+# CI) runs everything.
 SLOW_MODULES = ("test_spark", "test_java", "_benchmark")
 
 
