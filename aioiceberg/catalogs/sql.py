@@ -1,4 +1,4 @@
-"""PyIceberg's SQL catalog (Java's JDBC catalog schema), on SQLite.
+"""PyIceberg's SQL catalog (Java's JDBC catalog schema), on SQLite or PostgreSQL.
 
 Tables and namespaces live in PyIceberg 0.12's two tables, ``iceberg_tables`` and
 ``iceberg_namespace_properties``, created with its DDL when missing, so PyIceberg's
@@ -13,7 +13,8 @@ event loop), one short transaction per operation (``BEGIN IMMEDIATE`` for writes
 writers wait on the busy timeout instead of deadlocking), from any number of processes.
 SQLite transactions are atomic and local: a failed statement is rolled back, so every
 failure is definite except a ``COMMIT`` that fails for another reason than a lock, which
-the commit protocol settles by reading the pointer back.
+the commit protocol settles by reading the pointer back. On PostgreSQL (``postgresql://``
+URIs, ``sql_postgres.py``) the same statements run through an async driver.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import anyio.to_thread
 
 from aioiceberg.catalogs.base import dotted_namespace, identifier_parts
 from aioiceberg.catalogs.pointer_catalog import PointerCatalog, TablePlaces, split_identifier
+from aioiceberg.catalogs.sql_database import DDL, DuplicateRowError, SqlDatabase, SqlStoreError, Statements
 from aioiceberg.commit.protocols.commit_point import uri_options
 from aioiceberg.commit.protocols.pointer_swap import MetadataPointer, Pointer
 from aioiceberg.errors import (
@@ -64,25 +66,6 @@ BUSY_TIMEOUT_S = 30.0
 URI_OPTIONS = {"catalog": "the catalog's name (PyIceberg's catalog_name column), default 'default'"}
 """The options a ``sqlite:///PATH?...`` URI may carry."""
 
-# PyIceberg 0.12's DDL, as SQLAlchemy emits it for SQLite (its "v1" schema, with iceberg_type).
-_DDL = {
-    "iceberg_tables": """CREATE TABLE IF NOT EXISTS iceberg_tables (
-	catalog_name VARCHAR(255) NOT NULL,
-	table_namespace VARCHAR(255) NOT NULL,
-	table_name VARCHAR(255) NOT NULL,
-	metadata_location VARCHAR(1000),
-	previous_metadata_location VARCHAR(1000),
-	iceberg_type VARCHAR(5),
-	PRIMARY KEY (catalog_name, table_namespace, table_name)
-)""",
-    "iceberg_namespace_properties": """CREATE TABLE IF NOT EXISTS iceberg_namespace_properties (
-	catalog_name VARCHAR(255) NOT NULL,
-	namespace VARCHAR(255) NOT NULL,
-	property_key VARCHAR(255) NOT NULL,
-	property_value VARCHAR(1000) NOT NULL,
-	PRIMARY KEY (catalog_name, namespace, property_key)
-)""",
-}
 _TABLE_TYPE = "TABLE"
 # PyIceberg's (and Java's) property for a namespace created without properties
 _EXISTS_MARKER = ("exists", "true")
@@ -119,17 +102,6 @@ class SqliteUri:
         return cls(os.path.abspath(database), catalog)
 
 
-class SqlStoreError(StoreError):
-    """The database failed an operation. ``busy``: other connections held it locked past the
-    busy timeout (retryable). ``definite``: the transaction did not apply (SQLite rolled it
-    back); False only when its ``COMMIT`` failed for another reason than a lock."""
-
-    def __init__(self, message: str, *, location: str, busy: bool, definite: bool) -> None:
-        super().__init__(message, location=location, retryable=busy)
-        self.busy = busy
-        self.definite = definite
-
-
 def _is_busy(exc: sqlite3.Error) -> bool:
     code = getattr(exc, "sqlite_errorcode", None)
     if isinstance(code, int):
@@ -142,6 +114,34 @@ def _rollback(conn: sqlite3.Connection) -> None:
     with contextlib.suppress(sqlite3.Error):
         if conn.in_transaction:
             conn.execute("ROLLBACK")
+
+
+class _SqliteStatements:
+    """The catalog's statements on one SQLite connection (a worker thread's)."""
+
+    binary_order = ""  # SQLite compares text by code point
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def rows(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return [tuple(row) for row in self.conn.execute(sql, args)]
+
+    def first(self, sql: str, args: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        row = self.conn.execute(sql, args).fetchone()
+        return None if row is None else tuple(row)
+
+    def execute(self, sql: str, args: Sequence[Any] = ()) -> int:
+        try:
+            return self.conn.execute(sql, args).rowcount
+        except sqlite3.IntegrityError as exc:
+            raise DuplicateRowError(str(exc)) from exc
+
+    def execute_many(self, sql: str, args: Sequence[Sequence[Any]]) -> None:
+        try:
+            self.conn.executemany(sql, args)
+        except sqlite3.IntegrityError as exc:
+            raise DuplicateRowError(str(exc)) from exc
 
 
 class _Database:
@@ -210,10 +210,10 @@ class _Database:
             found = {
                 row[0]
                 for row in conn.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (?, ?)", tuple(_DDL)
+                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (?, ?)", tuple(DDL)
                 )
             }
-            missing = [ddl for name, ddl in _DDL.items() if name not in found]
+            missing = [ddl for name, ddl in DDL.items() if name not in found]
             if missing:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
@@ -236,12 +236,12 @@ class _Database:
             )
         return SqlStoreError(message, location=self.label, busy=busy, definite=definite)
 
-    def _run(self, what: str, fn: Callable[[sqlite3.Connection], T], write: bool) -> T:
+    def _run(self, what: str, fn: Callable[[Statements], T], write: bool) -> T:
         try:
             with self._connection() as conn:
                 self._prepare(conn)
                 conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-                result = fn(conn)  # an error here: rolled back on release, nothing applied
+                result = fn(_SqliteStatements(conn))  # an error here: rolled back on release, nothing applied
                 try:
                     conn.execute("COMMIT")
                 except sqlite3.Error as exc:
@@ -251,8 +251,10 @@ class _Database:
                 return result
         except sqlite3.Error as exc:
             raise self.error(what, exc) from exc
+        except DuplicateRowError as exc:  # a key no statement expected to collide
+            raise SqlStoreError(f"{what}: {exc}", location=self.label, busy=False, definite=True) from exc
 
-    async def run(self, what: str, fn: Callable[[sqlite3.Connection], T], *, write: bool = False) -> T:
+    async def run(self, what: str, fn: Callable[[Statements], T], *, write: bool = False) -> T:
         """``fn(connection)`` in one transaction on a worker thread; ``what`` names the
         operation in errors. Typed errors ``fn`` raises pass through (the transaction rolled back)."""
         return await anyio.to_thread.run_sync(self._run, what, fn, write)
@@ -273,10 +275,10 @@ class _Database:
 
 
 # -- statements, run on a worker thread ------------------------------------------------------------
-def _below(column: str) -> str:
+def _below(conn: Statements, column: str) -> str:
     """``column`` names a namespace strictly below ``?`` (bounds ``ns + '.'`` and ``ns + '/'``:
     exact and case-sensitive, where PyIceberg's LIKE is case-blind on SQLite)."""
-    return f"({column} > ? AND {column} < ?)"
+    return f"({column}{conn.binary_order} > ? AND {column}{conn.binary_order} < ?)"
 
 
 def _bounds(namespace: str) -> tuple[str, str]:
@@ -288,31 +290,35 @@ def _tables_only(typed: bool) -> str:
     return f" AND (iceberg_type = '{_TABLE_TYPE}' OR iceberg_type IS NULL)" if typed else ""
 
 
-# namespaces strictly below one, from both tables (bound with catalog, low, high, catalog, low, high)
-_NAMESPACES_BELOW = (
-    f"SELECT table_namespace FROM iceberg_tables WHERE catalog_name = ? AND {_below('table_namespace')} "
-    "UNION SELECT namespace FROM iceberg_namespace_properties "
-    f"WHERE catalog_name = ? AND {_below('namespace')}"
-)
+def _namespaces_below(conn: Statements) -> str:
+    """Namespaces strictly below one, from both tables (bound with catalog, low, high,
+    catalog, low, high)."""
+    return (
+        "SELECT table_namespace FROM iceberg_tables "
+        f"WHERE catalog_name = ? AND {_below(conn, 'table_namespace')} "
+        "UNION SELECT namespace FROM iceberg_namespace_properties "
+        f"WHERE catalog_name = ? AND {_below(conn, 'namespace')}"
+    )
 
 
-def _namespace_exists(conn: sqlite3.Connection, catalog: str, namespace: str) -> bool:
+def _namespace_exists(conn: Statements, catalog: str, namespace: str) -> bool:
     """PyIceberg's rule: a property row or a table row, for the namespace or one below it."""
     for table, column in (
         ("iceberg_namespace_properties", "namespace"),
         ("iceberg_tables", "table_namespace"),
     ):
-        row = conn.execute(
-            f"SELECT 1 FROM {table} WHERE catalog_name = ? AND ({column} = ? OR {_below(column)}) LIMIT 1",
+        row = conn.first(
+            f"SELECT 1 FROM {table} "
+            f"WHERE catalog_name = ? AND ({column} = ? OR {_below(conn, column)}) LIMIT 1",
             (catalog, namespace, *_bounds(namespace)),
-        ).fetchone()
+        )
         if row is not None:
             return True
     return False
 
 
-def _namespace_properties(conn: sqlite3.Connection, catalog: str, namespace: str) -> dict[str, str]:
-    rows = conn.execute(
+def _namespace_properties(conn: Statements, catalog: str, namespace: str) -> dict[str, str]:
+    rows = conn.rows(
         "SELECT property_key, property_value FROM iceberg_namespace_properties "
         "WHERE catalog_name = ? AND namespace = ?",
         (catalog, namespace),
@@ -336,10 +342,8 @@ class SqlPointer(MetadataPointer):
         key = "catalog_name = ? AND table_namespace = ? AND table_name = ?"
         return key + _tables_only(self.catalog.db.typed)
 
-    def _select(self, conn: sqlite3.Connection) -> str | None:
-        row = conn.execute(
-            f"SELECT metadata_location FROM iceberg_tables WHERE {self._where()}", self._key()
-        ).fetchone()
+    def _select(self, conn: Statements) -> str | None:
+        row = conn.first(f"SELECT metadata_location FROM iceberg_tables WHERE {self._where()}", self._key())
         return None if row is None or not row[0] else str(row[0])
 
     async def read(self) -> Pointer | None:
@@ -349,7 +353,7 @@ class SqlPointer(MetadataPointer):
     async def create(self, metadata_location: str, metadata: TableMetadata) -> Pointer:
         db = self.catalog.db
 
-        def insert(conn: sqlite3.Connection) -> None:
+        def insert(conn: Statements) -> None:
             if not _namespace_exists(conn, self.catalog.catalog_name, self.namespace):
                 raise NamespaceNotFoundError(self.catalog.no_namespace(self.namespace))
             columns = (
@@ -362,7 +366,7 @@ class SqlPointer(MetadataPointer):
             marks = ", ".join("?" * len(values))
             try:
                 conn.execute(f"INSERT INTO iceberg_tables ({columns}) VALUES ({marks})", values)
-            except sqlite3.IntegrityError as exc:
+            except DuplicateRowError as exc:
                 raise TableAlreadyExistsError(f"{self.name} already exists") from exc
 
         try:
@@ -388,13 +392,13 @@ class SqlPointer(MetadataPointer):
             ) from exc
 
     async def swap(self, expected: Pointer, metadata_location: str, metadata: TableMetadata) -> Pointer:
-        def update(conn: sqlite3.Connection) -> str | None:
+        def update(conn: Statements) -> str | None:
             moved = conn.execute(
                 "UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = ? "
                 f"WHERE {self._where()} AND metadata_location = ?",
                 (metadata_location, expected.metadata_location, *self._key(), expected.metadata_location),
             )
-            if moved.rowcount == 1:
+            if moved == 1:
                 return None
             current = self._select(conn)
             return "was dropped or renamed" if current is None else f"moved on to {current}"
@@ -418,11 +422,16 @@ class SqlPointer(MetadataPointer):
         return Pointer(metadata_location)
 
     async def delete(self) -> None:
-        def remove(conn: sqlite3.Connection) -> int:
-            return conn.execute(f"DELETE FROM iceberg_tables WHERE {self._where()}", self._key()).rowcount
+        def remove(conn: Statements) -> int:
+            return conn.execute(f"DELETE FROM iceberg_tables WHERE {self._where()}", self._key())
 
         if await self.catalog.db.run(f"drop {self.name}", remove, write=True) == 0:
             raise TableNotFoundError(f"{self.name} does not exist")
+
+
+def _is_postgres(uri: str) -> bool:
+    """``postgresql://`` or ``postgres://`` (checked here: the PostgreSQL module needs asyncpg)."""
+    return uri.lower().startswith(("postgresql://", "postgres://"))
 
 
 def _warehouse(warehouse: str) -> str:
@@ -433,9 +442,11 @@ def _warehouse(warehouse: str) -> str:
 
 class SqlCatalog(PointerCatalog):
     """PyIceberg's SQL catalog on a SQLite file: ``aioiceberg.connect("sqlite:///PATH.db",
-    warehouse=...)``. ``warehouse`` is where new tables go, and the one place this catalog
+    warehouse=...)``, or on PostgreSQL: ``"postgresql://USER@HOST:PORT/DB"`` (``database`` is
+    then that URI). ``warehouse`` is where new tables go, and the one place this catalog
     creates, moves and purges table files (a namespace ``location`` must lie inside it);
-    without it, tables can still be loaded, listed and committed, but none created or purged."""
+    without it, tables can still be loaded, listed and committed, but none created or purged.
+    ``busy_timeout_s`` bounds waits for other connections' locks."""
 
     kind = "sql"
 
@@ -451,16 +462,31 @@ class SqlCatalog(PointerCatalog):
     ) -> None:
         if not catalog_name:
             raise ValidationError("the SQL catalog's name must not be empty")
-        self.database = os.path.abspath(database) if database is not None else None
-        self.uri = f"sqlite:///{self.database or ':memory:'}"
+        self.db: SqlDatabase
+        if database is not None and _is_postgres(database):
+            from aioiceberg.catalogs.sql_postgres import PostgresDatabase, PostgresUri
+
+            parsed = PostgresUri.parse(database)
+            if parsed.catalog is not None and parsed.catalog != catalog_name:
+                raise ValidationError(
+                    f"{parsed.label!r} names catalog {parsed.catalog!r}, but {catalog_name!r} was given"
+                )
+            self.database: str | None = parsed.label
+            self.uri = parsed.label
+            self.db = PostgresDatabase(parsed, lock_timeout_s=busy_timeout_s)
+            folder = os.getcwd()
+        else:
+            self.database = os.path.abspath(database) if database is not None else None
+            self.uri = f"sqlite:///{self.database or ':memory:'}"
+            self.db = _Database(self.database, busy_timeout_s)
+            folder = os.path.dirname(self.database or os.path.join(os.getcwd(), "_"))
         self.catalog_name = catalog_name
         self.warehouse = _warehouse(warehouse) if warehouse else None
         # without a warehouse the root is the catalog itself; its io reaches the database's folder
-        home = self.warehouse or os.path.dirname(self.database or os.path.join(os.getcwd(), "_"))
+        home = self.warehouse or folder
         super().__init__(home, storage_options=storage_options, runtime=runtime)
         if self.warehouse is None:
             self.root = self.uri
-        self.db = _Database(self.database, busy_timeout_s)
 
     @classmethod
     def from_uri(
@@ -471,6 +497,17 @@ class SqlCatalog(PointerCatalog):
         storage_options: Mapping[str, Any] | None,
         runtime: Runtime | None,
     ) -> SqlCatalog:
+        if _is_postgres(uri):
+            from aioiceberg.catalogs.sql_postgres import PostgresUri
+
+            catalog = PostgresUri.parse(uri).catalog or "default"
+            return cls(
+                uri,
+                catalog_name=catalog,
+                warehouse=warehouse,
+                storage_options=storage_options,
+                runtime=runtime,
+            )
         parsed = SqliteUri.parse(uri)
         return cls(
             parsed.database,
@@ -504,7 +541,7 @@ class SqlCatalog(PointerCatalog):
         ``{warehouse}/{namespace}/{name}``."""
         ns = self._namespace(namespace)
 
-        def lookup(conn: sqlite3.Connection) -> tuple[bool, str | None]:
+        def lookup(conn: Statements) -> tuple[bool, str | None]:
             exists = _namespace_exists(conn, self.catalog_name, ns)
             return exists, _namespace_properties(conn, self.catalog_name, ns).get(_LOCATION)
 
@@ -525,9 +562,9 @@ class SqlCatalog(PointerCatalog):
         """Every row of the database (other catalog names and views too: their files may lie
         under the same warehouse), placed from its metadata file."""
 
-        def query(conn: sqlite3.Connection) -> list[tuple[str, str, str, str, str | None]]:
+        def query(conn: Statements) -> list[tuple[str, str, str, str, str | None]]:
             kind = ", iceberg_type" if self.db.typed else ", NULL"
-            rows = conn.execute(
+            rows = conn.rows(
                 "SELECT catalog_name, table_namespace, table_name, metadata_location"
                 f"{kind} FROM iceberg_tables WHERE metadata_location IS NOT NULL"
             )
@@ -553,10 +590,10 @@ class SqlCatalog(PointerCatalog):
     async def list_tables(self, namespace: str | Sequence[str]) -> list[str]:
         ns = self._namespace(namespace)
 
-        def query(conn: sqlite3.Connection) -> list[str] | None:
+        def query(conn: Statements) -> list[str] | None:
             if not _namespace_exists(conn, self.catalog_name, ns):
                 return None
-            rows = conn.execute(
+            rows = conn.rows(
                 "SELECT table_name FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ?"
                 + _tables_only(self.db.typed),
                 (self.catalog_name, ns),
@@ -575,7 +612,7 @@ class SqlCatalog(PointerCatalog):
         source = self.pointer(*split_identifier(from_identifier))
         target = self.pointer(*split_identifier(to_identifier))
 
-        def rename(conn: sqlite3.Connection) -> None:
+        def rename(conn: Statements) -> None:
             if not _namespace_exists(conn, self.catalog_name, target.namespace):
                 raise NamespaceNotFoundError(self.no_namespace(target.namespace))
             try:
@@ -583,9 +620,9 @@ class SqlCatalog(PointerCatalog):
                     f"UPDATE iceberg_tables SET table_namespace = ?, table_name = ? WHERE {source._where()}",
                     (target.namespace, target.table, *source._key()),
                 )
-            except sqlite3.IntegrityError as exc:
+            except DuplicateRowError as exc:
                 raise TableAlreadyExistsError(f"{target.name} already exists") from exc
-            if moved.rowcount == 0:
+            if moved == 0:
                 raise TableNotFoundError(f"{source.name} does not exist")
 
         await self.db.run(f"rename {source.name} to {target.namespace}.{target.table}", rename, write=True)
@@ -602,16 +639,20 @@ class SqlCatalog(PointerCatalog):
         if _LOCATION in props:
             self.check_namespace_location(ns, props[_LOCATION])
 
-        def create(conn: sqlite3.Connection) -> None:
-            if _namespace_exists(conn, self.catalog_name, ns):
-                raise NamespaceAlreadyExistsError(
-                    f"namespace {ns!r} already exists in sql catalog {self.catalog_name!r}"
-                )
-            conn.executemany(
-                "INSERT INTO iceberg_namespace_properties "
-                "(catalog_name, namespace, property_key, property_value) VALUES (?, ?, ?, ?)",
-                [(self.catalog_name, ns, key, value) for key, value in props.items()],
+        def create(conn: Statements) -> None:
+            exists = NamespaceAlreadyExistsError(
+                f"namespace {ns!r} already exists in sql catalog {self.catalog_name!r}"
             )
+            if _namespace_exists(conn, self.catalog_name, ns):
+                raise exists
+            try:
+                conn.execute_many(
+                    "INSERT INTO iceberg_namespace_properties "
+                    "(catalog_name, namespace, property_key, property_value) VALUES (?, ?, ?, ?)",
+                    [(self.catalog_name, ns, key, value) for key, value in props.items()],
+                )
+            except DuplicateRowError as exc:  # created by another writer since the check
+                raise exists from exc
 
         await self.db.run(f"create namespace {ns}", create, write=True)
 
@@ -627,17 +668,17 @@ class SqlCatalog(PointerCatalog):
         parts = identifier_parts(parent, "namespace") if parent else []
         ns = self._namespace(parts) if parts else ""
 
-        def query(conn: sqlite3.Connection) -> list[str] | None:
+        def query(conn: Statements) -> list[str] | None:
             if not parts:
                 sql = (
                     "SELECT table_namespace FROM iceberg_tables WHERE catalog_name = ? UNION "
                     "SELECT namespace FROM iceberg_namespace_properties WHERE catalog_name = ?"
                 )
-                return [str(r[0]) for r in conn.execute(sql, (self.catalog_name, self.catalog_name))]
+                return [str(r[0]) for r in conn.rows(sql, (self.catalog_name, self.catalog_name))]
             if not _namespace_exists(conn, self.catalog_name, ns):
                 return None
             args = (self.catalog_name, *_bounds(ns), self.catalog_name, *_bounds(ns))
-            return [str(r[0]) for r in conn.execute(_NAMESPACES_BELOW, args)]
+            return [str(r[0]) for r in conn.rows(_namespaces_below(conn), args)]
 
         found = await self.db.run(f"list namespaces in {ns or 'the catalog'}", query)
         if found is None:
@@ -649,7 +690,7 @@ class SqlCatalog(PointerCatalog):
         """The stored properties, as PyIceberg returns them (its ``exists`` marker included)."""
         ns = self._namespace(namespace)
 
-        def query(conn: sqlite3.Connection) -> dict[str, str] | None:
+        def query(conn: Statements) -> dict[str, str] | None:
             if not _namespace_exists(conn, self.catalog_name, ns):
                 return None
             return _namespace_properties(conn, self.catalog_name, ns)
@@ -672,15 +713,15 @@ class SqlCatalog(PointerCatalog):
         if updates and _LOCATION in updates:
             self.check_namespace_location(ns, str(updates[_LOCATION]))
 
-        def update(conn: sqlite3.Connection) -> dict[str, str]:
+        def update(conn: Statements) -> dict[str, str]:
             if not _namespace_exists(conn, self.catalog_name, ns):
                 raise NamespaceNotFoundError(self.no_namespace(ns))
-            conn.executemany(
+            conn.execute_many(
                 "DELETE FROM iceberg_namespace_properties "
                 "WHERE catalog_name = ? AND namespace = ? AND property_key = ?",
                 [(self.catalog_name, ns, str(key)) for key in removals],
             )
-            conn.executemany(
+            conn.execute_many(
                 "INSERT INTO iceberg_namespace_properties "
                 "(catalog_name, namespace, property_key, property_value) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (catalog_name, namespace, property_key) "
@@ -703,21 +744,21 @@ class SqlCatalog(PointerCatalog):
         """Drop an empty namespace: refused while it holds tables or namespaces below it."""
         ns = self._namespace(namespace)
 
-        def drop(conn: sqlite3.Connection) -> None:
+        def drop(conn: Statements) -> None:
             if not _namespace_exists(conn, self.catalog_name, ns):
                 raise NamespaceNotFoundError(self.no_namespace(ns))
             tables = [
                 f"table {ns}.{row[0]}"
-                for row in conn.execute(
+                for row in conn.rows(
                     "SELECT table_name FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? "
                     "ORDER BY table_name LIMIT 5",
                     (self.catalog_name, ns),
                 )
             ]
-            below = conn.execute(
-                _NAMESPACES_BELOW + " LIMIT 5",
+            below = conn.rows(
+                _namespaces_below(conn) + " LIMIT 5",
                 (self.catalog_name, *_bounds(ns), self.catalog_name, *_bounds(ns)),
-            ).fetchall()
+            )
             if tables or below:
                 held = tables + [f"namespace {row[0]}" for row in below]
                 raise NamespaceNotEmptyError(

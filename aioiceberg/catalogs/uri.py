@@ -21,6 +21,8 @@ SERVICE_SCHEMES: dict[str, str] = {
     "glue": "aioiceberg.catalogs.glue:GlueCatalog",
     "s3tables": "aioiceberg.catalogs.s3tables:S3TablesCatalog",
     "sqlite": "aioiceberg.catalogs.sql:SqlCatalog",
+    "postgresql": "aioiceberg.catalogs.sql:SqlCatalog",
+    "postgres": "aioiceberg.catalogs.sql:SqlCatalog",
     "rest+http": "aioiceberg.catalogs.rest:RestCatalog",
     "rest+https": "aioiceberg.catalogs.rest:RestCatalog",
 }
@@ -31,6 +33,8 @@ NEEDS: dict[str, tuple[str, str]] = {
     "s3tables": ("aiobotocore", "s3"),
     "rest+http": ("aiohttp", "rest"),
     "rest+https": ("aiohttp", "rest"),
+    "postgresql": ("asyncpg", "postgres"),
+    "postgres": ("asyncpg", "postgres"),
 }
 """URI scheme -> the optional library its catalog needs and the extra that installs it."""
 

@@ -1,5 +1,5 @@
 """The catalog contract (``catalog_contract.py``) run against every catalog we ship that runs
-here: the warehouse on local files, the SQL catalog on SQLite, Glue and S3 Tables on moto,
+here: the warehouse on local files, the SQL catalog on SQLite and on PostgreSQL, Glue and S3 Tables on moto,
 and the REST client against a real ``aioiceberg serve`` process. Each catalog's own cases stay
 in its ``test_catalog_*`` module.
 
@@ -18,13 +18,14 @@ import botocore.session
 import pytest
 from catalog_contract import CatalogContract, Subject
 from servers.plugin import s3_storage_options, unique_bucket_name
+from servers.postgres import PostgresServer
 from servers.rest import RestServer
 
 import aioiceberg
 from aioiceberg.catalogs.base import Catalog
 from aioiceberg.table import Table
 
-CATALOGS = ("warehouse", "sql", "glue", "s3tables", "rest")
+CATALOGS = ("warehouse", "sql", "postgres", "glue", "s3tables", "rest")
 
 #: odd characters every S3 Tables name refuses: its names are lowercase letters, digits and '_'
 S3TABLES_ODD = "0_odd__name_9"
@@ -43,6 +44,7 @@ GAPS: dict[str, dict[str, str]] = {
         "test_tables_live_only_in_existing_namespaces": IMPLICIT_NAMESPACES,
     },
     "sql": {},
+    "postgres": {},
     "glue": {},
     "s3tables": {
         "test_tables_lie_inside_the_catalogs_roots": (
@@ -122,6 +124,10 @@ async def _subject(name: str, request: pytest.FixtureRequest, tmp_path: Path) ->
         return Subject(
             name, aioiceberg.connect(f"sqlite:///{tmp_path / 'c.db'}", warehouse=str(tmp_path / "wh"))
         )
+    if name == "postgres":  # the SQL catalog on PostgreSQL, a fresh database per test
+        pg: PostgresServer = request.getfixturevalue("postgres_server")
+        uri = pg.uri(pg.create_database())
+        return Subject(name, aioiceberg.connect(uri, warehouse=str(tmp_path / "wh")))
     if name == "rest":
         server: RestServer = request.getfixturevalue("contract_rest_server")
         return Subject(

@@ -13,6 +13,7 @@ import pytest
 from .java_spark import JavaSpark
 from .localstack import LocalStackServer, localstack_python
 from .moto import FAKE_CREDENTIALS, MotoServer
+from .postgres import PostgresServer
 from .proxy import FaultProxy
 from .rest import RestServer
 from .spark_cluster import SparkCluster
@@ -40,6 +41,14 @@ def java_spark() -> Iterator[JavaSpark]:
     """
     with JavaSpark() as peer:
         yield peer
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A PostgreSQL server on 127.0.0.1 (trust auth, user ``postgres``); tests keep apart by
+    ``create_database()``. Debian's package is installed first where it is missing (as root)."""
+    with PostgresServer() as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
