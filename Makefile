@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 DEMO_VENV ?= .venv-demo
 DEMO_STAMP := $(DEMO_VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: setup test lint typecheck unit demo clean localstack-setup java-peer-setup
+.PHONY: setup test lint typecheck unit demo clean localstack-setup java-peer-setup spark-s3a-setup
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,8 +33,13 @@ localstack-setup:
 java-peer-setup:
 	PYTHON=$(PYTHON) bash tests/java/setup.sh
 
+# Spark's S3A connector for the project's PySpark (hadoop-aws and the AWS SDK modules it
+# uses), fetched once by Maven and cached in .spark-jars; the test sessions put it on spark.jars.
+spark-s3a-setup: $(STAMP)
+	PY=$(PY) bash tests/spark_s3a/setup.sh
+
 # loadgroup: modules that share one heavy server (the Java peer's JVM) run on one worker.
-unit: $(STAMP) localstack-setup java-peer-setup
+unit: $(STAMP) localstack-setup java-peer-setup spark-s3a-setup
 	$(VENV)/bin/pytest -n 2 --dist loadgroup -q
 
 test: lint typecheck unit

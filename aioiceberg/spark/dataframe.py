@@ -5,7 +5,9 @@ Python data source API cannot prune columns: a query of 2 columns of 40 still ca
 all 40. Here the driver plans with aioiceberg (snapshot, filter, metrics and partition
 pruning), and hands the files Spark can read exactly (``native_files``) to
 ``spark.read.parquet`` with field-id matching, so Spark prunes columns, pushes filters
-into row groups and reads vectorized. Files it cannot read exactly (delete files, no
+into row groups and reads vectorized. Files on S3 go to Spark as ``s3a://`` URLs when
+the session has Spark's S3A connector (``s3a.py``), with the table's storage options as
+that read's per-bucket S3A settings. Files it cannot read exactly (delete files, no
 field ids, identity partition values or defaults it would miss, types it does not hold,
 a store it cannot reach) are read by aioiceberg through a data source that reads the
 task groups planned here, and the two
@@ -15,29 +17,35 @@ parts are one DataFrame. The rows are the same either way.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import anyio
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
+from aioiceberg._sync import default_loop
 from aioiceberg.errors import ValidationError
 from aioiceberg.expressions import AlwaysTrue
 from aioiceberg.expressions.binding import bind_row_filter
+from aioiceberg.io.base import FileIO
 from aioiceberg.io.local import local_path
 from aioiceberg.io.resolve import scheme_of
 from aioiceberg.spark.batch import SourceOptions, read_partition, spark_arrow_schema
 from aioiceberg.spark.columns import UntranslatableFilter, spark_column_filter
 from aioiceberg.spark.native_files import native_file, spark_holds_exactly, spark_read_schema
+from aioiceberg.spark.s3a import s3a_available, s3a_location, s3a_read_options
 from aioiceberg.spark.task_json import group_tasks
 from aioiceberg.spec.name_mapping import DEFAULT_NAME_MAPPING_PROPERTY
 from aioiceberg.spec.properties import TableProperties
 from aioiceberg.spec.scan_tasks import FileScanTask, file_scan_task_to_json
 from aioiceberg.spec.schema_json import schema_to_json
+from aioiceberg.write.add_files import read_parquet_footer
 
 __all__ = [
     "FIELD_ID_READ_CONF",
@@ -51,6 +59,7 @@ FIELD_ID_READ_CONF = "spark.sql.parquet.fieldId.read.enabled"
 PLANNED_SOURCE_NAME = "aioiceberg-planned"
 _AWKWARD_CHARS = frozenset("*?[]{}\\:")  # Spark globs its paths; Hadoop refuses ':' in them
 _FOOTER_THREADS = 8
+_STORE_FOOTERS = 32  # footer reads in flight against an object store
 
 
 def _local_path(file_path: str) -> str | None:
@@ -64,11 +73,68 @@ def _local_path(file_path: str) -> str | None:
     return None if _AWKWARD_CHARS.intersection(path) else path
 
 
+def _s3a_url(file_path: str) -> str | None:
+    """The ``s3a://`` URL of a data file on S3 Spark can be handed, or None."""
+    url = s3a_location(file_path)
+    if url is None or _AWKWARD_CHARS.intersection(url.removeprefix("s3a://")):
+        return None
+    return url
+
+
 def _footer_schema(path: str) -> pa.Schema | None:
     try:
         return pq.read_schema(path)
     except Exception:  # unreadable here: aioiceberg's reader reports it properly
         return None
+
+
+def _local_footers(paths: list[str]) -> list[pa.Schema | None]:
+    if len(paths) <= _FOOTER_THREADS:  # a few local footers: threads cost more than they save
+        return [_footer_schema(p) for p in paths]
+    with ThreadPoolExecutor(_FOOTER_THREADS) as pool:
+        return list(pool.map(_footer_schema, paths))
+
+
+async def _store_footers(io: FileIO, locations: list[str]) -> list[pa.Schema | None]:
+    """The Arrow schemas of Parquet footers in an object store, read concurrently."""
+    found: list[pa.Schema | None] = [None] * len(locations)
+    limit = anyio.CapacityLimiter(_STORE_FOOTERS)
+
+    async def one(i: int) -> None:
+        async with limit:
+            try:
+                metadata, _size = await read_parquet_footer(io, locations[i])
+                found[i] = metadata.schema.to_arrow_schema()
+            except Exception:  # unreadable here: aioiceberg's reader reports it properly
+                found[i] = None
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(locations)):
+            tg.start_soon(one, i)
+    return found
+
+
+def _s3a_options(
+    spark: Any, urls: Mapping[str, str], storage_options: Mapping[str, str]
+) -> dict[str, str] | None:
+    """The S3A settings of a Parquet read of ``urls``, or None (logged) when Spark cannot read them."""
+    why = None
+    options = None
+    if not s3a_available(spark):
+        why = "this session has no S3A connector (hadoop-aws; see docs/spark.md)"
+    else:
+        buckets = {url.removeprefix("s3a://").split("/", 1)[0] for url in urls.values()}
+        options = s3a_read_options(buckets, storage_options)
+        if options is None:
+            why = "the storage options hold half an access key"
+    if why is not None:
+        logging.getLogger("aioiceberg.spark").warning(
+            "read_table: %d data files on S3 are read through aioiceberg's data source, not "
+            "Spark's Parquet reader: %s",
+            len(urls),
+            why,
+        )
+    return options
 
 
 class PlannedTasksSource(DataSource):
@@ -116,7 +182,7 @@ def read_table(
     Sets ``spark.sql.parquet.fieldId.read.enabled`` on the session when Spark reads files
     itself (it only affects reads whose schema carries Parquet field ids).
     """
-    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.pandas.types import from_arrow_schema  # pyspark: optional (the spark extra)
 
     opts = SourceOptions.parse({**(options or {}), "path": location})
     table = opts.load()
@@ -137,30 +203,48 @@ def read_table(
         except UntranslatableFilter:
             can_native = False
 
-    native_paths: dict[str, str] = {}  # data file -> local path, in plan order
+    native_paths: dict[str, str] = {}  # data file -> the URL Spark reads it by, in plan order
+    s3a_options: dict[str, str] = {}
     if can_native:
-        candidates: dict[str, str] = {}
+        # a file one of whose tasks carries deletes is aioiceberg's, every split of it
+        with_deletes = {t.file.file_path for t in tasks if t.delete_files}
+        local: dict[str, str] = {}  # data file -> local path
+        remote: dict[str, str] = {}  # data file -> s3a:// URL
         for task in tasks:
-            local = _local_path(task.file.file_path)
-            if local is not None and not task.delete_files and task.file.file_format.upper() == "PARQUET":
-                candidates.setdefault(task.file.file_path, local)
+            file_path = task.file.file_path
+            if file_path in with_deletes or task.file.file_format.upper() != "PARQUET":
+                continue
+            if (path := _local_path(file_path)) is not None:
+                local.setdefault(file_path, path)
+            elif (url := _s3a_url(file_path)) is not None:
+                remote.setdefault(file_path, url)
+        if remote:
+            found = _s3a_options(spark, remote, opts.storage_options)
+            if found is None:
+                remote = {}
+            else:
+                s3a_options = found
+        footers = dict(zip(local, _local_footers(list(local.values())), strict=True))
+        if remote:
+            store_footers = default_loop.run(_store_footers(table.io, list(remote)))
+            footers.update(zip(remote, store_footers, strict=True))
+        urls = {**{f: "file://" + p for f, p in local.items()}, **remote}
         specs = {t.file.file_path: t.spec for t in tasks}
-        paths = list(candidates.items())
-        if len(paths) <= _FOOTER_THREADS:  # a few local footers: threads cost more than they save
-            footers = [_footer_schema(local) for _, local in paths]
-        else:
-            with ThreadPoolExecutor(_FOOTER_THREADS) as pool:
-                footers = list(pool.map(_footer_schema, [local for _, local in paths]))
-        for (file_path, local), footer in zip(paths, footers, strict=True):
-            if footer is not None and native_file(schema, specs[file_path], footer):
-                native_paths[file_path] = local
+        for task in tasks:
+            file_path = task.file.file_path
+            footer = footers.get(file_path)
+            if file_path in native_paths or footer is None:
+                continue
+            if native_file(schema, specs[file_path], footer):
+                native_paths[file_path] = urls[file_path]
 
     parts: list[Any] = []
     if native_paths:
         spark.conf.set(FIELD_ID_READ_CONF, "true")
-        df = spark.read.schema(spark_read_schema(schema, spark_schema)).parquet(
-            *("file://" + local for local in native_paths.values())
-        )
+        reader = spark.read.schema(spark_read_schema(schema, spark_schema))
+        if s3a_options and any(url.startswith("s3a://") for url in native_paths.values()):
+            reader = reader.options(**s3a_options)
+        df = reader.parquet(*native_paths.values())
         parts.append(df if row_filter is None else df.filter(row_filter))
     rest: list[FileScanTask] = [t for t in tasks if t.file.file_path not in native_paths]
     if rest:

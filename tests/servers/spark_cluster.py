@@ -29,6 +29,7 @@ from typing import Any
 from .moto import free_port
 
 START_TIMEOUT = 180.0  # seconds; a cold start takes ~50 s on 2 busy cores
+S3A_JARS = Path(__file__).resolve().parents[2] / ".spark-jars"  # tests/spark_s3a/setup.sh fills it
 STOP_TIMEOUT = 15.0
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 
@@ -261,8 +262,10 @@ def _stop_group(process: subprocess.Popen[bytes]) -> None:
 
 def session_builder(master: str, app: str, conf: dict[str, str]) -> Any:
     """A SparkSession builder for the tests: driver on 127.0.0.1, no UI, two shuffle
-    partitions, Python workers on this interpreter, then ``conf``."""
+    partitions, Python workers on this interpreter, the S3A jars when fetched, then ``conf``."""
     from pyspark.sql import SparkSession
+
+    from aioiceberg.spark.s3a import s3a_jars
 
     os.environ["PYSPARK_PYTHON"] = sys.executable  # what executors start their Python workers with
     builder = (
@@ -273,6 +276,8 @@ def session_builder(master: str, app: str, conf: dict[str, str]) -> Any:
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "2")
     )
+    if jars := s3a_jars(S3A_JARS):  # the first session of a process fixes the driver's classpath
+        builder = builder.config("spark.jars", jars)
     for key, value in conf.items():
         builder = builder.config(key, value)
     return builder
