@@ -11,9 +11,11 @@ any type drops most rows in bulk and claims the rows that match.
 
 from __future__ import annotations
 
+import functools
 import struct
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -146,32 +148,66 @@ def _literal_values(name: str) -> list[Any]:
     return values
 
 
-@st.composite
-def _bound(draw: st.DrawFn, name: str) -> bytes | None:
+@dataclass(frozen=True)
+class _Draws:
+    """A column's strategies, made once: a strategy made afresh on every draw is validated
+    afresh, which cost most of this module's time."""
+
+    choice: st.SearchStrategy[int]
+    odd: st.SearchStrategy[bytes] | None
+    value: st.SearchStrategy[Any]
+    cut: st.SearchStrategy[int]
+    literal: st.SearchStrategy[Any]
+    some: st.SearchStrategy[list[Any]]
+    form: st.SearchStrategy[int]
+
+
+_COUNTS = st.sampled_from(COUNTS)
+_RECORD_COUNTS = st.sampled_from([5, 5, 5, 5, 0, -1])
+_SHAPES = st.integers(0, 4)
+_BOOLEANS = st.booleans()
+
+
+@functools.cache
+def _draws(name: str) -> _Draws:
     t, values, odd = COLUMNS[name]
-    choice = draw(st.integers(0, 9))
+    lits = _literal_values(name)
+    return _Draws(
+        choice=st.integers(0, 9),
+        odd=st.sampled_from(odd) if odd else None,
+        value=st.sampled_from(values),
+        cut=st.integers(0, t.length if isinstance(t, FixedType) else 0),
+        literal=st.sampled_from(lits),
+        some=st.lists(st.sampled_from(lits), min_size=2, max_size=4),
+        form=st.integers(0, 13 if isinstance(t, StringType) else 11),
+    )
+
+
+def _bound(draw: st.DrawFn, name: str) -> bytes | None:
+    t = COLUMNS[name][0]
+    d = _draws(name)
+    choice = draw(d.choice)
     if choice == 0:
         return None
-    if choice == 1 and odd:
-        return draw(st.sampled_from(odd))
-    value = draw(st.sampled_from(values))
+    if choice == 1 and d.odd is not None:
+        return draw(d.odd)
+    value = draw(d.value)
     if isinstance(t, FixedType):  # a truncated bound is shorter than the type
-        return bytes(value[: draw(st.integers(0, t.length))])
-    if isinstance(t, StringType) and draw(st.booleans()):
+        return bytes(value[: draw(d.cut)])
+    if isinstance(t, StringType) and draw(_BOOLEANS):
         return str(value).encode("utf-8")[:2]  # cut inside a character at times
     return to_bytes(value, t)
 
 
-@st.composite
 def _data_file(draw: st.DrawFn, name: str, k: int) -> DataFile:
     fid = FIELD_IDS[name]
 
     def count_map() -> dict[int, int] | None:
-        c = draw(st.sampled_from(COUNTS))
+        c = draw(_COUNTS)
         return None if c is None else {fid: c}
 
     def bound_map() -> dict[int, bytes] | None:
-        b = draw(_bound(name))
+        b = _bound(draw, name)
         return None if b is None else {fid: b}
 
     return DataFile(
@@ -179,7 +215,7 @@ def _data_file(draw: st.DrawFn, name: str, k: int) -> DataFile:
         f"file:///wh/t/data/{k}.parquet",
         FileFormat.PARQUET,
         (),
-        draw(st.sampled_from([5, 5, 5, 5, 0, -1])),
+        draw(_RECORD_COUNTS),
         100,
         value_counts=count_map(),
         null_value_counts=count_map(),
@@ -189,11 +225,10 @@ def _data_file(draw: st.DrawFn, name: str, k: int) -> DataFile:
     )
 
 
-@st.composite
 def _predicate(draw: st.DrawFn, name: str) -> Expression:
-    lits = _literal_values(name)
-    lit = draw(st.sampled_from(lits))
-    some = draw(st.lists(st.sampled_from(lits), min_size=2, max_size=4))
+    d = _draws(name)
+    lit = draw(d.literal)
+    some = draw(d.some)
     options: list[Expression] = [
         LessThan(name, lit),
         LessThanOrEqual(name, lit),
@@ -210,16 +245,15 @@ def _predicate(draw: st.DrawFn, name: str) -> Expression:
     ]
     if isinstance(COLUMNS[name][0], StringType):
         options += [StartsWith(name, lit), NotStartsWith(name, lit)]
-    return draw(st.sampled_from(options))
+    return options[draw(d.form)]
 
 
-@st.composite
 def _filter(draw: st.DrawFn, name: str) -> Expression:
-    left = draw(_predicate(name))
-    shape = draw(st.integers(0, 4))
+    left = _predicate(draw, name)
+    shape = draw(_SHAPES)
     if shape == 0:
         return left
-    right = draw(_predicate(name))
+    right = _predicate(draw, name)
     if shape == 1:
         return And(left, right)
     if shape == 2:
@@ -227,6 +261,17 @@ def _filter(draw: st.DrawFn, name: str) -> Expression:
     if shape == 3:
         return Not(left)
     return Not(Or(left, Not(right)))
+
+
+@functools.cache
+def _case(name: str) -> st.SearchStrategy[tuple[list[DataFile], list[Expression]]]:
+    """24 files and 6 filters on the column."""
+
+    @st.composite
+    def case(draw: st.DrawFn) -> tuple[list[DataFile], list[Expression]]:
+        return [_data_file(draw, name, k) for k in range(24)], [_filter(draw, name) for _ in range(6)]
+
+    return case()
 
 
 def _columnar(files: Sequence[DataFile]) -> ColumnarManifest:
@@ -273,12 +318,12 @@ def _check(
 )
 @given(data=st.data())
 def test_bulk_passes_agree_with_the_evaluator(name: str, data: st.DataObject) -> None:
-    files = [data.draw(_data_file(name, k)) for k in range(24)]
+    files, filters = data.draw(_case(name))
     cm = _columnar(files)
     read = [e.data_file for e in cm.entries(cm.rows)]
     assert read == files
-    for _ in range(6):
-        _check(cm, data.draw(_filter(name)), read)
+    for expr in filters:
+        _check(cm, expr, read)
 
 
 # ---------------------------------------------------------------------------------------------

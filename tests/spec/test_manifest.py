@@ -8,6 +8,7 @@ import datetime as dt
 import io
 import json
 import random
+import shutil
 import uuid
 from decimal import Decimal
 from pathlib import Path
@@ -143,14 +144,23 @@ PY_SPECS = {
 
 @pytest.fixture(scope="module")
 def pyiceberg_tables(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
-    """Tables v1/v2 x specs, each with three appends, a delete and an overwrite."""
+    """Tables v1/v2 x specs, each with three appends, a delete and an overwrite. Three modules
+    use them: written once per session (worker) under the session's base temp folder, then
+    loaded by the next module (the folder counts only once ``written`` is there)."""
     import warnings
 
     pytest.importorskip(
         "pyiceberg_core", reason="PyIceberg needs pyiceberg-core for bucket/truncate/day/hour"
     )
 
-    wh = tmp_path_factory.mktemp("pyiceberg_wh")
+    wh = tmp_path_factory.getbasetemp() / "pyiceberg_manifests_wh"
+    done = wh / "written"
+    if done.exists():
+        catalog = SqlCatalog("test", uri=f"sqlite:///{wh}/catalog.db", warehouse=f"file://{wh}")
+        return [catalog.load_table(f"db.{n}_v{v}") for v in (1, 2) for n in PY_SPECS]
+    if wh.exists():  # an earlier build stopped half way
+        shutil.rmtree(wh)
+    wh.mkdir()
     catalog = SqlCatalog("test", uri=f"sqlite:///{wh}/catalog.db", warehouse=f"file://{wh}")
     catalog.create_namespace("db")
     tables = []
@@ -169,6 +179,7 @@ def pyiceberg_tables(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
                 table.delete("id < 10")
                 table.overwrite(_batch(7), overwrite_filter="region = 'eu'")
             tables.append(catalog.load_table(f"db.{name}_v{version}"))
+    done.touch()
     return tables
 
 
