@@ -270,12 +270,12 @@ class _Reader:
 
     def _bound_filter(self, task: FileScanTask, schema: Schema) -> Expression:
         expr: Expression = task.residual if task.residual is not None else AlwaysTrue()
-        if not is_bound(expr):  # a task read from JSON
-            expr = bind_row_filter(schema, expr, self.case_sensitive)
-        else:
-            # SQL's rule for NULLs, whoever bound the residual: the planner's and the row-level
-            # changes' follow it already (bind_row_filter), a task built by hand may not
-            expr = reject_null_rows(expr)
+        # a planned task's residual is bound, SQL's rule for NULLs included: applied as it is
+        if not task.residual_null_safe:
+            if not is_bound(expr):  # a task read from JSON
+                expr = bind_row_filter(schema, expr, self.case_sensitive)
+            else:  # a task built by hand: SQL's rule for NULLs (idempotent)
+                expr = reject_null_rows(expr)
         if self.row_filter is not None:
             expr = and_(expr, self._row_filter_for(schema))
         return expr

@@ -4,7 +4,10 @@
                   -> [task batches] -> the caller
 
 Every ``plan_files()`` call gets its own :class:`PlanContext` (metrics, cache budget,
-decode lanes, delete index), so plans running at once on one scan never share state.
+decode lanes, delete index), so plans running at once on one scan never share state. What
+the stages work with is given to that context by whoever plans (:class:`PlanParts`: the
+scan's manifest chooser, manifest loader and task builder, its options and limit); no
+stage reaches back to the planner.
 Stages never raise into their task group: an error travels down the streams as a
 :class:`Failed` item and the caller raises it as itself, in order, never as an
 ExceptionGroup. A stage whose downstream is gone (``BrokenResourceError``) just ends.
@@ -26,7 +29,7 @@ from collections.abc import AsyncGenerator, Awaitable, Iterator, Sequence
 from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, TypeAlias, overload
+from typing import TypeAlias, overload
 
 import anyio
 import anyio.abc
@@ -38,14 +41,15 @@ from aioiceberg.errors import PlanInterruptedError
 from aioiceberg.expressions.tree import AlwaysTrue
 from aioiceberg.scan.cache import CachedManifest, DecodedManifest
 from aioiceberg.scan.delete_index import DeleteIndex
+from aioiceberg.scan.manifest_choice import ManifestChooser
+from aioiceberg.scan.manifest_loader import LoadState, ManifestLoader
+from aioiceberg.scan.options import PlanOptions
 from aioiceberg.scan.plan_metrics import PlanMetrics
+from aioiceberg.scan.task_builder import TaskBuilder
 from aioiceberg.spec.manifest import DataFile, ManifestContent, ManifestEntry, ManifestFile
 from aioiceberg.spec.scan_tasks import FileScanTask
 
-if TYPE_CHECKING:
-    from aioiceberg.scan.planner import Lanes, Planner
-
-__all__ = ["Failed", "PlanContext", "PlanStream"]
+__all__ = ["Failed", "PlanContext", "PlanParts", "PlanStream"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,20 +63,33 @@ Decoded: TypeAlias = CachedManifest | Failed
 Batch: TypeAlias = Sequence[FileScanTask] | Failed
 
 
-class PlanContext:
-    """What one ``plan_files()`` call owns."""
+@dataclass(frozen=True, slots=True)
+class PlanParts:
+    """What the stages of every plan of one scan work with, built once by the planner: the
+    filter is bound in them already (``limit``: stop once unfiltered, delete-free tasks hold
+    that many rows; ``unpartitioned_spec_ids``: the specs whose deletes apply table-wide)."""
 
-    def __init__(self, planner: Planner, metrics: PlanMetrics) -> None:
-        self.planner = planner
-        self.metrics = metrics
+    chooser: ManifestChooser
+    loader: ManifestLoader
+    tasks: TaskBuilder
+    options: PlanOptions
+    limit: int | None
+    unpartitioned_spec_ids: frozenset[int]
+
+
+class PlanContext(LoadState):
+    """What one ``plan_files()`` call owns (its loads' metrics, cache bytes and lanes
+    included), beside the scan's parts it plans with."""
+
+    def __init__(self, parts: PlanParts, metrics: PlanMetrics) -> None:
+        super().__init__(metrics)
+        self.parts = parts
         self.started = time.perf_counter()
-        self.cached_bytes = 0  # bytes of the shared cache this plan holds (found there or put)
         self.index = DeleteIndex()
         self.index_ready = anyio.Event()
         self.index_error: BaseException | None = None
         self.max_delete_seq: int | None = None
         self.deletes_left = 0  # delete manifests not yet in the index
-        self.lanes: Lanes | None = None
         self.complete = False  # every stage ran to its end
         self.error: BaseException | None = None  # what ended the stages, if not an item
 
@@ -97,35 +114,36 @@ def decide_from_cache(ctx: PlanContext) -> tuple[list[Sequence[FileScanTask]] | 
     needs: decided here, without stages (a hot table's plan: ~0.2 ms, not ~1 ms of tasks and
     streams). Else (None, the manifests chosen, when the list was cached: the stages go on
     from that choice) or (None, None)."""
-    planner, m = ctx.planner, ctx.metrics
+    parts, m = ctx.parts, ctx.metrics
+    loader, chooser = parts.loader, parts.chooser
     try:
-        listing = planner.cached_manifests(m)
+        listing = loader.cached_manifests(m)
         if listing is None:
             return None, None
-        choice = planner.bulk_choice(listing)
+        choice = chooser.bulk_choice(listing)
         if len(choice.unbuilt) > BUILD_ON_LOOP_MAX:
             return None, None  # the stages build them in a worker thread first
-        data, deletes = planner.select(choice, m)
+        data, deletes = chooser.select(choice, m)
     except Exception:  # the stages decide again and report it as they do
         return None, None
-    if deletes or planner.options.split_size is not None:
+    if deletes or parts.options.split_size is not None:
         return None, (data, deletes)
-    held = planner.held_in_memory(data)
+    held = loader.held_in_memory(data)
     if held is None:
         return None, (data, deletes)
     to_prune = sum(h.entries_read for h in held if isinstance(h, DecodedManifest))
     if to_prune > PRUNE_ON_LOOP_MAX_ENTRIES:  # the stages prune them in a worker thread
         return None, (data, deletes)
     try:
-        views = planner.views_from_memory(data, held, ctx)
+        views = loader.views_from_memory(data, held, ctx)
     except Exception:  # the stages decide again and report it as they do
         return None, (data, deletes)
-    limit, rows = planner.limit, 0
+    limit, rows = parts.limit, 0
     batches: list[Sequence[FileScanTask]] = []
     for view in views:
         if not view.entries:
             continue
-        tasks: Sequence[FileScanTask] = LazyTasks(planner, view.entries)
+        tasks: Sequence[FileScanTask] = LazyTasks(parts.tasks, view.entries)
         if limit is not None:
             tasks, rows = _up_to_limit(tuple(tasks), rows, limit)
         batches.append(tasks)
@@ -144,18 +162,19 @@ async def run_stages(
     """Select the manifests (unless ``selected``), then start the workers and the task
     builder in ``tg``. Of a long list whose rows are mostly unbuilt, the first manifest read
     is chosen first and fetched while the others are built and chosen (see
-    :meth:`Planner.select_first`)."""
-    planner = ctx.planner
-    if planner.columnar:
-        planner.runtime.warm_columnar()  # during the manifest list's round trip
+    :meth:`ManifestChooser.select_first`)."""
+    parts = ctx.parts
+    loader, chooser = parts.loader, parts.chooser
+    if loader.columnar:
+        loader.runtime.warm_columnar()  # during the manifest list's round trip
     try:
         with out:
             listing, rest = None, None  # rows still to build and choose, after the first manifest
             try:
                 if selected is None:
-                    choice = planner.bulk_choice(await planner.manifests(ctx.metrics))
+                    choice = chooser.bulk_choice(await loader.manifests(ctx.metrics))
                     if len(choice.unbuilt) > BUILD_ON_LOOP_MAX:
-                        first = planner.select_first(choice, ctx.metrics, BUILD_ON_LOOP_MAX)
+                        first = chooser.select_first(choice, ctx.metrics, BUILD_ON_LOOP_MAX)
                         if first is not None:
                             listing, (head, rest) = choice.listing, first
                             selected = ([head], [])
@@ -163,7 +182,7 @@ async def run_stages(
                             # rows of a columnar list are built as read: many are built off the loop
                             await anyio.to_thread.run_sync(choice.listing.build, choice.unbuilt)
                     if selected is None:
-                        selected = planner.select(choice, ctx.metrics)
+                        selected = chooser.select(choice, ctx.metrics)
                 data, deletes = selected
             except Exception as e:
                 await out.send(Failed(e))
@@ -182,10 +201,10 @@ async def run_stages(
             total_bytes = sum(mf.manifest_length for mf in todo)
             if listing is not None and rest:
                 total_bytes += listing.total_length(rest)
-            ctx.lanes = planner.lanes(total_bytes)
+            ctx.lanes = loader.lanes(total_bytes)
             manifests_in, manifests_out = anyio.create_memory_object_stream[ManifestFile](count)
             decoded_in, decoded_out = anyio.create_memory_object_stream[Decoded](
-                planner.options.buffered_manifests
+                parts.options.buffered_manifests
             )
             with manifests_in:
                 for mf in todo:
@@ -198,7 +217,7 @@ async def run_stages(
                 tg.start_soon(start_workers, ctx, tg, manifests_out, decoded_in, count, 0)
                 try:
                     await anyio.to_thread.run_sync(listing.build, listing.unbuilt(rest))
-                    for mf in planner.select_rest(listing, rest, ctx.metrics):
+                    for mf in chooser.select_rest(listing, rest, ctx.metrics):
                         manifests_in.send_nowait(mf)
                 except Exception as e:
                     await out.send(Failed(e))
@@ -212,13 +231,13 @@ async def _from_memory(
     """When the shared cache holds every manifest the plan reads (a view or the whole
     decode), their views come from one pass over all of them in a worker thread, and the
     task builder takes them as any; False (nothing done) when one must be fetched."""
-    planner = ctx.planner
-    held = planner.held_in_memory(data)
+    loader = ctx.parts.loader
+    held = loader.held_in_memory(data)
     if held is None:
         return False
     try:
         views = await anyio.to_thread.run_sync(
-            planner.views_from_memory, data, held, ctx, limiter=planner.runtime.prune_lane()
+            loader.views_from_memory, data, held, ctx, limiter=loader.runtime.prune_lane()
         )
     except Exception as e:
         await out.send(Failed(e))
@@ -247,7 +266,7 @@ async def start_workers(
     task is about one fetch and one decode away (costing the rest one round trip and that
     decode). A plan reading few manifests (a selective filter) starts them all at once:
     that round trip would be most of its time."""
-    io_concurrency = ctx.planner.options.io_concurrency
+    io_concurrency = ctx.parts.options.io_concurrency
     n = min(io_concurrency, count)
     if ctx.lanes is not None and count <= io_concurrency:
         ctx.lanes.batches.gather = True  # every fetch starts at once: decode the burst together
@@ -271,8 +290,7 @@ async def fetch_and_decode(
     """One worker: manifests in, decoded views out (delete manifests go to the index).
     ``first_done`` (the plan's first worker): set once its first manifest is decoded, or
     its first blocks' view sent ahead."""
-    planner = ctx.planner
-    unpartitioned = planner.unpartitioned_spec_ids
+    loader, unpartitioned = ctx.parts.loader, ctx.parts.unpartitioned_spec_ids
     with manifests, decoded:
         try:
             async for mf in manifests:
@@ -280,7 +298,7 @@ async def fetch_and_decode(
                 if first_done is not None:  # the plan's first manifest may send its first blocks' view ahead
                     early = functools.partial(_send_ahead, decoded, first_done)
                 try:
-                    loaded = await planner.load(mf, ctx, early)
+                    loaded = await loader.load(mf, ctx, early)
                 except Exception as e:
                     if mf.content == ManifestContent.DELETES:
                         ctx.index_error = e
@@ -329,17 +347,17 @@ async def build_tasks(
 async def _build(
     ctx: PlanContext, decoded: MemoryObjectReceiveStream[Decoded], out: MemoryObjectSendStream[Batch]
 ) -> None:
-    planner = ctx.planner
-    limit = planner.limit
+    parts = ctx.parts
+    builder, limit = parts.tasks, parts.limit
     # without delete manifests or splitting, a manifest's tasks follow from its view alone
-    plain = ctx.max_delete_seq is None and planner.options.split_size is None
+    plain = ctx.max_delete_seq is None and parts.options.split_size is None
     rows = 0
     delete_files: set[str] = set()
     async for item in decoded:
         if isinstance(item, Failed):
             raise item.error
         if plain:
-            tasks: Sequence[FileScanTask] = LazyTasks(planner, item.entries)
+            tasks: Sequence[FileScanTask] = LazyTasks(builder, item.entries)
             if limit is not None:  # counted and cut here, so built here, once
                 tasks, rows = _up_to_limit(tuple(tasks), rows, limit)
             await out.send(tasks)
@@ -356,8 +374,8 @@ async def _build(
             if ctx.max_delete_seq is not None and (entry.sequence_number or 0) <= ctx.max_delete_seq:
                 found = ctx.index.for_data_file(entry.sequence_number, entry.data_file)
                 delete_files.update(d.file_path for d in found)
-            batch.extend(planner.tasks_for(entry, found))
-            if limit is not None and not found and isinstance(planner.residual(entry.data_file), AlwaysTrue):
+            batch.extend(builder.tasks_for(entry, found))
+            if limit is not None and not found and isinstance(builder.residual(entry.data_file), AlwaysTrue):
                 rows += entry.data_file.record_count
                 if rows >= limit:
                     break
@@ -373,10 +391,10 @@ class LazyTasks(Sequence[FileScanTask]):
     lives long enough for the cycle collector to promote it (measured: 2-3 s of an 8 s plan
     of 500k tasks went to full collections when views kept their tasks)."""
 
-    __slots__ = ("_entries", "_planner")
+    __slots__ = ("_builder", "_entries")
 
-    def __init__(self, planner: Planner, entries: Sequence[ManifestEntry]) -> None:
-        self._planner = planner
+    def __init__(self, builder: TaskBuilder, entries: Sequence[ManifestEntry]) -> None:
+        self._builder = builder
         self._entries = entries
 
     @property
@@ -387,7 +405,7 @@ class LazyTasks(Sequence[FileScanTask]):
         return len(self._entries)
 
     def __iter__(self) -> Iterator[FileScanTask]:
-        return self._planner.iter_plain_tasks(self._entries)
+        return self._builder.iter_plain_tasks(self._entries)
 
     @overload
     def __getitem__(self, index: int) -> FileScanTask: ...
@@ -397,8 +415,8 @@ class LazyTasks(Sequence[FileScanTask]):
 
     def __getitem__(self, index: int | slice) -> FileScanTask | tuple[FileScanTask, ...]:
         if isinstance(index, slice):
-            return tuple(self._planner.iter_plain_tasks(self._entries[index]))
-        return next(self._planner.iter_plain_tasks([self._entries[index]]))
+            return tuple(self._builder.iter_plain_tasks(self._entries[index]))
+        return next(self._builder.iter_plain_tasks([self._entries[index]]))
 
 
 def _up_to_limit(tasks: Sequence[FileScanTask], rows: int, limit: int) -> tuple[Sequence[FileScanTask], int]:

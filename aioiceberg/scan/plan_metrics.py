@@ -20,7 +20,7 @@ class PlanMetrics:
     read, and ``from_cache`` says the whole plan came from the caches (nothing fetched or
     decoded). Entry counters cover live entries of data and delete manifests: each entry is
     one file. ``entries_ahead``: entries of a plan's first manifest decoded from its first
-    blocks and sent on before the whole manifest was (see ``Planner.load``).
+    blocks and sent on before the whole manifest was (see ``ManifestLoader.load``).
 
     ``str()`` is a short summary; ``as_dict()`` every counter.
     """

@@ -12,6 +12,7 @@ array in field order), since the same keys carry the same data.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -53,6 +54,10 @@ class FileScanTask:
     ``schema`` and ``spec`` are the table schema and the file's partition spec: together
     they type the partition tuple. ``residual`` is what the partition does not already
     decide (bound or unbound). ``length`` None means to the end of the file.
+    ``residual_null_safe``: the residual is bound and already drops the rows for which it is
+    NULL (SQL's rule, as a planner binds it), so a reader applies it as it is; False (a
+    task built by hand, or read from JSON): the reader binds it and applies the rule itself.
+    Not compared: either way the task reads the same rows.
     """
 
     file: DataFile
@@ -62,6 +67,7 @@ class FileScanTask:
     schema: Schema
     start: int = 0
     length: int | None = None
+    residual_null_safe: bool = dataclasses.field(default=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.delete_files, tuple):

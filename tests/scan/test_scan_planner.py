@@ -22,6 +22,7 @@ from loop_helpers import loop_ticks
 
 from aioiceberg.errors import NotFoundError, ValidationError
 from aioiceberg.io import FileIO, LocalFileIO, MemoryFileIO
+from aioiceberg.runtime import default_runtime
 from aioiceberg.scan import ManifestCache, ManifestListCache
 from aioiceberg.scan import decode as decode_module
 from aioiceberg.scan.delete_index import DeleteIndex
@@ -55,7 +56,7 @@ def _fresh(**kw: Any) -> dict[str, Any]:
 
 
 async def _table(tmp_path: Path, manifests: int = 12, entries: int = 30) -> tuple[FileIO, TableMetadata]:
-    io = LocalFileIO(fsync=False)
+    io = LocalFileIO(fsync=False).bind_runtime(default_runtime())
     meta = await build_table(io, f"file://{tmp_path}/t", manifests, entries)
     return io, parse_table_metadata(await io.read(meta), meta)
 
@@ -213,7 +214,7 @@ async def test_a_streaming_plan_builds_each_task_as_it_is_taken(tmp_path: Path) 
 
 @pytest.mark.anyio
 async def test_cached_views_with_deletes_do_not_reuse_delete_free_tasks() -> None:
-    io = MemoryFileIO()
+    io = MemoryFileIO().bind_runtime(default_runtime())
     schema = Schema(NestedField(1, "id", LongType()), NestedField(2, "cat", StringType()))
     spec = PartitionSpec(0, (PartitionField((2,), 1000, parse_transform("identity"), "cat"),))
     md = new_table_metadata(schema, spec, UNSORTED, f"memory://t-{uuid.uuid4().hex}", {}, 2)
@@ -295,9 +296,9 @@ async def test_first_task_arrives_before_the_last_manifest_is_read(tmp_path: Pat
     _, md = await _table(tmp_path, 6, 10)
     snap = md.current_snapshot()
     assert snap is not None
-    scan0 = TableScan(LocalFileIO(fsync=False), md, **_fresh())
+    scan0 = TableScan(LocalFileIO(fsync=False).bind_runtime(default_runtime()), md, **_fresh())
     last = (await scan0.planner.manifests())[-1].manifest_path
-    io = _GatedIO({last})
+    io = _GatedIO({last}).bind_runtime(default_runtime())
     scan = TableScan(io, md, **_fresh(io_concurrency=2))
     async with contextlib.aclosing(scan.plan_files()) as tasks:
         first = await tasks.__anext__()  # the gate is shut: this returns only if planning streams
@@ -473,7 +474,10 @@ async def test_snapshot_selection_errors_are_clear(tmp_path: Path) -> None:
 async def test_empty_table_plans_nothing() -> None:
     schema = Schema(NestedField(1, "id", LongType()))
     md = new_table_metadata(schema, UNPARTITIONED, UNSORTED, "memory://empty", {}, 2)
-    assert await _paths(TableScan(MemoryFileIO(), md, "id = 1", **_fresh())) == []
+    assert (
+        await _paths(TableScan(MemoryFileIO().bind_runtime(default_runtime()), md, "id = 1", **_fresh()))
+        == []
+    )
 
 
 # -- equality and position deletes by sequence number ------------------------------------------
@@ -518,7 +522,7 @@ async def _commit(
 
 @pytest.mark.anyio
 async def test_delete_files_apply_by_sequence_number_partition_and_path() -> None:
-    io = MemoryFileIO()
+    io = MemoryFileIO().bind_runtime(default_runtime())
     schema = Schema(NestedField(1, "id", LongType()), NestedField(2, "cat", StringType()))
     spec = PartitionSpec(0, (PartitionField((2,), 1000, parse_transform("identity"), "cat"),))
     md = new_table_metadata(schema, spec, UNSORTED, f"memory://t-{uuid.uuid4().hex}", {}, 2)
@@ -676,7 +680,7 @@ async def test_cached_manifests_are_keyed_by_store_and_what_their_entries_inheri
     kw = _fresh()
 
     async def store_with(data_file: str) -> tuple[FileIO, TableMetadata, ManifestFile]:
-        io = MemoryFileIO()
+        io = MemoryFileIO().bind_runtime(default_runtime())
         entries = [
             ManifestEntry(
                 ManifestEntryStatus.ADDED, None, None, None, _file(data_file, DataFileContent.DATA, (), 0)
@@ -900,23 +904,23 @@ async def test_a_long_plans_other_fetches_start_once_its_first_manifest_is_decod
 ) -> None:
     """Issuing the other requests took the loop ~4 ms (63 of them) while the first manifest's
     decode waited to start; they now go out once it is decoded."""
-    from aioiceberg.scan.planner import Planner
+    from aioiceberg.scan.manifest_loader import ManifestLoader
 
     io, md = await _table(tmp_path, 8, 20)
     events: list[str] = []
-    read, load = io.read_expecting, Planner.load
+    read, load = io.read_expecting, ManifestLoader.load
 
     async def watched_read(location: str, size: int) -> bytes:
         events.append("read")
         return await read(location, size)
 
-    async def watched_load(self: Planner, *args: Any, **kwargs: Any) -> Any:
+    async def watched_load(self: ManifestLoader, *args: Any, **kwargs: Any) -> Any:
         view = await load(self, *args, **kwargs)
         events.append("decoded")
         return view
 
     monkeypatch.setattr(io, "read_expecting", watched_read)
-    monkeypatch.setattr(Planner, "load", watched_load)
+    monkeypatch.setattr(ManifestLoader, "load", watched_load)
     scan = TableScan(io, md, **_fresh(io_concurrency=4))
     assert len(await _paths(scan)) == 160
     assert events[:3] == ["read", "decoded", "read"] and events.count("read") == 8

@@ -1,0 +1,141 @@
+"""A scan's file scan tasks, built from its pruned entries with each file's residual.
+
+:class:`TaskBuilder` is what the planning stages' last step holds: the schema, the specs
+and the bound filter of one scan, with the residuals memoised per spec id and partition
+tuple (stateless for the tasks, so every plan of the scan shares it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from aioiceberg.expressions import ResidualEvaluator
+from aioiceberg.expressions.tree import AlwaysTrue, Expression
+from aioiceberg.scan.bound_filter import BoundFilter
+from aioiceberg.spec.manifest import DataFile, ManifestEntry
+from aioiceberg.spec.manifest.builders import frozen_builder
+from aioiceberg.spec.manifest.entry_rows import EntryRows
+from aioiceberg.spec.partitioning import PartitionSpec
+from aioiceberg.spec.scan_tasks import FileScanTask
+
+__all__ = ["TaskBuilder", "split_ranges"]
+
+# Residuals memoised per partition tuple (cleared when full).
+_RESIDUAL_MEMO = 4096
+_MISSHAPEN = object()  # keys the residual of a partition tuple not of its spec's width
+# FileScanTask's checks (a tuple of deletes, start >= 0, length >= 0 or None) hold for every
+# task built here, so tasks are built without them (several times faster per task).
+_new_task = frozen_builder(FileScanTask, trusted=True)
+
+
+def split_ranges(f: DataFile, target: int) -> list[tuple[int, int]]:
+    """(start, length) ranges of about ``target`` bytes along the file's split offsets."""
+    offsets = f.split_offsets
+    size = f.file_size_in_bytes
+    if not offsets or size <= target:
+        return [(0, size)]
+    points = list(offsets)
+    if points != sorted(points) or points[0] < 0 or points[-1] >= size:
+        return [(0, size)]  # offsets that contradict the file are ignored, not trusted
+    points.append(size)
+    out: list[tuple[int, int]] = []
+    start = points[0]
+    for end in points[1:]:
+        if end - start >= target or end == size:
+            out.append((start, end - start))
+            start = end
+    return out if out else [(0, size)]
+
+
+class TaskBuilder:
+    """Tasks of one scan: a file, its deletes, its residual, its spec and the scan's schema.
+
+    The scan's filter is bound with SQL's rule for NULLs (:class:`BoundFilter`), so every
+    residual taken from it keeps that rule for the file's rows, and each task says so
+    (``residual_null_safe``): the reader applies it as it is.
+    """
+
+    def __init__(self, bound: BoundFilter, split_size: int | None) -> None:
+        self.schema = bound.schema
+        self.specs = bound.specs
+        self.bound_filter = bound.expr
+        self.case_sensitive = bound.case_sensitive
+        self.split_size = split_size
+        self._residuals: dict[int, ResidualEvaluator] = {}
+        self._residual_keys: dict[int, Callable[[tuple[Any, ...]], Any]] = {}
+        self._unknown_specs: dict[int, PartitionSpec] = {}
+        # one residual object per partition tuple: files of a partition share it
+        self._residual_by_partition: dict[tuple[int, Any], Expression] = {}
+
+    def residual(self, f: DataFile) -> Expression:
+        """What of the filter the file's partition leaves for its rows, memoised per tuple of
+        the partition values the filter reads (a ``ts`` range over ``day(ts), bucket(16, id)``
+        has as many residuals as days, not as days times buckets)."""
+        return self.residual_of(f.spec_id, f.partition)
+
+    def residual_of(self, spec_id: int, partition: tuple[Any, ...]) -> Expression:
+        """:meth:`residual` of a file of ``spec_id`` with this partition tuple."""
+        if isinstance(self.bound_filter, AlwaysTrue):
+            return self.bound_filter
+        read = self._residual_keys.get(spec_id)
+        if read is None:
+            read = self._residual_key_for(spec_id)
+        key = (spec_id, read(partition))
+        found = self._residual_by_partition.get(key)
+        if found is not None:
+            return found
+        residual = self._residuals[spec_id].residual_for(partition)
+        if len(self._residual_by_partition) >= _RESIDUAL_MEMO:
+            self._residual_by_partition.clear()
+        try:
+            self._residual_by_partition[key] = residual
+        except TypeError:  # an unhashable partition value: not memoised
+            pass
+        return residual
+
+    def _residual_key_for(self, spec_id: int) -> Callable[[tuple[Any, ...]], Any]:
+        spec = self.spec(spec_id)
+        ev = self._residuals[spec_id] = ResidualEvaluator(
+            self.schema, spec, self.bound_filter, self.case_sensitive
+        )
+        width, positions = len(spec.fields), ev.positions
+
+        def read(partition: tuple[Any, ...]) -> Any:
+            if len(partition) != width:  # not the spec's shape: keyed whole, apart
+                return (_MISSHAPEN, partition)
+            return tuple([partition[i] for i in positions])
+
+        self._residual_keys[spec_id] = read
+        return read
+
+    def spec(self, spec_id: int) -> PartitionSpec:
+        spec = self.specs.get(spec_id)
+        if spec is None:  # not in the metadata: typed as unpartitioned (built once)
+            spec = self._unknown_specs.get(spec_id)
+            if spec is None:
+                spec = self._unknown_specs[spec_id] = PartitionSpec(spec_id, ())
+        return spec
+
+    def iter_plain_tasks(self, entries: Sequence[ManifestEntry]) -> Iterator[FileScanTask]:
+        """One delete-free, unsplit task per entry, built as taken (of :class:`EntryRows`,
+        only the data files are built, never the entries)."""
+        schema, new_task, residual, spec = self.schema, _new_task, self.residual, self.spec
+        files = entries.data_files() if isinstance(entries, EntryRows) else (e.data_file for e in entries)
+        for f in files:
+            yield new_task(f, (), residual(f), spec(f.spec_id), schema, 0, None, True)
+
+    def tasks_for(self, entry: ManifestEntry, deletes: tuple[DataFile, ...]) -> list[FileScanTask]:
+        """The entry's tasks with these deletes: one, or one per split of ``split_size``."""
+        f = entry.data_file
+        spec = self.spec(f.spec_id)
+        residual = self.residual(f)
+        split_size, schema = self.split_size, self.schema
+        if split_size is None:
+            return [_new_task(f, deletes, residual, spec, schema, 0, None, True)]
+        ranges = split_ranges(f, split_size)
+        if len(ranges) == 1:
+            return [_new_task(f, deletes, residual, spec, schema, ranges[0][0], None, True)]
+        return [
+            _new_task(f, deletes, residual, spec, schema, start, length, True) for start, length in ranges
+        ]
