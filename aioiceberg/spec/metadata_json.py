@@ -476,10 +476,12 @@ def table_metadata_to_dict(md: TableMetadata) -> dict[str, Any]:
 
 
 def _source_ids_for(fields: list[dict[str, Any]], version: int) -> list[dict[str, Any]]:
-    """Partition/sort field sources as Appendix E asks per version.
+    """Partition/sort field sources, written so that every reader finds what it looks for.
 
-    v3 writes only ``source-ids``; v1/v2 always write ``source-id`` (the first id) and add
-    ``source-ids`` only for multi-argument transforms.
+    v1/v2 always write ``source-id`` (the first id) and add ``source-ids`` only for
+    multi-argument transforms, as Appendix E asks. v3 writes ``source-ids`` as Appendix E asks
+    and, for a single-argument transform, ``source-id`` beside it as Java writes it: Java 1.12
+    and DuckDB 1.5 refuse a v3 partition field without ``source-id``.
     """
     out = []
     for f in fields:
@@ -488,6 +490,8 @@ def _source_ids_for(fields: list[dict[str, Any]], version: int) -> list[dict[str
         for key, value in f.items():
             if key in ("source-id", "source-ids"):
                 if version >= 3:
+                    if len(ids) == 1:
+                        fixed["source-id"] = ids[0]
                     fixed["source-ids"] = list(ids)
                 else:
                     fixed["source-id"] = ids[0]
