@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from aioiceberg.catalog import Catalog, connect, load_table
     from aioiceberg.table import Table, Transaction
 
-__version__ = "0.1.0"
+from aioiceberg._version import __version__
 
 __all__ = ["Catalog", "Table", "Transaction", "__version__", "connect", "load_table"]
 

@@ -17,14 +17,19 @@ location, and :meth:`Catalog.register_table` brings it back. See docs/catalog.md
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import fastavro
+
 from aioiceberg.catalogs.base import Catalog, identifier_parts, identifier_text
 from aioiceberg.catalogs.new_table import first_metadata, parse_partition_by, to_schema
+from aioiceberg.catalogs.uri import catalog_class
 from aioiceberg.commit.protocols.base import (
     CommitProtocol,
     TableState,
@@ -49,8 +54,10 @@ from aioiceberg.errors import (
     ValidationError,
 )
 from aioiceberg.io.base import FileIO
+from aioiceberg.io.local import local_path
 from aioiceberg.io.locations import normalized_location
 from aioiceberg.io.resolve import resolve_io, scheme_of
+from aioiceberg.runtime import Runtime, default_runtime
 from aioiceberg.spec.partitioning import PartitionSpec
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.sorting import UNSORTED, SortOrder
@@ -58,8 +65,6 @@ from aioiceberg.table import Table
 
 if TYPE_CHECKING:
     import pyarrow as pa
-
-    from aioiceberg.runtime import Runtime
 
 __all__ = [
     "NAMESPACE_FILE",
@@ -82,8 +87,6 @@ _METADATA_FILE = (".metadata.json", ".metadata.json.gz")
 
 def _root(root: str) -> str:
     if scheme_of(root) == "file" and not root.startswith("file:"):
-        import os
-
         return os.path.abspath(root).rstrip("/")
     return root.rstrip("/")
 
@@ -326,10 +329,8 @@ class WarehouseCatalog(Catalog):
         target = self.table_location(to_identifier)
         await self.protocol.load(source)  # TableNotFoundError
         await self.check_new_table(to_identifier, target)
-        from aioiceberg.io.local import local_path
 
         src_dir, dst_dir = local_path(source), local_path(target)
-        import os
 
         if os.path.exists(dst_dir):
             raise TableAlreadyExistsError(f"{target} already exists")
@@ -473,8 +474,6 @@ def connect(
     (``glue://``, ``s3tables://ARN``, ``sqlite:///PATH``, ``rest+http://HOST``: see
     docs/catalog.md), for which ``warehouse`` says where new tables go.
     """
-    from aioiceberg.catalogs.uri import catalog_class
-
     service = catalog_class(root)
     if service is not None:
         if lock is not None:
@@ -504,7 +503,7 @@ async def load_table(
     metadata file, read-only unless its commit point has it.
     """
     target = _root(location_or_metadata_file)
-    io = resolve_io(target, storage_options, runtime)
+    io = resolve_io(target, storage_options, runtime=runtime if runtime is not None else default_runtime())
     if target.endswith(_METADATA_FILE):
         return await _static(io, target)
     opener = protocol_for_lock(io, lock, storage_options)
@@ -584,10 +583,6 @@ def _swap_prefix(value: Any, old: str, new: str) -> Any:
 
 def _rewrite_avro(data: bytes, old: str, new: str, lengths: Mapping[str, int]) -> tuple[bytes, bool]:
     """Re-encode one manifest or manifest list with paths moved; True if it lists position deletes."""
-    import io
-
-    import fastavro
-
     reader = fastavro.reader(io.BytesIO(data))
     schema = json.loads(reader.metadata["avro.schema"])
     meta = {k: v for k, v in reader.metadata.items() if not k.startswith("avro.")}
@@ -607,10 +602,6 @@ def _rewrite_avro(data: bytes, old: str, new: str, lengths: Mapping[str, int]) -
 
 
 def _avro_record_name(data: bytes) -> str:
-    import io
-
-    import fastavro
-
     return str(json.loads(fastavro.reader(io.BytesIO(data)).metadata["avro.schema"]).get("name", ""))
 
 

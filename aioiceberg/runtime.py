@@ -30,14 +30,14 @@ from aioiceberg._sync.runner import BlockingLoop
 from aioiceberg.errors import ValidationError
 from aioiceberg.gc_pause import collector_paused
 from aioiceberg.io.data_cache import DEFAULT_DATA_CACHE_BYTES, DataFileCache
-from aioiceberg.io.memory import MemoryObjects
+from aioiceberg.io.memory_objects import MemoryObjects
 from aioiceberg.io.parsed import ParsedFiles
-from aioiceberg.io.probe import ProbeCache
+from aioiceberg.io.probe_results import ProbeCache
 from aioiceberg.io.s3_client import ClientRegistry
 from aioiceberg.scan.cache import ManifestCache, ManifestListCache
+from aioiceberg.scan.decode import Decoder, warm_columnar_decoder
 
 if TYPE_CHECKING:
-    from aioiceberg.scan.decode import Decoder
     from aioiceberg.spec.metadata import TableMetadata
 
 __all__ = [
@@ -96,7 +96,7 @@ class Runtime:
         self.write_io_concurrency = write_io_concurrency
         self.write_cpu_workers = write_cpu_workers
         self.clients = ClientRegistry()
-        self.memory = MemoryObjects()  # what memory:// locations hold (the default runtime's)
+        self._memory = MemoryObjects()  # the default runtime's is what memory:// holds
         self.probes = ProbeCache()
         self.manifest_cache = ManifestCache(max_bytes=manifest_cache_bytes)
         self.manifest_list_cache = ManifestListCache(max_items=manifest_lists)
@@ -185,8 +185,6 @@ class Runtime:
 
     def decoder(self, workers: int) -> Decoder:
         """The decoder with ``workers`` processes (its pool is reused by every scan)."""
-        from aioiceberg.scan.decode import Decoder
-
         with self._lock:
             found = self._decoders.get(workers)
             if found is None:
@@ -203,6 +201,12 @@ class Runtime:
         return found
 
     @property
+    def memory(self) -> MemoryObjects:
+        """What ``memory://`` locations hold: the process's memory, one store whichever
+        runtime asks (the default runtime keeps it)."""
+        return default_runtime()._memory
+
+    @property
     def columnar_usable(self) -> bool:
         """Whether the columnar decoder (polars) may run in this process."""
         return not default_runtime().columnar_forbidden
@@ -214,8 +218,6 @@ class Runtime:
             if warmed.is_set():
                 return
             warmed.set()
-        from aioiceberg.scan.decode import warm_columnar_decoder
-
         # not a daemon: the interpreter waits for it at exit instead of tearing polars down
         # mid-call, which aborted processes that ended right after a small plan (SIGABRT)
         threading.Thread(

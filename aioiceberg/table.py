@@ -12,24 +12,50 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Unpack
 
 from aioiceberg.commit.appends import append_for
+from aioiceberg.commit.evolution import check_settable_properties, staged_metadata, upgrade_format_version
+from aioiceberg.commit.overwrite import RowLevelChange
 from aioiceberg.commit.protocols.base import CommitProtocol, TableState
+from aioiceberg.commit.refs import ManageSnapshots
 from aioiceberg.commit.retry import CommitStats, commit_changes
+from aioiceberg.commit.schema_update import UpdateSchema
 from aioiceberg.commit.snapshot_producer import Change, MetadataChange
+from aioiceberg.commit.sort_update import UpdateSortOrder
+from aioiceberg.commit.spec_update import UpdateSpec
 from aioiceberg.commit.updates import RemoveProperties, SetProperties
 from aioiceberg.errors import ReadOnlyTableError, UnsupportedError
+from aioiceberg.expressions import AlwaysTrue
 from aioiceberg.io.base import FileIO
+from aioiceberg.maintenance.compaction import plan_rewrite_data_files
+from aioiceberg.maintenance.expire import plan_expire_snapshots, preview_expire_snapshots
+from aioiceberg.maintenance.manifests import plan_rewrite_manifests
+from aioiceberg.maintenance.orphans import remove_orphan_files
+from aioiceberg.maintenance.statistics import plan_compute_statistics
+from aioiceberg.rowlevel import (
+    plan_delete,
+    plan_dynamic_partition_overwrite,
+    plan_replace_partitions,
+    plan_upsert,
+)
 from aioiceberg.spec.manifest import DataFile
-from aioiceberg.spec.metadata import MAIN_BRANCH, Snapshot, SnapshotRef, StatisticsFile, TableMetadata
+from aioiceberg.spec.metadata import (
+    MAIN_BRANCH,
+    Operation,
+    Snapshot,
+    SnapshotRef,
+    StatisticsFile,
+    TableMetadata,
+)
 from aioiceberg.spec.partitioning import PartitionSpec
+from aioiceberg.spec.properties import TableProperties
 from aioiceberg.spec.schema import Schema
+from aioiceberg.table_scan import TableScan
+from aioiceberg.write.add_files import data_files_from_parquet
+from aioiceberg.write.location_provider import LocationProvider
+from aioiceberg.write.parquet_writer import write_data_files
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from aioiceberg.commit.refs import ManageSnapshots
-    from aioiceberg.commit.schema_update import UpdateSchema
-    from aioiceberg.commit.sort_update import UpdateSortOrder
-    from aioiceberg.commit.spec_update import UpdateSpec
     from aioiceberg.expressions.tree import Expression
     from aioiceberg.maintenance import (
         ExpireResult,
@@ -37,7 +63,6 @@ if TYPE_CHECKING:
         RewriteManifestsResult,
     )
     from aioiceberg.scan.options import ScanOptions
-    from aioiceberg.table_scan import TableScan
 
 __all__ = ["Table", "Transaction"]
 
@@ -53,8 +78,6 @@ class _Evolution:
         self, allow_incompatible_changes: bool = False, case_sensitive: bool = True
     ) -> UpdateSchema:
         """Schema evolution: ``async with table.update_schema() as u: u.add_column(...)`` commits on exit."""
-        from aioiceberg.commit.schema_update import UpdateSchema
-
         metadata, sink = self._evolution_target()
         return UpdateSchema(
             metadata,
@@ -65,15 +88,11 @@ class _Evolution:
 
     def update_spec(self, case_sensitive: bool = True) -> UpdateSpec:
         """Partition evolution: ``async with table.update_spec() as u: u.add_field("ts", "day")``."""
-        from aioiceberg.commit.spec_update import UpdateSpec
-
         metadata, sink = self._evolution_target()
         return UpdateSpec(metadata, case_sensitive=case_sensitive, sink=sink)
 
     def replace_sort_order(self, case_sensitive: bool = True) -> UpdateSortOrder:
         """A new default sort order: ``async with table.replace_sort_order() as o: o.asc("id")``."""
-        from aioiceberg.commit.sort_update import UpdateSortOrder
-
         metadata, sink = self._evolution_target()
         return UpdateSortOrder(metadata, case_sensitive=case_sensitive, sink=sink)
 
@@ -166,8 +185,6 @@ class Table(_Evolution):
     ) -> TableScan:
         """A scan of this table: ``plan_files()``, ``to_batches()``, ``to_arrow()``; ``options``
         are the planner's and reader's knobs (:class:`~aioiceberg.scan.options.ScanOptions`)."""
-        from aioiceberg.table_scan import TableScan
-
         return TableScan(
             self.io,
             self.metadata,
@@ -293,8 +310,6 @@ class Table(_Evolution):
 
     def manage_snapshots(self) -> ManageSnapshots:
         """Branches, tags, rollback, cherry-pick; ``async with table.manage_snapshots() as ms:`` commits."""
-        from aioiceberg.commit.refs import ManageSnapshots
-
         tx = self.transaction()
         return ManageSnapshots(tx, tx.commit_transaction)
 
@@ -312,8 +327,6 @@ class Table(_Evolution):
         ``dry_run`` commits and deletes nothing: the result lists what would go, as of the
         version this table holds."""
         if dry_run:
-            from aioiceberg.maintenance.expire import preview_expire_snapshots
-
             return await preview_expire_snapshots(
                 self.io,
                 self.metadata,
@@ -336,8 +349,6 @@ class Table(_Evolution):
         Works from the latest version (a stale one would take newer commits' files for
         orphans), so the table must be writable.
         """
-        from aioiceberg.maintenance.orphans import remove_orphan_files
-
         protocol = self._writer()
         await self.refresh()
         await protocol.publish_for_readers(self._state)
@@ -409,8 +420,6 @@ class Transaction(_Evolution):
         return self.table
 
     def _metadata(self) -> TableMetadata:
-        from aioiceberg.commit.evolution import staged_metadata
-
         return staged_metadata(self.table.metadata, self.changes)
 
     async def append(
@@ -420,9 +429,6 @@ class Transaction(_Evolution):
         *,
         branch: str = MAIN_BRANCH,
     ) -> None:
-        from aioiceberg.spec.properties import TableProperties
-        from aioiceberg.write.location_provider import LocationProvider
-        from aioiceberg.write.parquet_writer import write_data_files
 
         md = self._metadata()
         props = TableProperties(md.properties)
@@ -439,8 +445,6 @@ class Transaction(_Evolution):
     async def add_files(
         self, file_paths: Iterable[str], snapshot_properties: Mapping[str, str] | None = None
     ) -> None:
-        from aioiceberg.write.add_files import data_files_from_parquet
-
         md = self._metadata()
         data_files = await data_files_from_parquet(
             self.table.io, list(file_paths), md.schema(), md.spec(), md.properties
@@ -469,7 +473,6 @@ class Transaction(_Evolution):
 
     def set_properties(self, properties: Mapping[str, str] | None = None, **kwargs: str) -> None:
         updates = {**(properties or {}), **kwargs}
-        from aioiceberg.commit.evolution import check_settable_properties
 
         check_settable_properties(updates)
         self.changes.append(MetadataChange([SetProperties({k: str(v) for k, v in updates.items()})]))
@@ -479,8 +482,6 @@ class Transaction(_Evolution):
 
     def manage_snapshots(self) -> ManageSnapshots:
         """Ref operations that join this transaction's commit (``async with`` or ``await ms.commit()``)."""
-        from aioiceberg.commit.refs import ManageSnapshots
-
         return ManageSnapshots(self)
 
     # -- row-level changes: planned now, on the staged metadata (aioiceberg.rowlevel) --
@@ -510,8 +511,6 @@ class Transaction(_Evolution):
         snapshot_properties: Mapping[str, str] | None = None,
         case_sensitive: bool = True,
     ) -> None:
-        from aioiceberg.rowlevel import plan_delete
-
         md = self._planned_base()
         self._stage_planned(
             await plan_delete(
@@ -530,10 +529,6 @@ class Transaction(_Evolution):
         snapshot_properties: Mapping[str, str] | None = None,
         case_sensitive: bool = True,
     ) -> None:
-        from aioiceberg.commit.overwrite import RowLevelChange
-        from aioiceberg.expressions import AlwaysTrue
-        from aioiceberg.rowlevel import plan_delete
-        from aioiceberg.spec.metadata import Operation
 
         md = self._planned_base()
         change = await plan_delete(
@@ -560,10 +555,6 @@ class Transaction(_Evolution):
         """:meth:`overwrite` with data files already written (by Spark executors, say): the
         rows matching ``overwrite_filter`` (default: all) are replaced by ``data_files``,
         which the transaction then owns (deleted if it fails)."""
-        from aioiceberg.commit.overwrite import RowLevelChange
-        from aioiceberg.expressions import AlwaysTrue
-        from aioiceberg.rowlevel import plan_delete
-        from aioiceberg.spec.metadata import Operation
 
         md = self._planned_base()
         change = await plan_delete(
@@ -585,8 +576,6 @@ class Transaction(_Evolution):
     ) -> None:
         """:meth:`dynamic_partition_overwrite` with data files already written: the partitions
         they fall in are replaced by them (the transaction owns them)."""
-        from aioiceberg.rowlevel import plan_replace_partitions
-
         md = self._planned_base()
         self._stage_planned(
             await plan_replace_partitions(
@@ -597,8 +586,6 @@ class Transaction(_Evolution):
     async def dynamic_partition_overwrite(
         self, df: pa.Table, snapshot_properties: Mapping[str, str] | None = None
     ) -> None:
-        from aioiceberg.rowlevel import plan_dynamic_partition_overwrite
-
         md = self._planned_base()
         self._stage_planned(
             await plan_dynamic_partition_overwrite(
@@ -615,8 +602,6 @@ class Transaction(_Evolution):
         case_sensitive: bool = True,
         snapshot_properties: Mapping[str, str] | None = None,
     ) -> None:
-        from aioiceberg.rowlevel import plan_upsert
-
         md = self._planned_base()
         self._stage_planned(
             await plan_upsert(
@@ -642,8 +627,6 @@ class Transaction(_Evolution):
     ) -> ExpireResult:
         """Expire snapshots past retention, decided on the table as this commit finds it
         (snapshots staged before count); their files are deleted once the commit has landed."""
-        from aioiceberg.maintenance.expire import plan_expire_snapshots
-
         change, result = await plan_expire_snapshots(
             self.table.io,
             self._open_metadata(),
@@ -658,8 +641,6 @@ class Transaction(_Evolution):
 
     async def rewrite_manifests(self, target_size_bytes: int | None = None) -> RewriteManifestsResult:
         """Merge small data manifests of main, those of snapshots staged before included."""
-        from aioiceberg.maintenance.manifests import plan_rewrite_manifests
-
         change, result = await plan_rewrite_manifests(
             self.table.io,
             self._open_metadata(),
@@ -678,8 +659,6 @@ class Transaction(_Evolution):
     ) -> RewriteDataFilesResult:
         """Compact small data files per partition; the new files are written now (and deleted
         if the transaction fails)."""
-        from aioiceberg.maintenance.compaction import plan_rewrite_data_files
-
         change, result = await plan_rewrite_data_files(
             self.table.io,
             self._planned_base("rewrite_data_files"),
@@ -694,8 +673,6 @@ class Transaction(_Evolution):
         self, columns: Sequence[str] | None = None, snapshot_id: int | None = None
     ) -> StatisticsFile | None:
         """NDV sketches of a committed snapshot (default: the current one), registered by this commit."""
-        from aioiceberg.maintenance.statistics import plan_compute_statistics
-
         md = self._open_metadata()
         if snapshot_id is None and any(c.snapshot_id is not None for c in self.changes):
             raise UnsupportedError(
@@ -716,8 +693,6 @@ class Transaction(_Evolution):
         return self._metadata(), self._stage
 
     def upgrade_table_version(self, format_version: int) -> None:
-        from aioiceberg.commit.evolution import upgrade_format_version
-
         change = upgrade_format_version(self._metadata(), format_version)
         if change is not None:
             self.changes.append(change)

@@ -35,7 +35,7 @@ from servers.proxy import FaultConfig, FaultProxy  # noqa: E402
 
 import aioiceberg  # noqa: E402
 from aioiceberg.io import S3FileIO  # noqa: E402
-from aioiceberg.runtime import close_all_clients  # noqa: E402
+from aioiceberg.runtime import close_all_clients, default_runtime  # noqa: E402
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("writer", pa.string())])
 RETRY = {
@@ -77,7 +77,7 @@ def s3_options(endpoint: str) -> dict[str, str]:
 
 
 async def new_bucket(endpoint: str) -> str:
-    io = S3FileIO(s3_options(endpoint))
+    io = S3FileIO(s3_options(endpoint)).bind_runtime(default_runtime())
     bucket = f"bench-{uuid.uuid4().hex[:16]}"
     await (await io.runtime.clients.get(io.options)).create_bucket(Bucket=bucket)
     return bucket

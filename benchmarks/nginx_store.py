@@ -46,6 +46,8 @@ import socket
 import subprocess
 import tempfile
 import time
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 INSTALL = "apt-get install -y nginx-light libnginx-mod-http-echo"
@@ -284,6 +286,33 @@ def start_or_skip(root: Path | str, delay_ms: float) -> NginxStore | None:
         print(missing, flush=True)
         return None
     return NginxStore(root, delay_ms).start()
+
+
+@dataclass
+class BenchStore:
+    """Where a benchmark's table lives: ``kind`` is "nginx" or "local"; ``name`` is for the report."""
+
+    kind: str
+    options: dict[str, str]
+    name: str
+
+
+def open_bench_store(
+    stack: ExitStack, disk: Path, kind: str, delay_ms: float, tiny: bool
+) -> BenchStore | None:
+    """The store a benchmark asked for, stopped when ``stack`` closes.
+
+    None where nginx is missing (one line said why), except for a tiny run, which falls back to
+    the local disk so the suite's smoke run still runs the script.
+    """
+    if kind != "nginx":
+        return BenchStore("local", {}, "local")
+    nginx = start_or_skip(disk, delay_ms)
+    if nginx is None:
+        return BenchStore("local", {}, "local") if tiny else None
+    stack.callback(nginx.stop)
+    name = f"nginx+{delay_ms:g}ms" if delay_ms > 0 else "nginx"
+    return BenchStore("nginx", nginx.options(), name)
 
 
 def main() -> None:

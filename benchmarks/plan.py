@@ -353,7 +353,7 @@ async def floors(
     from aioiceberg.spec.manifest import read_manifest_list
     from aioiceberg.spec.metadata_json import parse_table_metadata
 
-    io = resolve_io(meta, options)
+    io = resolve_io(meta, options, runtime=_runtime())
     md = parse_table_metadata(await io.read(meta), meta)
     snap = md.current_snapshot()
     assert snap is not None and snap.manifest_list is not None
@@ -537,9 +537,9 @@ def main() -> None:
         if args.disk_root:
             from benchmarks.s3_on_disk import S3OnDiskIO
 
-            io: FileIO = S3OnDiskIO(args.disk_root)
+            io: FileIO = S3OnDiskIO(args.disk_root).bind_runtime(_runtime())
         else:
-            io = resolve_io(args.build, json.loads(args.options))
+            io = resolve_io(args.build, json.loads(args.options), runtime=_runtime())
         print(asyncio.run(_build_and_close(io, args.build, m, e)))
         return
     if args.worker:

@@ -165,12 +165,13 @@ def rss_child(location: str, options_json: str) -> None:
     """Stream the table batch by batch, keep nothing; print peak RSS and bytes streamed."""
     from aioiceberg.io import resolve_io
     from aioiceberg.read import read_tasks
+    from aioiceberg.runtime import default_runtime
     from aioiceberg.spec.metadata_json import parse_table_metadata
     from aioiceberg.table_scan import TableScan
 
     async def run() -> int:
         options = json.loads(options_json)
-        io = resolve_io(location, options)
+        io = resolve_io(location, options, runtime=default_runtime())
         md = parse_table_metadata(await io.read(location), location)
         tasks = [t async for t in TableScan(io, md, decode_workers=0).plan_files()]
         total = 0

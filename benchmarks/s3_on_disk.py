@@ -12,6 +12,7 @@ from pathlib import Path
 
 from aioiceberg.io.base import FileIO, ObjectInfo, RangeResult
 from aioiceberg.io.local import LocalFileIO
+from aioiceberg.runtime import default_runtime
 
 
 class S3OnDiskIO(FileIO):
@@ -23,7 +24,7 @@ class S3OnDiskIO(FileIO):
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root).resolve()
-        self.local = LocalFileIO(fsync=False)
+        self.local = LocalFileIO(fsync=False).bind_runtime(default_runtime())
 
     def _path(self, location: str) -> str:
         if not location.startswith("s3://"):

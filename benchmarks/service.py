@@ -430,21 +430,12 @@ def main(argv: list[str] | None = None) -> None:
             Path(args.scratch) if args.scratch else Path(stack.enter_context(tempfile.TemporaryDirectory()))
         )
         disk = scratch / "nginx-root"
-        store = args.store or "nginx"
-        options: dict[str, str] = {}
-        name = "local"
-        if store == "nginx":
-            from benchmarks.nginx_store import start_or_skip
+        from benchmarks.nginx_store import open_bench_store
 
-            nginx = start_or_skip(disk, delay)
-            if nginx is None:
-                if not args.tiny:
-                    return
-                store = "local"  # tiny: keep the script running where nginx is missing
-            else:
-                stack.callback(nginx.stop)
-                options = nginx.options()
-                name = f"nginx+{delay:g}ms" if delay > 0 else "nginx"
+        opened = open_bench_store(stack, disk, args.store or "nginx", delay, args.tiny)
+        if opened is None:
+            return
+        store, options, name = opened.kind, opened.options, opened.name
         tag = f"svc{args.manifests}x{args.entries}r{args.rows}"
         location = f"s3://bench/tables/{tag}" if store == "nginx" else f"file://{scratch}/tables/{tag}"
         meta = existing_table(str(disk), location)

@@ -56,6 +56,7 @@ if str(ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
+from aioiceberg.runtime import default_runtime  # noqa: E402
 from aioiceberg.testing.synthetic import DAY_MICROS, FIRST_DAY  # noqa: E402
 from benchmarks.service import children_hwm_mb, peak_rss_mb  # noqa: E402
 
@@ -447,11 +448,11 @@ def build(disk_root: Path, location: str, manifests: int, entries: int) -> str:
         if location.startswith("s3://"):
             from benchmarks.s3_on_disk import S3OnDiskIO
 
-            io = S3OnDiskIO(disk_root)
+            io = S3OnDiskIO(disk_root).bind_runtime(default_runtime())
         else:
             from aioiceberg.io import resolve_io
 
-            io = resolve_io(location, {})
+            io = resolve_io(location, {}, runtime=default_runtime())
         try:
             return await build_table(io, location, manifests, entries)
         finally:
@@ -614,21 +615,12 @@ def main(argv: list[str] | None = None) -> None:
             Path(args.scratch) if args.scratch else Path(stack.enter_context(tempfile.TemporaryDirectory()))
         )
         disk = scratch / "nginx-root"
-        store = args.store or "nginx"
-        options: dict[str, str] = {}
-        name = "local"
-        if store == "nginx":
-            from benchmarks.nginx_store import start_or_skip
+        from benchmarks.nginx_store import open_bench_store
 
-            nginx = start_or_skip(disk, delay)
-            if nginx is None:
-                if not args.tiny:
-                    return
-                store = "local"  # tiny: keep the script running where nginx is missing
-            else:
-                stack.callback(nginx.stop)
-                options = nginx.options()
-                name = f"nginx+{delay:g}ms" if delay > 0 else "nginx"
+        opened = open_bench_store(stack, disk, args.store or "nginx", delay, args.tiny)
+        if opened is None:
+            return
+        store, options, name = opened.kind, opened.options, opened.name
         tag = f"plan{args.manifests}x{args.entries}"
         location = f"s3://bench/tables/{tag}" if store == "nginx" else f"file://{scratch}/tables/{tag}"
         meta = existing_table(disk, location)

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from servers.moto import FAKE_CREDENTIALS, MotoServer  # noqa: E402
 
 from aioiceberg.io import S3FileIO, resolve_io  # noqa: E402
-from aioiceberg.runtime import close_all_clients  # noqa: E402
+from aioiceberg.runtime import close_all_clients, default_runtime  # noqa: E402
 
 os.environ.update({k: os.environ.get(k, v) for k, v in FAKE_CREDENTIALS.items()})
 
@@ -87,8 +87,8 @@ async def run(endpoint: str, args: argparse.Namespace, upload: bool) -> list[tup
         "s3.path-style-access": "true",
         "s3.max-concurrency": str(max_c),
     }
-    ours = resolve_io(f"s3://{BUCKET}/", storage)  # the default S3 path (obstore)
-    ours_botocore = S3FileIO(storage)
+    ours = resolve_io(f"s3://{BUCKET}/", storage, runtime=default_runtime())  # the default S3 path (obstore)
+    ours_botocore = S3FileIO(storage).bind_runtime(default_runtime())
     raw_ctx = AioSession().create_client(
         "s3",
         endpoint_url=endpoint,

@@ -48,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from aioiceberg.io import LocalFileIO  # noqa: E402
+from aioiceberg.runtime import default_runtime  # noqa: E402
 from aioiceberg.spec.partitioning import PartitionField, PartitionSpec  # noqa: E402
 from aioiceberg.spec.schema_json import schema_from_json  # noqa: E402
 from aioiceberg.spec.transforms import parse_transform  # noqa: E402
@@ -155,7 +156,7 @@ def main() -> None:
             ) -> Any:
                 async def run() -> Any:
                     return await write_data_files(
-                        LocalFileIO(fsync=False),
+                        LocalFileIO(fsync=False).bind_runtime(default_runtime()),
                         schema,
                         spec,
                         table,

@@ -21,6 +21,7 @@ from aioiceberg.errors import (
 from aioiceberg.io.base import FileIO
 from aioiceberg.io.locations import Roots, normalized_location
 from aioiceberg.io.resolve import resolve_io
+from aioiceberg.runtime import Runtime
 from aioiceberg.spec.metadata import TableMetadata
 from aioiceberg.spec.metadata_json import parse_table_metadata
 from aioiceberg.spec.sorting import UNSORTED, SortOrder
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from aioiceberg.commit.protocols.base import CommitProtocol
-    from aioiceberg.runtime import Runtime
     from aioiceberg.spec.partitioning import PartitionSpec
     from aioiceberg.spec.schema import Schema
     from aioiceberg.table import Table
@@ -135,11 +135,9 @@ class Catalog(abc.ABC):
         self.storage_options = dict(storage_options or {})
         self._own_runtime = runtime is None
         if runtime is None:
-            from aioiceberg.runtime import Runtime
-
             runtime = Runtime()
         self.runtime = runtime
-        self.io = resolve_io(root if files is None else files, self.storage_options, self.runtime)
+        self.io = resolve_io(root if files is None else files, self.storage_options, runtime=self.runtime)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.root!r})"
@@ -152,7 +150,7 @@ class Catalog(abc.ABC):
 
     def io_for(self, location: str) -> FileIO:
         """The FileIO for a table's files (a catalog's tables may live in several buckets)."""
-        return resolve_io(location, self.storage_options, self.runtime)
+        return resolve_io(location, self.storage_options, runtime=self.runtime)
 
     async def _close_clients(self) -> None:
         """Release what the catalog itself holds beside its runtime (service clients)."""

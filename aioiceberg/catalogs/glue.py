@@ -166,6 +166,7 @@ def _configured_region(profile: str | None) -> str | None:
     botocore reads no AWS_REGION, and Glue, unlike S3, cannot start without a region."""
     if os.environ.get("AWS_REGION"):
         return os.environ["AWS_REGION"]
+    # botocore: optional (the s3 extra)
     import botocore.exceptions
     import botocore.session
 

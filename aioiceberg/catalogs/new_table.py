@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from aioiceberg.errors import ValidationError
+from aioiceberg.spec.arrow import arrow_to_schema_assign_ids
 from aioiceberg.spec.metadata import TableMetadata
 from aioiceberg.spec.metadata_json import new_table_metadata
 from aioiceberg.spec.partitioning import (
@@ -66,7 +67,6 @@ def parse_partition_by(items: Sequence[str] | PartitionSpec | None, schema: Sche
 def to_schema(schema: pa.Schema | Schema) -> Schema:
     if isinstance(schema, Schema):
         return schema
-    from aioiceberg.spec.arrow import arrow_to_schema_assign_ids
 
     return arrow_to_schema_assign_ids(schema)
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from aioiceberg.catalogs.base import METADATA_SUFFIXES, Catalog, identifier_parts, identifier_text
 from aioiceberg.catalogs.new_table import first_metadata
 from aioiceberg.commit.protocols.base import parse_metadata_file
-from aioiceberg.commit.protocols.commit_point import CATALOG, CommitPoint
+from aioiceberg.commit.protocols.commit_point import CATALOG, CommitPoint, commit_point_of
 from aioiceberg.commit.protocols.pointer_swap import MetadataPointer, PointerProtocol
 from aioiceberg.errors import (
     IcebergError,
@@ -293,8 +293,6 @@ class PointerCatalog(Catalog):
         state = await protocol.state_at(found)
         location = state.metadata.location
         if not protocol.accepts(state.metadata):
-            from aioiceberg.commit.protocols.commit_point import commit_point_of
-
             point = commit_point_of(state.metadata)
             reason = (
                 f"{pointer.name} is a table that commits through {point}, not this catalog: "

@@ -325,7 +325,7 @@ class _Sessions:
         ] = weakref.WeakKeyDictionary()
 
     async def get(self) -> aiohttp.ClientSession:
-        import aiohttp
+        import aiohttp  # aiohttp: optional (the rest and server extras)
 
         loop = asyncio.get_running_loop()
         found = self._loops.get(loop)
@@ -405,6 +405,7 @@ class RestCatalog(Catalog):
     ) -> RestCatalog:
         parsed = RestUri.parse(uri)
         try:
+            # aiohttp: optional (the rest and server extras)
             import aiohttp  # noqa: F401
         except ImportError as exc:
             raise UnsupportedError(
@@ -485,6 +486,7 @@ class RestCatalog(Catalog):
         A 401 (or 419) is answered before anything runs, so after the authentication renews
         its token the request, read or write, is sent once more.
         """
+        # aiohttp: optional (the rest and server extras); yarl: optional (comes with aiohttp, the rest extra)
         import aiohttp
         from yarl import URL
 
@@ -607,7 +609,7 @@ class RestCatalog(Catalog):
             else {}
         )
         options = {**defaults, **self.storage_options, **overrides, **vended}
-        return resolve_io(location, options, self.runtime)
+        return resolve_io(location, options, runtime=self.runtime)
 
     def _table(self, identifier: str | Sequence[str], reply: dict[str, Any]) -> Table:
         namespace, name = _split_table(identifier)

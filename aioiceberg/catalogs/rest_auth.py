@@ -152,7 +152,7 @@ class ClientCredentials(RestAuth):
             return self._token
 
     async def _fetch(self, session: aiohttp.ClientSession) -> _Token:
-        import aiohttp
+        import aiohttp  # aiohttp: optional (the rest and server extras)
 
         form = urlencode(
             {
@@ -243,6 +243,7 @@ class SigV4(RestAuth):
 
     async def _resolve(self) -> tuple[Any, str]:
         try:
+            # botocore: optional (the s3 extra); aiobotocore: optional (the s3 extra)
             import botocore.exceptions
             from aiobotocore.session import AioSession
         except ImportError as exc:
@@ -275,6 +276,7 @@ class SigV4(RestAuth):
         body: bytes | None,
         sent: Mapping[str, str],
     ) -> dict[str, str]:
+        # botocore: optional (the s3 extra)
         import botocore.exceptions
         from botocore.auth import SigV4Auth
         from botocore.awsrequest import AWSRequest

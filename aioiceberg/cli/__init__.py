@@ -16,6 +16,7 @@ import click
 
 from aioiceberg.cli.app import CliError, cli
 from aioiceberg.cli.messages import one_line
+from aioiceberg.errors import IcebergError
 
 __all__ = ["CliError", "cli", "main", "one_line"]
 
@@ -58,8 +59,6 @@ def _exit_now(code: int) -> NoReturn:
 
 
 def _kind(exc: BaseException) -> str:
-    from aioiceberg.errors import IcebergError
-
     if isinstance(exc, IcebergError | OSError):
         return ""
     return f"{type(exc).__name__}: "

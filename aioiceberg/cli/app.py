@@ -6,20 +6,27 @@ table location or metadata file (anything with a ``/``).
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
+import logging
 import os
+import re
 import sys
 import time
+import zoneinfo
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import click
 from rich.console import Console
+from rich.progress import Progress
 from rich.table import Table as RichTable
 
 from aioiceberg.cli.arguments import (
     expand_files,
+    is_secret_key,
     parse_key_values,
     parse_schema_text,
     parse_storage_options,
@@ -65,8 +72,6 @@ class State:
         root = self.warehouse
         scheme, colon, _ = root.partition(":")
         if root.startswith("file:"):
-            from urllib.parse import unquote, urlsplit
-
             root = unquote(urlsplit(root).path)
         elif colon and "/" not in scheme:  # s3://, sqlite:///, s3tables:arn:..., glue://
             return
@@ -81,7 +86,7 @@ class State:
     @property
     def catalog(self) -> Any:
         if self._catalog is None:
-            from aioiceberg import sync
+            from aioiceberg import sync  # loads on use: --help starts without the engine
 
             if not self.may_create:
                 self._require_local_warehouse()
@@ -97,7 +102,7 @@ class State:
 
     def table(self, name: str) -> Any:
         """A catalog table by identifier, or any table by location / metadata file."""
-        from aioiceberg import sync
+        from aioiceberg import sync  # loads on use: --help starts without the engine
 
         try:
             if "/" in name:
@@ -202,10 +207,6 @@ def _examples(*commands: str) -> str:
 # -- group -----------------------------------------------------------------------------------------
 def _refuse_uri_secrets(uri: str) -> None:
     """A catalog URI typed on the command line must not carry a secret (``token=``, ...)."""
-    from urllib.parse import parse_qsl, urlsplit
-
-    from aioiceberg.cli.arguments import is_secret_key
-
     secret = [key for key, _ in parse_qsl(urlsplit(uri).query, keep_blank_values=True) if is_secret_key(key)]
     if secret:
         raise CliError(
@@ -296,7 +297,7 @@ def create(
     state.may_create = True
     schema: Any
     if schema_text.lower().endswith(".parquet") or os.path.isfile(schema_text):
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # loads on use: --help starts without the engine
 
         try:
             schema = pq.read_schema(schema_text)
@@ -395,18 +396,15 @@ _OFFSET_AT_END = r"([Zz]|[+-]\d{2}(:?\d{2})?)$"
 
 
 def _zoned_columns(arrow_schema: Any) -> list[str]:
-    import pyarrow as pa
+    import pyarrow as pa  # loads on use: --help starts without the engine
 
     return [f.name for f in arrow_schema if pa.types.is_timestamp(f.type) and f.type.tz is not None]
 
 
 def _check_zone(zone: str) -> str:
     """An IANA zone name (Europe/Paris, UTC) or a fixed offset (+02:00), as Arrow takes them."""
-    import re
-
     if re.fullmatch(r"[+-]\d{2}:\d{2}", zone):
         return zone
-    import zoneinfo
 
     try:
         zoneinfo.ZoneInfo(zone)
@@ -420,6 +418,7 @@ def _check_zone(zone: str) -> str:
 def _assume_zone(data: Any, arrow_schema: Any, zone: str) -> Any:
     """Timestamps without a zone bound for timestamptz columns, read as wall-clock times in
     ``zone``; values that carry an offset keep it. CSV columns arrive as text here."""
+    # loads on use: --help starts without the engine
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -447,15 +446,11 @@ def _assume_zone(data: Any, arrow_schema: Any, zone: str) -> Any:
 def _naive_timestamp_error(path: str, message: str) -> CliError | None:
     """pyarrow's advice for a CSV timestamp without an offset (``assume_timezone``) is no use on
     a command line: name the column and value, and the option that reads them."""
-    import re
-
     m = re.search(r"column #(\d+).*expected a zone offset in '([^']*)'", message)
     if m is None:
         return None
     column = f"#{int(m.group(1)) + 1}"
     if not path.lower().endswith(".gz"):
-        import csv
-
         try:
             with open(path, newline="", encoding="utf-8") as f:
                 header = next(csv.reader(f), [])
@@ -470,6 +465,7 @@ def _naive_timestamp_error(path: str, message: str) -> CliError | None:
 
 
 def _read_file(path: str, arrow_schema: Any, zone: str | None = None) -> Any:
+    # loads on use: --help starts without the engine
     import pyarrow as pa
     import pyarrow.csv as pcsv
     import pyarrow.parquet as pq
@@ -516,9 +512,7 @@ which zone the times without one are in.""",
 @pass_state
 def append(state: State, table: str, files: tuple[str, ...], zone: str | None) -> None:
     """Append Parquet or CSV FILES (or globs) to TABLE in one commit."""
-    from rich.progress import Progress
-
-    from aioiceberg.spec.arrow import schema_to_arrow
+    from aioiceberg.spec.arrow import schema_to_arrow  # loads on use: --help starts without the engine
 
     if zone is not None:
         zone = _check_zone(zone)
@@ -651,6 +645,7 @@ def scan(
         data = _scan(t, row_filter, columns, snapshot_id, limit=shown_limit).to_arrow()
     elapsed = time.perf_counter() - started
     if output is not None:
+        # loads on use: --help starts without the engine
         import pyarrow.csv as pcsv
         import pyarrow.parquet as pq
 
@@ -897,7 +892,7 @@ def namespace(state: State, namespace: str, properties: tuple[str, ...]) -> None
 @pass_state
 def demo(state: State, rows: int, table_name: str, appends: int) -> None:
     """Create, fill, evolve and query a partitioned table, showing timings and pruning."""
-    from aioiceberg.cli.demo import run_demo
+    from aioiceberg.cli.demo import run_demo  # loads on use: --help starts without the engine
 
     run_demo(state.warehouse, state.storage_options or None, state.lock, table_name, rows, appends, console)
 
@@ -952,6 +947,7 @@ def serve(
     listens on loopback only and anyone on this machine may use it.
     """
     try:
+        # aiohttp: optional (the rest and server extras)
         from aioiceberg.server import run_server
         from aioiceberg.server.auth import load_auth
         from aioiceberg.server.run import check_bind, is_loopback
@@ -975,7 +971,6 @@ def serve(
             "put a TLS-terminating proxy in front",
             err=True,
         )
-    import logging
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("aioiceberg.server").setLevel(logging.DEBUG if verbose else logging.WARNING)

@@ -10,6 +10,8 @@ import re
 from collections.abc import Mapping
 
 from aioiceberg.errors import ValidationError
+from aioiceberg.io.resolve import BACKEND_OPTION
+from aioiceberg.io.s3_client import S3_OPTION_ALIASES
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.types import NestedField, parse_primitive
 
@@ -96,8 +98,6 @@ _FROM_FILE = "@"
 def storage_option_keys() -> frozenset[str]:
     """Every storage option key aioiceberg reads: ``io.backend``, ``local.fsync``, the S3 keys
     with their boto-style aliases, and each AWS service's connection (``glue.region``, ...)."""
-    from aioiceberg.io.resolve import BACKEND_OPTION
-    from aioiceberg.io.s3_client import S3_OPTION_ALIASES
 
     keys = {BACKEND_OPTION, "local.fsync"}
     keys.update(key for aliases in S3_OPTION_ALIASES.values() for key in aliases)

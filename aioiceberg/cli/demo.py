@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import anyio
+import numpy as np
 import pyarrow as pa
 from rich.console import Console
 
@@ -29,8 +30,6 @@ KINDS = ("view", "click", "cart", "purchase", "refund")
 
 def events(first_id: int, n: int, first_day: int, days: int, seed: int) -> pa.Table:
     """``n`` synthetic events spread over ``days`` days from ``first_day`` (vectorised, no Python loop)."""
-    import numpy as np
-
     rng = np.random.default_rng(seed)
     start_us = int((START + dt.timedelta(days=first_day)).timestamp() * 1_000_000)
     ts = np.sort(rng.integers(start_us, start_us + days * 86_400_000_000, n, dtype=np.int64))

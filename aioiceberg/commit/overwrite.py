@@ -47,6 +47,12 @@ class RemovedFile:
         return self.entry.data_file
 
 
+def _file_key(f: DataFile) -> str:
+    """Identity of a content file in a table: its path, plus the blob offset for DVs (the
+    vectors of one Puffin file share its path)."""
+    return f.file_path if f.content_offset is None else f"{f.file_path}#{f.content_offset}"
+
+
 class RowLevelChange(SnapshotProducer):
     """Drop ``removed`` data files and add data and delete files, in one snapshot.
 
@@ -54,13 +60,15 @@ class RowLevelChange(SnapshotProducer):
     its manifest paths: a manifest not among them (written by a concurrent commit) is opened
     to find dropped files that moved there. ``detection`` says what counts as a conflicting
     concurrent commit; ``None`` rebases unconditionally (still failing if a dropped file
-    disappeared).
+    disappeared). ``removed_delete_files`` are live delete files to drop with it (a deletion
+    vector replaced by a merged one); each must still be live when the change commits.
     """
 
     def __init__(
         self,
         *,
         removed: Iterable[RemovedFile] = (),
+        removed_delete_files: Iterable[RemovedFile] = (),
         added_data_files: Iterable[DataFile] = (),
         added_delete_files: Iterable[DataFile] = (),
         start_snapshot_id: int | None,
@@ -74,6 +82,9 @@ class RowLevelChange(SnapshotProducer):
     ) -> None:
         super().__init__(None, "null" if codec == "null" else "deflate")
         self.removed = {r.file.file_path: r for r in removed}
+        self.removed_deletes = {_file_key(r.file): r for r in removed_delete_files}
+        if any(r.file.content == DataFileContent.DATA for r in self.removed_deletes.values()):
+            raise ValidationError("removed_delete_files must hold delete files only")
         self.added_data_files = list(added_data_files)
         self.added_delete_files = list(added_delete_files)
         if any(f.content != DataFileContent.DATA for f in self.added_data_files):
@@ -88,7 +99,9 @@ class RowLevelChange(SnapshotProducer):
         self.snapshot_properties = dict(snapshot_properties or {})
         self.owns_files = owns_files
         self._new_manifests: list[ManifestFile] | None = None
-        self._removed_manifests = {r.manifest_path for r in self.removed.values()}
+        self._removed_manifests = {r.manifest_path for r in self.removed.values()} | {
+            r.manifest_path for r in self.removed_deletes.values()
+        }
         self._rewritten: dict[str, tuple[ManifestFile | None, set[str]]] = {}
         self._written: list[str] = []
         self._lists: dict[str, set[str]] = {}
@@ -104,7 +117,7 @@ class RowLevelChange(SnapshotProducer):
 
     @property
     def is_empty(self) -> bool:
-        return not (self.removed or self.added_data_files or self.added_delete_files)
+        return not (self.removed or self.removed_deletes or self.added_data_files or self.added_delete_files)
 
     def _manifest_path(self, base: TableMetadata) -> str:
         self._counter += 1
@@ -143,10 +156,13 @@ class RowLevelChange(SnapshotProducer):
         if cached is not None:
             return cached
         manifest = read_manifest(await io.read(mf.manifest_path), mf)
+        targets: Mapping[str, RemovedFile] = (
+            self.removed if mf.content == ManifestContent.DATA else self.removed_deletes
+        )
         hits = {
-            e.data_file.file_path
+            _file_key(e.data_file)
             for e in manifest.entries
-            if e.is_live and e.data_file.file_path in self.removed
+            if e.is_live and _file_key(e.data_file) in targets
         }
         if not hits:
             self._rewritten[mf.manifest_path] = (None, hits)
@@ -157,7 +173,7 @@ class RowLevelChange(SnapshotProducer):
                 continue  # deletions recorded by older snapshots are history, not carried on
             status = (
                 ManifestEntryStatus.DELETED
-                if e.data_file.file_path in self.removed
+                if _file_key(e.data_file) in targets
                 else ManifestEntryStatus.EXISTING
             )
             entries.append(
@@ -188,14 +204,14 @@ class RowLevelChange(SnapshotProducer):
                 await validate_concurrent_changes(io, base, between, self.detection)
         carried: list[ManifestFile] = []
         found: set[str] = set()
+        found_deletes: set[str] = set()
         for mf in await self._manifests_of(io, parent):
-            if (
-                self.removed
-                and mf.content == ManifestContent.DATA
-                and (mf.manifest_path not in self.start_manifests or self._may_hold_removed(mf))
+            is_data = mf.content == ManifestContent.DATA
+            if (self.removed if is_data else self.removed_deletes) and (
+                mf.manifest_path not in self.start_manifests or self._may_hold_removed(mf)
             ):
                 rewritten, hits = await self._rewrite(io, base, mf)
-                found |= hits
+                (found if is_data else found_deletes).update(hits)
                 carried.append(rewritten if rewritten is not None else mf)
             else:
                 carried.append(mf)
@@ -205,10 +221,16 @@ class RowLevelChange(SnapshotProducer):
                 f"{len(missing)} data file(s) this change removes are no longer in the table, "
                 f"e.g. {sorted(missing)[0]}"
             )
+        missing = set(self.removed_deletes) - found_deletes
+        if missing:
+            raise CommitConflictError(
+                f"{len(missing)} delete file(s) this change replaces are no longer in the table, "
+                f"e.g. {sorted(missing)[0]}"
+            )
         manifests = [*await self._write_new_manifests(io, base), *carried]
         summary = rowlevel_summary(
             [*self.added_data_files, *self.added_delete_files],
-            [r.file for r in self.removed.values()],
+            [r.file for r in (*self.removed.values(), *self.removed_deletes.values())],
             parent.summary if parent is not None else None,
             self.operation,
             self.snapshot_properties,

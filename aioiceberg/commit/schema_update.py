@@ -26,6 +26,7 @@ from aioiceberg.commit.requirements import (
 from aioiceberg.commit.updates import LAST_ADDED, AddSchema, SetCurrentSchema, SetProperties, TableUpdate
 from aioiceberg.errors import InvalidMetadataError, ValidationError
 from aioiceberg.spec import values
+from aioiceberg.spec.arrow import arrow_to_iceberg_type, arrow_to_schema_assign_ids
 from aioiceberg.spec.metadata import TableMetadata
 from aioiceberg.spec.name_mapping import (
     DEFAULT_NAME_MAPPING_PROPERTY,
@@ -108,7 +109,6 @@ def _as_type(field_type: IcebergType | str | pa.DataType) -> IcebergType:
         return field_type
     if isinstance(field_type, str):
         return parse_primitive(field_type)
-    from aioiceberg.spec.arrow import arrow_to_iceberg_type
 
     return arrow_to_iceberg_type(field_type)
 
@@ -459,8 +459,6 @@ class UpdateSchema(PendingUpdate):
         """Evolve towards ``new_schema`` matching columns by name: add what is missing, widen
         types, make columns optional, copy docs. Never deletes; a narrower type is kept."""
         if not isinstance(new_schema, Schema):
-            from aioiceberg.spec.arrow import arrow_to_schema_assign_ids
-
             new_schema = arrow_to_schema_assign_ids(new_schema)
         self._union_struct(new_schema.fields, self._schema.fields, None)
         return self

@@ -101,6 +101,21 @@ _TOTALS = (
 )
 
 
+def _delete_file_kind(verb: str, f: DataFile) -> str:
+    """The summary key counting ``f``: deletion vectors are ``*-dvs``, as Java counts them."""
+    if f.is_deletion_vector:
+        return f"{verb}-dvs"
+    pos = f.content == DataFileContent.POSITION_DELETES
+    return f"{verb}-position-delete-files" if pos else f"{verb}-equality-delete-files"
+
+
+def _content_size(f: DataFile) -> int:
+    """A DV's size is its blob's: the vectors of one Puffin file share its file size."""
+    return (
+        f.content_size_in_bytes if f.is_deletion_vector and f.content_size_in_bytes else f.file_size_in_bytes
+    )
+
+
 def rowlevel_summary(
     added: Sequence[DataFile],
     removed: Sequence[DataFile],
@@ -122,8 +137,8 @@ def rowlevel_summary(
             bump("added-delete-files", 1)
             pos = f.content == DataFileContent.POSITION_DELETES
             bump("added-position-deletes" if pos else "added-equality-deletes", f.record_count)
-            bump("added-position-delete-files" if pos else "added-equality-delete-files", 1)
-        bump("added-files-size", f.file_size_in_bytes)
+            bump(_delete_file_kind("added", f), 1)
+        bump("added-files-size", _content_size(f))
     for f in removed:
         if f.content == DataFileContent.DATA:
             bump("deleted-data-files", 1)
@@ -132,8 +147,8 @@ def rowlevel_summary(
             bump("removed-delete-files", 1)
             pos = f.content == DataFileContent.POSITION_DELETES
             bump("removed-position-deletes" if pos else "removed-equality-deletes", f.record_count)
-            bump("removed-position-delete-files" if pos else "removed-equality-delete-files", 1)
-        bump("removed-files-size", f.file_size_in_bytes)
+            bump(_delete_file_kind("removed", f), 1)
+        bump("removed-files-size", _content_size(f))
     props = {k: str(v) for k, v in counts.items() if v}
     props["changed-partition-count"] = str(len({(f.spec_id, f.partition) for f in [*added, *removed]}))
     for total, plus, minus in _TOTALS:

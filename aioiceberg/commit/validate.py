@@ -43,7 +43,9 @@ class ConflictDetection:
     (serializable isolation). ``removed`` are the data files the change deletes or rewrites:
     a concurrent removal of one, or a concurrent delete file that may apply to one, is a
     conflict (rewriting it would resurrect those rows). ``referenced`` are data files the
-    change's position deletes point at: they must still exist.
+    change's position deletes point at: they must still exist. ``dv_referenced`` are data
+    files the change writes a deletion vector for: a concurrent DV for one of them is a
+    conflict (a data file has at most one DV; Java's ``validateAddedDVs``).
     """
 
     row_filter: Expression | None = None
@@ -52,6 +54,7 @@ class ConflictDetection:
     removed: frozenset[str] = frozenset()
     removed_partitions: frozenset[PartitionKey] = frozenset()
     referenced: frozenset[str] = frozenset()
+    dv_referenced: frozenset[str] = frozenset()
     case_sensitive: bool = True
     _partition_evaluators: dict[int, PartitionEvaluator] = field(default_factory=dict, compare=False)
     _metrics_evaluator: list[InclusiveMetricsEvaluator] = field(default_factory=list, compare=False)
@@ -159,6 +162,11 @@ async def validate_concurrent_changes(
                             f"concurrent snapshot {snap.snapshot_id} added {f.file_path}, "
                             "which may hold rows this change deletes or replaces"
                         )
+                elif f.is_deletion_vector and f.referenced_data_file in detection.dv_referenced:
+                    pending = CommitConflictError(
+                        f"concurrent snapshot {snap.snapshot_id} added a deletion vector for "
+                        f"{f.referenced_data_file}, which this change writes one for"
+                    )
                 elif detection.delete_may_apply(f, unpartitioned):
                     pending = CommitConflictError(
                         f"concurrent snapshot {snap.snapshot_id} added delete file {f.file_path}, "

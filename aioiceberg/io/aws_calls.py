@@ -80,7 +80,7 @@ class AwsService:
         await self.runtime.clients.release(self, self.connection, self.service)
 
     async def _send(self, method: str, write: bool, kwargs: dict[str, Any]) -> dict[str, Any]:
-        import botocore.exceptions as bx
+        import botocore.exceptions as bx  # botocore: optional (the s3 extra)
 
         client = await self.client()
         what = f"{self.label} {method}"

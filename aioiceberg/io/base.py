@@ -20,6 +20,7 @@ from aioiceberg.errors import (
     ObjectNotFoundError,
     PreconditionFailedError,
     StoreError,
+    ValidationError,
     WriteOutcomeUnknownError,
 )
 
@@ -96,15 +97,16 @@ class FileIO(abc.ABC):
 
     @property
     def runtime(self) -> Runtime:
-        """The runtime whose clients, caches and pools this FileIO and its users share."""
+        """The runtime whose clients, caches and pools this FileIO and its users share: the
+        one its maker gave it (a catalog its own; a face the default runtime)."""
         if self._runtime is None:
-            from aioiceberg.runtime import default_runtime
-
-            self._runtime = default_runtime()
+            raise ValidationError(
+                f"{type(self).__name__} has no runtime: make it with runtime=... or bind_runtime(...)"
+            )
         return self._runtime
 
-    def bind_runtime(self, runtime: Runtime | None) -> Self:
-        """Use ``runtime`` (None: the default one); before first use only."""
+    def bind_runtime(self, runtime: Runtime) -> Self:
+        """Use ``runtime``; before first use only."""
         self._runtime = runtime
         return self
 

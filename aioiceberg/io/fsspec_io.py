@@ -32,7 +32,7 @@ class FsspecFileIO(FileIO):
     capabilities = Capabilities(False, False, False)
 
     def __init__(self, protocol: str, storage_options: Mapping[str, Any] | None = None) -> None:
-        import fsspec
+        import fsspec  # fsspec: optional (the s3 extra, or fsspec alone)
 
         self.protocol = protocol
         self.remote = protocol not in ("file", "local", "memory")

@@ -7,30 +7,14 @@ conditional writes are atomic with respect to other tasks on the loop.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import anyio
 
 from aioiceberg.errors import ObjectNotFoundError, PreconditionFailedError
 from aioiceberg.io.base import FileIO, ObjectInfo, RangeResult
-
-
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    data: bytes
-    etag: str
-    modified: float
-
-
-class MemoryObjects:
-    """The objects of one in-memory store; ``memory://`` locations use their runtime's."""
-
-    def __init__(self) -> None:
-        self.objects: dict[str, _Entry] = {}
-        self.generation = itertools.count()
+from aioiceberg.io.memory_objects import MemoryObjects, _Entry
 
 
 class MemoryFileIO(FileIO):

@@ -47,6 +47,7 @@ _NOT_CONNECTED = ("tcp connect error", "Connection refused", "ConnectError", "dn
 
 def obstore_available() -> bool:
     try:
+        # obstore: optional (the s3 extra)
         import obstore  # noqa: F401
     except ImportError:
         return False
@@ -72,7 +73,7 @@ def _message(exc: BaseException) -> str:
 def _translate(exc: BaseException, location: str, *, conditional: bool = False) -> StoreError:
     """Map an obstore error to a typed one; conditional writes report anything that may have
     reached the server as unknown (only a definite answer or no connection at all is not)."""
-    import obstore.exceptions as ox
+    import obstore.exceptions as ox  # obstore: optional (the s3 extra)
 
     if isinstance(exc, StoreError):
         return exc
@@ -118,7 +119,7 @@ class _BotocoreCredentials:
 
     def __call__(self) -> dict[str, Any]:
         if self._credentials is None:
-            import botocore.session
+            import botocore.session  # botocore: optional (the s3 extra)
 
             session = botocore.session.Session(profile=self.profile)
             credentials = session.get_credentials()
@@ -145,7 +146,7 @@ class _BotocoreCredentials:
 
 
 def _profile_region(profile: str | None) -> str | None:
-    import botocore.session
+    import botocore.session  # botocore: optional (the s3 extra)
 
     region = botocore.session.Session(profile=profile).get_config_variable("region")
     return str(region) if region else None
@@ -242,7 +243,7 @@ class ObstoreS3FileIO(FileIO):
         return self._settings
 
     def _new_store(self, bucket: str) -> Any:
-        from obstore.store import S3Store
+        from obstore.store import S3Store  # obstore: optional (the s3 extra)
 
         config, client, provider = self._store_settings()
         return S3Store(
@@ -277,7 +278,7 @@ class ObstoreS3FileIO(FileIO):
     async def read(self, location: str) -> bytes:
         if not _nameable(split_s3(location)[1]):
             return await self._aiobotocore().read(location)
-        import obstore
+        import obstore  # obstore: optional (the s3 extra)
 
         async def op(store: Any, key: str) -> bytes:
             result = await obstore.get_async(store, key)
@@ -292,7 +293,7 @@ class ObstoreS3FileIO(FileIO):
             return await super().read_range(location, start, length)  # refused, or nothing to read
         if not _nameable(split_s3(location)[1]):
             return await self._aiobotocore().read_range(location, start, length)
-        import obstore
+        import obstore  # obstore: optional (the s3 extra)
 
         async def op(store: Any, key: str) -> bytes:
             try:
@@ -310,7 +311,7 @@ class ObstoreS3FileIO(FileIO):
         if length <= 0:
             info = await self.head(location)
             return RangeResult(b"", max(0, start if start >= 0 else info.size + start), info.size, info.etag)
-        import obstore
+        import obstore  # obstore: optional (the s3 extra)
 
         spec: Any = {"suffix": -start} if start < 0 else (start, start + length)
 
@@ -340,7 +341,7 @@ class ObstoreS3FileIO(FileIO):
             async for chunk in self._aiobotocore().stream(location, chunk_size=chunk_size, start=start):
                 yield chunk
             return
-        import obstore
+        import obstore  # obstore: optional (the s3 extra)
 
         store = await self._store(bucket)
         offset = start
@@ -368,7 +369,7 @@ class ObstoreS3FileIO(FileIO):
     async def head(self, location: str) -> ObjectInfo:
         if not _nameable(split_s3(location)[1]):
             return await self._aiobotocore().head(location)
-        import obstore
+        import obstore  # obstore: optional (the s3 extra)
 
         async def op(store: Any, key: str) -> ObjectInfo:
             meta = await obstore.head_async(store, key)
@@ -387,7 +388,7 @@ class ObstoreS3FileIO(FileIO):
     async def write(self, location: str, data: bytes) -> ObjectInfo:
         if not _nameable(split_s3(location)[1]):
             return await self._aiobotocore().write(location, data)
-        import obstore
+        import obstore  # obstore: optional (the s3 extra)
 
         async def op(store: Any, key: str) -> ObjectInfo:
             result = await obstore.put_async(store, key, data)
@@ -406,7 +407,7 @@ class ObstoreS3FileIO(FileIO):
             if mode == "create":
                 return await self._aiobotocore().write_if_absent(location, data)
             return await self._aiobotocore().write_if_match(location, data, mode["e_tag"])
-        import obstore
+        import obstore  # obstore: optional (the s3 extra)
 
         async def op(store: Any, key: str) -> ObjectInfo:
             # one request, never multipart: a conditional write must land whole or not at all
@@ -423,7 +424,7 @@ class ObstoreS3FileIO(FileIO):
                 )
             await self._aiobotocore().delete(location)
             return
-        import obstore
+        import obstore  # obstore: optional (the s3 extra)
 
         async def op(store: Any, key: str) -> None:
             await obstore.delete_async(store, key)
@@ -432,7 +433,7 @@ class ObstoreS3FileIO(FileIO):
 
     async def delete_many(self, locations: Iterable[str], *, concurrency: int = 16) -> None:
         """Bulk deletes (DeleteObjects) per bucket; raises one StoreError naming the failures."""
-        import obstore
+        import obstore  # obstore: optional (the s3 extra)
 
         by_bucket: dict[str, list[str]] = {}
         odd: list[str] = []

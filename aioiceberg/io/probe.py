@@ -7,12 +7,9 @@ store refuses a second create-only PUT and a stale write-if-match.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import uuid
-import weakref
 from collections.abc import Awaitable
-from dataclasses import dataclass
 
 from aioiceberg.errors import (
     ConditionalWritesUnsupportedError,
@@ -22,40 +19,12 @@ from aioiceberg.errors import (
     WriteOutcomeUnknownError,
 )
 from aioiceberg.io.base import FileIO
+from aioiceberg.io.probe_results import ProbeCache, ProbeResult
 from aioiceberg.retrying import Backoff, retry
 
 PROBE_DIR = ".aioiceberg-probe"
 
-
-@dataclass(frozen=True, slots=True)
-class ProbeResult:
-    create_only: bool
-    replace_if_match: bool
-    delete_if_match: bool
-    detail: str = ""
-
-    @property
-    def safe_for_commits(self) -> bool:
-        return self.create_only and self.replace_if_match
-
-
-class ProbeCache:
-    """Probe results by store, owned by a runtime: one probe per store and runtime."""
-
-    def __init__(self) -> None:
-        self.results: dict[str, ProbeResult] = {}
-        # one probe at a time per store and loop; locks of finished loops go with them
-        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
-            weakref.WeakKeyDictionary()
-        )
-
-    def lock(self, key: str) -> asyncio.Lock:
-        locks = self._locks.setdefault(asyncio.get_running_loop(), {})
-        return locks.setdefault(key, asyncio.Lock())
-
-    def clear(self) -> None:
-        self.results.clear()
-        self._locks.clear()
+__all__ = ["PROBE_DIR", "ProbeCache", "ProbeResult", "probe", "require_conditional_writes"]
 
 
 def _probe_location(base: str) -> str:

@@ -8,6 +8,11 @@ from urllib.parse import urlsplit
 
 from aioiceberg.extras import require
 from aioiceberg.io.base import FileIO
+from aioiceberg.io.fsspec_io import FsspecFileIO
+from aioiceberg.io.local import LocalFileIO
+from aioiceberg.io.memory import MemoryFileIO
+from aioiceberg.io.obstore_s3 import ObstoreS3FileIO, obstore_available
+from aioiceberg.io.s3 import S3FileIO
 
 if TYPE_CHECKING:
     from aioiceberg.runtime import Runtime
@@ -25,18 +30,14 @@ def scheme_of(location: str) -> str:
 
 
 def resolve_io(
-    location: str, storage_options: Mapping[str, Any] | None = None, runtime: Runtime | None = None
+    location: str, storage_options: Mapping[str, Any] | None = None, *, runtime: Runtime
 ) -> FileIO:
     """``s3://`` -> S3 (obstore; aiobotocore without it or with ``io.backend=aiobotocore``),
-    ``file://`` / paths -> local, ``memory://`` -> the process's memory store, any other scheme ->
-    the fsspec adapter (or ``io.backend=fsspec``); bound to ``runtime`` (None: the default)."""
+    ``file://`` / paths -> local, ``memory://`` -> the runtime's memory store (the process's),
+    any other scheme -> the fsspec adapter (or ``io.backend=fsspec``); bound to ``runtime``."""
     backend = str((storage_options or {}).get(BACKEND_OPTION, "native")).lower()
     if scheme_of(location) == "memory" and backend != "fsspec":
-        from aioiceberg.io.memory import MemoryFileIO
-        from aioiceberg.runtime import default_runtime
-
-        # memory:// is the process's memory: one store, whichever runtime asks
-        return MemoryFileIO(default_runtime().memory).bind_runtime(runtime)
+        return MemoryFileIO(runtime.memory).bind_runtime(runtime)
     return _backend(location, storage_options).bind_runtime(runtime)
 
 
@@ -45,25 +46,16 @@ def _backend(location: str, storage_options: Mapping[str, Any] | None) -> FileIO
     scheme = scheme_of(location)
     backend = str(options.pop(BACKEND_OPTION, "native")).lower()
     if backend == "fsspec" or scheme not in S3_SCHEMES | {"file", "memory"}:
-        from aioiceberg.io.fsspec_io import FsspecFileIO
-
         require("fsspec", "s3" if scheme in S3_SCHEMES else None, f"{scheme}:// storage through fsspec")
         if scheme in S3_SCHEMES:
             require("s3fs", "s3", f"{scheme}:// storage through fsspec")
 
         return FsspecFileIO(scheme, fsspec_options(scheme, options))
     if scheme in S3_SCHEMES:
-        if backend != "aiobotocore":
-            from aioiceberg.io.obstore_s3 import ObstoreS3FileIO, obstore_available
-
-            if obstore_available():
-                return ObstoreS3FileIO(options)
-        from aioiceberg.io.s3 import S3FileIO
-
+        if backend != "aiobotocore" and obstore_available():
+            return ObstoreS3FileIO(options)
         require("aiobotocore", "s3", f"{scheme}:// storage")
         return S3FileIO(options)
-    from aioiceberg.io.local import LocalFileIO
-
     return LocalFileIO(fsync=str(options.get("local.fsync", "true")).lower() != "false")
 
 

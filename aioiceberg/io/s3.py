@@ -43,6 +43,7 @@ def _translate(exc: Exception, location: str, *, conditional: bool = False) -> S
     For conditional writes only definite rejections are retryable (409 conflict, 503
     SlowDown, connection never made); anything that may have reached the server is unknown.
     """
+    # botocore: optional (the s3 extra)
     from botocore.exceptions import (
         BotoCoreError,
         ClientError,
@@ -82,7 +83,7 @@ def _translate(exc: Exception, location: str, *, conditional: bool = False) -> S
 
 
 def _is_aiohttp_error(exc: Exception) -> bool:
-    import aiohttp
+    import aiohttp  # aiohttp: optional (the rest and server extras)
 
     return isinstance(exc, aiohttp.ClientError)
 

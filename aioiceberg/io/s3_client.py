@@ -16,6 +16,7 @@ from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from aioiceberg.extras import require
 from aioiceberg.retrying import Backoff
 
 _ALIASES: dict[str, tuple[str, ...]] = {
@@ -192,7 +193,7 @@ def _no_resend_session_cls() -> type[Any]:
     """aiohttp (>= 3.10) silently resends an idempotent-method request (PUT, DELETE) once when
     the connection drops; for a conditional PUT that turns "landed, response lost" into a
     false 412. Switch that off: every retry belongs to aioiceberg.retrying."""
-    from aiobotocore.httpsession import AIOHTTPSession
+    from aiobotocore.httpsession import AIOHTTPSession  # aiobotocore: optional (the s3 extra)
 
     class NoResendAIOHTTPSession(AIOHTTPSession):  # type: ignore[misc]
         async def _get_session(self, proxy_url: Any) -> Any:
@@ -205,9 +206,8 @@ def _no_resend_session_cls() -> type[Any]:
 
 
 def _create_client_context(options: S3Options, service: str) -> Any:
-    from aioiceberg.extras import require
-
     require("aiobotocore", "s3", f"the AWS {service} client")
+    # aiobotocore: optional (the s3 extra)
     from aiobotocore.config import AioConfig
     from aiobotocore.session import AioSession
 

@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from aioiceberg.errors import ValidationError
-from aioiceberg.spec.arrow import arrow_type_for, field_id_of
+from aioiceberg.spec.arrow import arrow_type_for, field_id_of, schema_to_arrow
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.types import (
     DateType,
@@ -223,8 +223,6 @@ def project_batch(
     ``source_schema`` overrides the batch's own schema as the source of ids (a file
     schema with ids from a name mapping).
     """
-    from aioiceberg.spec.arrow import schema_to_arrow
-
     source = source_schema if source_schema is not None else batch.schema
     arrays = project_columns(
         list(batch.columns), list(source), target, batch.num_rows, constants=constants, where=where

@@ -24,6 +24,7 @@ from aioiceberg.errors import CorruptFileError, UnsupportedError
 from aioiceberg.io.base import FileIO
 from aioiceberg.read.column_projection import project_columns
 from aioiceberg.read.formats import decode_file, decoding
+from aioiceberg.spec.arrow import field_id_of
 from aioiceberg.spec.manifest.data_file import DataFile, DataFileContent
 from aioiceberg.spec.name_mapping import NameMapping, apply_name_mapping
 from aioiceberg.spec.schema import Schema
@@ -182,8 +183,6 @@ class TaskDeletes:
 
 
 def _ids_or_mapping(schema: pa.Schema, mapping: NameMapping | None) -> list[pa.Field]:
-    from aioiceberg.spec.arrow import field_id_of
-
     if any(field_id_of(f) is not None for f in schema) or mapping is None:
         return list(schema)
     return list(apply_name_mapping(schema, mapping))

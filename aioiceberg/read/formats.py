@@ -176,7 +176,7 @@ def _orc_ids(field: pa.Field) -> pa.Field:
 
 def decode_orc(data: bytes, location: str = "") -> pa.Table:
     """An ORC data file as Arrow; ORC's ``iceberg.id`` attributes become field-id metadata."""
-    from pyarrow import orc
+    from pyarrow import orc  # pyarrow.orc: not in every pyarrow build, so only an ORC read needs it
 
     try:
         table = orc.ORCFile(pa.BufferReader(data)).read()

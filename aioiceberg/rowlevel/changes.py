@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -26,6 +27,7 @@ from aioiceberg.expressions.arrow_filter import field_paths, filter_table, to_ar
 from aioiceberg.expressions.tree import AlwaysTrue, EqualTo, Expression, and_, in_, or_
 from aioiceberg.io.base import FileIO
 from aioiceberg.read import read_to_table
+from aioiceberg.read.deletes import DELETE_FILE_PATH_ID, DeleteCache
 from aioiceberg.rowlevel.touched_files import (
     PartialFile,
     Selection,
@@ -33,7 +35,7 @@ from aioiceberg.rowlevel.touched_files import (
     select_by_partitions,
     sql_filter,
 )
-from aioiceberg.spec.manifest import DataFile, ManifestContent, snapshot_manifests
+from aioiceberg.spec.manifest import DataFile, DataFileContent, ManifestContent, snapshot_manifests
 from aioiceberg.spec.metadata import MAIN_BRANCH, Operation, TableMetadata
 from aioiceberg.spec.properties import COPY_ON_WRITE, MERGE_ON_READ, TableProperties
 from aioiceberg.spec.scan_tasks import FileScanTask
@@ -46,6 +48,7 @@ from aioiceberg.write import (
     write_equality_delete_file,
     write_position_delete_file,
 )
+from aioiceberg.write.deletion_vectors import write_deletion_vectors
 
 __all__ = [
     "DELETE_ISOLATION_LEVEL",
@@ -57,7 +60,8 @@ __all__ = [
 ]
 
 DELETE_MODE = TableProperties.delete_mode.key
-"""Table property: ``copy-on-write`` (default) or ``merge-on-read`` (position deletes, v2)."""
+"""Table property: ``copy-on-write`` (default) or ``merge-on-read`` (position delete files
+on v2, deletion vectors on v3)."""
 DELETE_ISOLATION_LEVEL = TableProperties.delete_isolation.key
 """Table property: ``serializable`` (default: a concurrent append of matching rows fails the
 delete) or ``snapshot`` (it does not; the appended rows survive the delete)."""
@@ -100,20 +104,25 @@ async def _kept_rows(
     return filter_table(rows, ~matches | matches.is_null())
 
 
+async def _hits(io: FileIO, md: TableMetadata, partial: Sequence[PartialFile], expr: Expression) -> pa.Table:
+    """``_file`` and ``_pos`` of the live rows of ``partial`` matching ``expr``."""
+    return await read_to_table(
+        io,
+        [_task(md, p, expr) for p in partial],
+        Schema(),
+        table_schema=md.schema(),
+        name_mapping=TableProperties(md.properties).name_mapping,
+        include_file_column=True,
+        include_pos_column=True,
+    )
+
+
 async def _position_deletes(
     io: FileIO, md: TableMetadata, partial: Sequence[PartialFile], expr: Expression
 ) -> list[DataFile]:
     """Position delete files (one per partition) for the rows of ``partial`` matching ``expr``."""
     schema = md.schema()
-    hits = await read_to_table(
-        io,
-        [_task(md, p, expr) for p in partial],
-        Schema(),
-        table_schema=schema,
-        name_mapping=TableProperties(md.properties).name_mapping,
-        include_file_column=True,
-        include_pos_column=True,
-    )
+    hits = await _hits(io, md, partial, expr)
     if hits.num_rows == 0:
         return []
     groups: dict[tuple[int, tuple[Any, ...]], list[str]] = {}
@@ -143,6 +152,54 @@ async def _position_deletes(
     return out
 
 
+def _file_scoped_to(f: DataFile, data_path: str) -> bool:
+    """Does the position delete file ``f`` name only ``data_path`` (a DV, or a v2 file whose
+    ``referenced_data_file`` or equal ``file_path`` bounds say so)? Such a file can be
+    dropped once its positions are folded into a new DV; others may name more files."""
+    if f.referenced_data_file is not None:
+        return f.referenced_data_file == data_path
+    lower = (f.lower_bounds or {}).get(DELETE_FILE_PATH_ID)
+    upper = (f.upper_bounds or {}).get(DELETE_FILE_PATH_ID)
+    return lower is not None and lower == upper and lower == data_path.encode()
+
+
+async def _deletion_vectors(
+    io: FileIO, md: TableMetadata, selection: Selection, expr: Expression
+) -> tuple[list[DataFile], list[RemovedFile]]:
+    """One deletion vector per partly matching file with matching rows (v3), merged with
+    what already deletes rows of it: its DV and its v2 position deletes, as Java does. The
+    file-scoped ones (its DV, file-scoped position delete files) are returned for removal,
+    so a data file never has two DVs; partition-scoped position delete files stay (the DV
+    holds their positions for this file, so readers get the same rows either way)."""
+    partial = selection.partial
+    hits = await _hits(io, md, partial, expr)
+    if hits.num_rows == 0:
+        return [], []
+    files = hits.column("_file").combine_chunks()
+    if pa.types.is_dictionary(files.type):
+        files = files.dictionary_decode()
+    positions = hits.column("_pos").to_numpy().astype(np.int64)
+    cache = DeleteCache(io, md.schema(), TableProperties(md.properties).name_mapping)
+    vectors: list[tuple[DataFile, np.ndarray]] = []
+    replaced: list[RemovedFile] = []
+    for p in partial:
+        mask = pc.equal(files, pa.scalar(p.file.file_path, pa.string())).to_numpy(zero_copy_only=False)
+        new = positions[mask]
+        if not len(new):
+            continue
+        previous = [d for d in p.deletes if d.content == DataFileContent.POSITION_DELETES]
+        old = (await cache.for_task(p.file, previous)).positions if previous else None
+        vectors.append((p.file, new if old is None else np.union1d(old, new)))
+        for d in previous:
+            if _file_scoped_to(d, p.file.file_path):
+                entry = selection.delete_entries.get((d.file_path, d.content_offset))
+                if entry is None:
+                    raise ValidationError(f"{d.file_path}: delete file of {p.file.file_path} not found")
+                replaced.append(entry)
+    provider = LocationProvider(md.location, TableProperties(md.properties))
+    return await write_deletion_vectors(io, provider, vectors), replaced
+
+
 async def _cleanup(io: FileIO, files: Iterable[DataFile]) -> None:
     await delete_quietly(io, [f.file_path for f in files])
 
@@ -169,9 +226,9 @@ async def plan_delete(
     ``new_files`` someone already wrote, which the change then owns): one change, or None
     when nothing matches and nothing is added.
 
-    Files proven to match whole are dropped; partly matching ones are rewritten, or get
-    position deletes when the table says ``write.delete.mode=merge-on-read`` (v2 only: v3
-    wants deletion vectors, which are not written here, so v3 rewrites).
+    Files proven to match whole are dropped; partly matching ones are rewritten, or, when
+    the table says ``write.delete.mode=merge-on-read``, get position delete files (v2) or
+    one deletion vector each (v3), merged with the DV and position deletes they had.
     """
     schema = md.schema()
     expr = sql_filter(schema, delete_filter, case_sensitive)
@@ -181,10 +238,16 @@ async def plan_delete(
     removed: list[RemovedFile] = list(selection.drop)
     added_data: list[DataFile] = []
     added_deletes: list[DataFile] = []
+    removed_deletes: list[RemovedFile] = []
     referenced: set[str] = set()
+    dv_referenced: set[str] = set()
     try:
         if selection.partial:  # only a partly matching file needs the delete mode
-            if props.delete_mode == MERGE_ON_READ and md.format_version == 2:
+            if props.delete_mode == MERGE_ON_READ and md.format_version >= 3:
+                added_deletes, removed_deletes = await _deletion_vectors(io, md, selection, expr)
+                dv_referenced = {f.referenced_data_file or "" for f in added_deletes}
+                referenced = dv_referenced
+            elif props.delete_mode == MERGE_ON_READ and md.format_version == 2:
                 added_deletes = await _position_deletes(io, md, selection.partial, expr)
                 referenced = {p.file.file_path for p in selection.partial}
             else:
@@ -208,10 +271,12 @@ async def plan_delete(
         removed=frozenset(r.file.file_path for r in removed),
         removed_partitions=frozenset((r.file.spec_id, r.file.partition) for r in removed),
         referenced=frozenset(referenced),
+        dv_referenced=frozenset(dv_referenced),
         case_sensitive=case_sensitive,
     )
     return RowLevelChange(
         removed=removed,
+        removed_delete_files=removed_deletes,
         added_data_files=added_data,
         added_delete_files=added_deletes,
         start_snapshot_id=_start_of(selection, md, branch),

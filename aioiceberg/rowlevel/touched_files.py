@@ -32,6 +32,7 @@ from aioiceberg.io.base import FileIO
 from aioiceberg.scan.delete_index import DeleteIndex
 from aioiceberg.spec.manifest import (
     DataFile,
+    DataFileContent,
     ManifestContent,
     ManifestEntry,
     read_manifest,
@@ -72,6 +73,9 @@ class Selection:
     manifests: tuple[str, ...] = ()
     drop: list[RemovedFile] = field(default_factory=list)
     partial: list[PartialFile] = field(default_factory=list)
+    delete_entries: dict[tuple[str, int | None], RemovedFile] = field(default_factory=dict)
+    """Live position delete files (and DVs) seen for ``partial``, by (path, content offset):
+    where their entries are, so a change can replace them."""
 
     @property
     def is_empty(self) -> bool:
@@ -114,6 +118,11 @@ async def _walk(
                 continue
             for entry in read_manifest(await io.read(mf.manifest_path), mf, discard_deleted=True).entries:
                 index.add(entry)  # an empty partition tuple marks global deletes
+                f = entry.data_file
+                if f.content == DataFileContent.POSITION_DELETES:
+                    selection.delete_entries[(f.file_path, f.content_offset)] = RemovedFile(
+                        entry, mf.manifest_path
+                    )
         for r in partial:
             selection.partial.append(PartialFile(r, index.for_data_file(r.entry.sequence_number, r.file)))
     return selection

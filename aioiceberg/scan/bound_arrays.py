@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from aioiceberg.spec.types import (
     BinaryType,
@@ -79,8 +80,6 @@ class BoundKind:
 
 def _lengths(raw: list[Any]) -> Array:
     """Each raw value's byte length, -1 for anything that is not bytes (a null)."""
-    import pyarrow.compute as pc
-
     try:
         arr = pa.array(raw, pa.binary())
     except (pa.ArrowException, TypeError, ValueError):  # not all bytes: one by one

@@ -39,6 +39,8 @@ import anyio.to_thread
 import numpy as np
 
 from aioiceberg.expressions import InclusiveMetricsEvaluator, PartitionEvaluator
+from aioiceberg.expressions.binding import bind_row_filter
+from aioiceberg.expressions.parser import parse
 from aioiceberg.expressions.serde import expression_from_json, expression_to_json
 from aioiceberg.expressions.tree import AlwaysTrue, Expression
 from aioiceberg.gc_pause import collector_paused
@@ -46,10 +48,14 @@ from aioiceberg.scan.cache import DecodedManifest, DecodedPart
 from aioiceberg.scan.columnar_prune import prune_rows
 from aioiceberg.spec.manifest import (
     DataFile,
+    DataFileContent,
+    FileFormat,
     ManifestContent,
     ManifestEntry,
+    ManifestEntryStatus,
     ManifestFile,
     iter_manifest_entries,
+    write_manifest,
 )
 from aioiceberg.spec.manifest.columnar import (
     AvroLayout,
@@ -59,7 +65,7 @@ from aioiceberg.spec.manifest.columnar import (
     split_blocks,
 )
 from aioiceberg.spec.manifest.entry_rows import EntryRows, Row
-from aioiceberg.spec.partitioning import PartitionSpec
+from aioiceberg.spec.partitioning import PartitionField, PartitionSpec
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.schema_json import (
     partition_spec_from_json,
@@ -67,6 +73,9 @@ from aioiceberg.spec.schema_json import (
     schema_from_json,
     schema_to_json,
 )
+from aioiceberg.spec.transforms import parse_transform
+from aioiceberg.spec.types import LongType, NestedField
+from aioiceberg.spec.values import to_bytes
 
 __all__ = [
     "BatchLane",
@@ -646,13 +655,6 @@ def warm_columnar_decoder() -> None:
     batch does not pay the process's one-time costs (~40-60 ms measured cold: polars' Avro
     set-up, numpy.ma imported by pyarrow on its first numpy conversion, pyarrow kernels'
     first calls). Runs in a thread of its own (see :meth:`Runtime.warm_columnar`)."""
-    from aioiceberg.expressions.binding import bind_row_filter
-    from aioiceberg.expressions.parser import parse
-    from aioiceberg.spec.manifest import DataFileContent, FileFormat, ManifestEntryStatus, write_manifest
-    from aioiceberg.spec.partitioning import PartitionField
-    from aioiceberg.spec.transforms import parse_transform
-    from aioiceberg.spec.types import LongType, NestedField
-    from aioiceberg.spec.values import to_bytes
 
     schema = Schema(NestedField(1, "id", LongType(), required=False), schema_id=0)
     spec = PartitionSpec(0, (PartitionField((1,), 1000, parse_transform("bucket[2]"), "b"),))

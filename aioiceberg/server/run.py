@@ -11,6 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
+from aioiceberg.catalog import connect
 from aioiceberg.catalogs.base import Catalog
 from aioiceberg.errors import ValidationError
 from aioiceberg.server.app import make_app
@@ -116,8 +117,6 @@ def run_server(
 ) -> None:
     """``aioiceberg serve``: one event loop, one catalog over ``root`` (any ``connect`` URI;
     ``warehouse`` is where a catalog service puts new tables)."""
-    from aioiceberg.catalog import connect
-
     check_bind(host, auth)  # before opening the catalog
 
     async def main() -> None:

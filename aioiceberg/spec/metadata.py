@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from dataclasses import replace as dc_replace
 from enum import StrEnum
 from typing import Any, NoReturn
 
@@ -335,8 +336,6 @@ class TableMetadata:
 
     def replace(self, **changes: Any) -> TableMetadata:
         """A copy with some fields changed (not validated: call ``validate`` when done)."""
-        from dataclasses import replace as dc_replace
-
         return dc_replace(self, **changes)
 
 

@@ -14,7 +14,7 @@ from urllib.parse import quote_plus
 from aioiceberg.errors import ValidationError
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.transforms import Transform
-from aioiceberg.spec.types import NestedField, StructType
+from aioiceberg.spec.types import NestedField, StructType, UnknownType
 
 __all__ = ["PARTITION_DATA_ID_START", "UNPARTITIONED", "PartitionField", "PartitionSpec"]
 
@@ -74,8 +74,6 @@ class PartitionSpec:
         for f in self.fields:
             source = schema.find_field(f.source_id) if f.source_id in schema.field_ids() else None
             if source is None or f.transform.is_unknown:
-                from aioiceberg.spec.types import UnknownType
-
                 result_type = UnknownType() if source is None else f.transform.result_type(source.field_type)
             else:
                 result_type = f.transform.result_type(source.field_type)

@@ -30,7 +30,7 @@ import lz4.frame
 import mmh3
 import zstandard
 
-from aioiceberg import __version__
+from aioiceberg._version import __version__
 from aioiceberg.errors import CorruptFileError, UnsupportedError, ValidationError
 from aioiceberg.spec import values as single_value
 from aioiceberg.spec.types import PrimitiveType
@@ -40,6 +40,7 @@ __all__ = [
     "CODEC_ZSTD",
     "CREATED_BY_PROPERTY",
     "DEFAULT_CREATED_BY",
+    "DELETION_VECTOR_BLOB_TYPE",
     "FOOTER_TRAILER_SIZE",
     "MAGIC",
     "MAX_BLOB_SIZE",
@@ -74,6 +75,8 @@ CODEC_ZSTD: Final = "zstd"
 _CODECS: Final = frozenset({CODEC_LZ4, CODEC_ZSTD})
 
 THETA_SKETCH_BLOB_TYPE: Final = "apache-datasketches-theta-v1"
+DELETION_VECTOR_BLOB_TYPE: Final = "deletion-vector-v1"
+"""A v3 deletion vector: properties ``referenced-data-file`` and ``cardinality`` are required."""
 NDV_PROPERTY: Final = "ndv"
 CREATED_BY_PROPERTY: Final = "created-by"
 DEFAULT_CREATED_BY: Final = f"aioiceberg {__version__}"

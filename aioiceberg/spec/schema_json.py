@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from aioiceberg.errors import InvalidMetadataError, ValidationError
+from aioiceberg.spec import values
 from aioiceberg.spec.partitioning import PartitionField, PartitionSpec
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.sorting import NullOrder, SortDirection, SortField, SortOrder
@@ -36,8 +37,6 @@ __all__ = [
 
 
 def _values() -> Any:
-    from aioiceberg.spec import values
-
     return values
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import mmh3
 import numpy as np
 import pyarrow as pa  # pyarrow.compute is imported where used: metadata-only work never loads it
+import pyarrow.compute as pc
 
 from aioiceberg.errors import UnsupportedError, ValidationError
 from aioiceberg.spec.types import (
@@ -198,8 +199,6 @@ _UNIT_SCALE = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 
 def _arrow_ints(arr: Any, source: IcebergType) -> Any:
     """The Iceberg int form (days / micros / nanos / plain ints) of an Arrow array, as int64 numpy."""
-    import pyarrow.compute as pc
-
     t = arr.type
     raw: Any
     if pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_date64(t):
@@ -448,8 +447,6 @@ class TruncateTransform(Transform):
         return arrow_type
 
     def _apply_arrow(self, arr: Any, source: IcebergType) -> Any:
-        import pyarrow.compute as pc
-
         t = arr.type
         if isinstance(source, (IntegerType, LongType)) and pa.types.is_integer(t):
             dtype = np.int32 if t.bit_width <= 32 else np.int64

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from aioiceberg.runtime import default_runtime
+
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -35,7 +37,7 @@ def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     root = tmp_path_factory.mktemp("nginx-root")
 
     async def write() -> None:
-        io = S3OnDiskIO(root)
+        io = S3OnDiskIO(root).bind_runtime(default_runtime())
         await io.write("s3://bench/a/obj.bin", BODY)
         await io.write("s3://bench/a/empty", b"")
 
@@ -125,7 +127,7 @@ def test_aioiceberg_s3_io_reads_it(served: NginxStore) -> None:
     from aioiceberg.io import resolve_io
 
     async def run() -> None:
-        io = resolve_io("s3://bench/a/obj.bin", served.options())
+        io = resolve_io("s3://bench/a/obj.bin", served.options(), runtime=default_runtime())
         try:
             block = await io.read_block("s3://bench/a/obj.bin", 1000, 100)
             assert (block.data, block.start, block.total_size) == (BODY[1000:], 1000, 1024)

@@ -34,6 +34,7 @@ from aioiceberg.errors import (
     StoreError,
 )
 from aioiceberg.io.local import LOCK_NAME, LocalFileIO
+from aioiceberg.runtime import default_runtime
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("aws_clients_closed")]
 
@@ -192,7 +193,7 @@ async def test_sql_purge_leaves_nothing_of_the_table(tmp_path: Path) -> None:
 
 
 async def test_deleting_a_folders_last_file_removes_its_lock_and_the_folder(tmp_path: Path) -> None:
-    io = LocalFileIO(fsync=False)
+    io = LocalFileIO(fsync=False).bind_runtime(default_runtime())
     folder = tmp_path / "a" / "b"
     first = await io.write(str(folder / "x"), b"1")
     await io.write_if_match(str(folder / "x"), b"2", first.etag)  # takes the folder's lock
@@ -216,7 +217,7 @@ async def test_deleting_a_folders_last_file_removes_its_lock_and_the_folder(tmp_
 async def test_replacing_and_deleting_a_folders_only_file_race_with_one_winner(tmp_path: Path) -> None:
     """A delete that empties the folder removes the lock file its rivals wait on: each of them
     must start over on a live lock, so exactly one conditional change wins every round."""
-    io = LocalFileIO(fsync=False)
+    io = LocalFileIO(fsync=False).bind_runtime(default_runtime())
     folder = tmp_path / "f"
     for round_ in range(8):
         base = await io.write(str(folder / "p"), b"base")

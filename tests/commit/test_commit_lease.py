@@ -32,6 +32,7 @@ from aioiceberg.errors import (
     TableAlreadyExistsError,
 )
 from aioiceberg.io import FileIO, S3FileIO
+from aioiceberg.runtime import default_runtime
 
 pytestmark = pytest.mark.usefixtures("aws_clients_closed")
 
@@ -46,7 +47,7 @@ def lease_uri(lease_ms: int, endpoint: str | None = None) -> str:
 
 def new_lock(endpoint: str, uri: str, table_id: str = "s3://b/t") -> LeaseLock:
     options = DynamoDbOptions.from_uri(uri, s3_options(endpoint))
-    protocol = DynamoDbProtocol(S3FileIO(s3_options(endpoint)), options)
+    protocol = DynamoDbProtocol(S3FileIO(s3_options(endpoint)).bind_runtime(default_runtime()), options)
     return LeaseLock(protocol.dynamo, table_id, options.lease_ms)
 
 
@@ -99,7 +100,7 @@ def assert_disjoint(intervals: list[Interval]) -> None:
 @pytest.mark.anyio
 async def test_tasks_hold_the_lease_one_at_a_time_and_lose_no_update(moto_endpoint: str) -> None:
     uri, bucket = lease_uri(3000), await create_bucket(moto_endpoint)
-    io = S3FileIO(s3_options(moto_endpoint))
+    io = S3FileIO(s3_options(moto_endpoint)).bind_runtime(default_runtime())
     counter = f"s3://{bucket}/counter"
     locks = [new_lock(moto_endpoint, uri) for _ in range(4)]
     await ready(locks[0])
@@ -132,7 +133,7 @@ async def test_processes_hold_the_lease_one_at_a_time_and_lose_no_update(moto_en
     intervals = [tuple(i) for out, _ in outputs for i in json.loads(out.decode().splitlines()[-1])]
     assert len(intervals) == 15
     assert_disjoint(intervals)  # type: ignore[arg-type]
-    assert await S3FileIO(s3_options(moto_endpoint)).read(counter) == b"15"
+    assert await S3FileIO(s3_options(moto_endpoint)).bind_runtime(default_runtime()).read(counter) == b"15"
 
 
 @pytest.mark.anyio
@@ -270,7 +271,7 @@ def _main() -> None:
         from aioiceberg.runtime import close_all_clients
 
         try:
-            io = S3FileIO(s3_options(endpoint))
+            io = S3FileIO(s3_options(endpoint)).bind_runtime(default_runtime())
             return await hold_and_increment(new_lock(endpoint, uri), io, counter, int(times), time.time)
         finally:
             await close_all_clients()

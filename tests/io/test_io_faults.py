@@ -18,7 +18,7 @@ from aioiceberg.io.fsspec_io import FsspecFileIO
 from aioiceberg.io.obstore_s3 import ObstoreS3FileIO
 from aioiceberg.io.s3_client import S3Options
 from aioiceberg.retrying import Backoff
-from aioiceberg.runtime import clear_probe_cache
+from aioiceberg.runtime import clear_probe_cache, default_runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -35,7 +35,11 @@ async def proxied(
     bucket = await create_bucket(moto_endpoint)
     base = S3Options.from_storage_options(s3_storage_options(fault_proxy.url))
     options = dataclasses.replace(base, backoff=FAST_RETRY)
-    io: FileIO = ObstoreS3FileIO(options=options) if request.param == "obstore" else S3FileIO(options=options)
+    io: FileIO = (
+        ObstoreS3FileIO(options=options).bind_runtime(default_runtime())
+        if request.param == "obstore"
+        else S3FileIO(options=options).bind_runtime(default_runtime())
+    )
     clear_probe_cache()
     try:
         yield io, f"s3://{bucket}/"
@@ -119,7 +123,7 @@ async def test_a_dropped_response_to_a_plain_write_is_retried_to_success(
 async def test_probe_accepts_a_store_that_honours_conditional_writes(moto_endpoint: str) -> None:
     clear_probe_cache()
     bucket = await create_bucket(moto_endpoint)
-    io = S3FileIO(s3_storage_options(moto_endpoint))
+    io = S3FileIO(s3_storage_options(moto_endpoint)).bind_runtime(default_runtime())
     try:
         result = await require_conditional_writes(io, f"s3://{bucket}/warehouse")
         assert result.create_only and result.replace_if_match and result.delete_if_match
@@ -146,15 +150,17 @@ async def test_probe_refuses_a_store_that_ignores_if_none_match(
 async def test_probe_refuses_an_fsspec_store_and_accepts_memory() -> None:
     clear_probe_cache()
     with pytest.raises(ConditionalWritesUnsupportedError):
-        await require_conditional_writes(FsspecFileIO("memory"), "memory://x/")
-    assert (await probe(MemoryFileIO(), "memory://y/")).safe_for_commits
+        await require_conditional_writes(
+            FsspecFileIO("memory").bind_runtime(default_runtime()), "memory://x/"
+        )
+    assert (await probe(MemoryFileIO().bind_runtime(default_runtime()), "memory://y/")).safe_for_commits
 
 
 @pytest.mark.localstack
 async def test_probe_on_localstack_reports_no_conditional_delete(localstack_endpoint: str) -> None:
     clear_probe_cache()
     bucket = await create_bucket(localstack_endpoint)
-    io = S3FileIO(s3_storage_options(localstack_endpoint))
+    io = S3FileIO(s3_storage_options(localstack_endpoint)).bind_runtime(default_runtime())
     try:
         result = await require_conditional_writes(io, f"s3://{bucket}/")
         assert result.safe_for_commits and not result.delete_if_match

@@ -14,6 +14,7 @@ from loop_helpers import loop_ticks
 from aioiceberg.errors import PreconditionFailedError
 from aioiceberg.io import LocalFileIO, resolve_io
 from aioiceberg.io.local import LOCK_NAME
+from aioiceberg.runtime import default_runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -23,7 +24,11 @@ WRITERS = 50
 def _create_only_writer(location: str, i: int, barrier: Any, results: Any) -> None:
     async def run() -> str:
         try:
-            await LocalFileIO().write_if_absent(location, f"writer-{i}".encode())
+            await (
+                LocalFileIO()
+                .bind_runtime(default_runtime())
+                .write_if_absent(location, f"writer-{i}".encode())
+            )
             return "won"
         except PreconditionFailedError:
             return "lost"
@@ -35,7 +40,9 @@ def _create_only_writer(location: str, i: int, barrier: Any, results: Any) -> No
 def _replace_writer(location: str, etag: str, i: int, barrier: Any, results: Any) -> None:
     async def run() -> str:
         try:
-            await LocalFileIO().write_if_match(location, f"r{i}".encode(), etag)
+            await (
+                LocalFileIO().bind_runtime(default_runtime()).write_if_match(location, f"r{i}".encode(), etag)
+            )
             return "won"
         except PreconditionFailedError:
             return "lost"
@@ -69,7 +76,7 @@ def test_fifty_processes_creating_one_file_have_exactly_one_winner(tmp_path: Pat
 
 async def test_processes_replacing_one_version_have_exactly_one_winner(tmp_path: Path) -> None:
     location = str(tmp_path / "pointer")
-    base = await LocalFileIO().write(location, b"base")
+    base = await LocalFileIO().bind_runtime(default_runtime()).write(location, b"base")
     outcomes = _race(_replace_writer, (location, base.etag), 20)
     winners = [i for i, o in outcomes.items() if o == "won"]
     assert len(winners) == 1
@@ -77,7 +84,7 @@ async def test_processes_replacing_one_version_have_exactly_one_winner(tmp_path:
 
 
 async def test_plain_paths_and_file_uris_name_the_same_file(tmp_path: Path) -> None:
-    io = LocalFileIO()
+    io = LocalFileIO().bind_runtime(default_runtime())
     await io.write(str(tmp_path / "a" / "b.txt"), b"hello")
     assert await io.read((tmp_path / "a" / "b.txt").as_uri()) == b"hello"
     listed = [o.location async for o in io.list(str(tmp_path) + "/")]
@@ -85,7 +92,7 @@ async def test_plain_paths_and_file_uris_name_the_same_file(tmp_path: Path) -> N
 
 
 async def test_listing_hides_lock_and_temp_files(tmp_path: Path) -> None:
-    io = LocalFileIO()
+    io = LocalFileIO().bind_runtime(default_runtime())
     v1 = await io.write(str(tmp_path / "p"), b"1")
     await io.write_if_match(str(tmp_path / "p"), b"2", v1.etag)
     assert (tmp_path / LOCK_NAME).exists()
@@ -93,7 +100,7 @@ async def test_listing_hides_lock_and_temp_files(tmp_path: Path) -> None:
 
 
 async def test_replacements_never_repeat_a_version_token(tmp_path: Path) -> None:
-    io = LocalFileIO(fsync=False)
+    io = LocalFileIO(fsync=False).bind_runtime(default_runtime())
     loc = str(tmp_path / "pointer")
     info = await io.write(loc, b"same")
     seen = {info.etag}
@@ -104,7 +111,7 @@ async def test_replacements_never_repeat_a_version_token(tmp_path: Path) -> None
 
 
 async def test_blocking_file_io_leaves_the_event_loop_free(tmp_path: Path) -> None:
-    io = LocalFileIO()
+    io = LocalFileIO().bind_runtime(default_runtime())
     async with loop_ticks() as ticks:
         await io.write(str(tmp_path / "big"), os.urandom(8 << 20))
         await io.read(str(tmp_path / "big"))
@@ -116,16 +123,25 @@ def test_resolve_io_picks_the_backend_from_the_scheme(tmp_path: Path) -> None:
     from aioiceberg.io.fsspec_io import FsspecFileIO
     from aioiceberg.io.obstore_s3 import ObstoreS3FileIO
 
-    assert isinstance(resolve_io("s3://bucket/key", {"s3.endpoint": "http://x"}), ObstoreS3FileIO)
-    assert isinstance(resolve_io("s3a://bucket/key"), ObstoreS3FileIO)
-    assert isinstance(resolve_io("s3://bucket/key", {"io.backend": "aiobotocore"}), S3FileIO)
-    assert isinstance(resolve_io(str(tmp_path)), LocalFileIO)
-    assert isinstance(resolve_io(tmp_path.as_uri()), LocalFileIO)
-    assert isinstance(resolve_io("memory://t/x"), MemoryFileIO)
-    a, b = resolve_io("memory://a"), resolve_io("memory://b")
+    assert isinstance(
+        resolve_io("s3://bucket/key", {"s3.endpoint": "http://x"}, runtime=default_runtime()), ObstoreS3FileIO
+    )
+    assert isinstance(resolve_io("s3a://bucket/key", runtime=default_runtime()), ObstoreS3FileIO)
+    assert isinstance(
+        resolve_io("s3://bucket/key", {"io.backend": "aiobotocore"}, runtime=default_runtime()), S3FileIO
+    )
+    assert isinstance(resolve_io(str(tmp_path), runtime=default_runtime()), LocalFileIO)
+    assert isinstance(resolve_io(tmp_path.as_uri(), runtime=default_runtime()), LocalFileIO)
+    assert isinstance(resolve_io("memory://t/x", runtime=default_runtime()), MemoryFileIO)
+    a, b = (
+        resolve_io("memory://a", runtime=default_runtime()),
+        resolve_io("memory://b", runtime=default_runtime()),
+    )
     assert a.store_key("memory://a") == b.store_key("memory://b")  # one store per runtime
-    assert isinstance(resolve_io("s3://b/k", {"io.backend": "fsspec"}), FsspecFileIO)
-    assert isinstance(resolve_io("https://example.com/t/x"), FsspecFileIO)
+    assert isinstance(
+        resolve_io("s3://b/k", {"io.backend": "fsspec"}, runtime=default_runtime()), FsspecFileIO
+    )
+    assert isinstance(resolve_io("https://example.com/t/x", runtime=default_runtime()), FsspecFileIO)
 
 
 def test_fsspec_gets_only_fsspec_arguments_with_s3_options_translated() -> None:

@@ -13,14 +13,18 @@ from servers.plugin import s3_storage_options
 
 from aioiceberg.io import S3FileIO, S3Options, probe, resolve_io
 from aioiceberg.io.obstore_s3 import ObstoreS3FileIO, store_settings
-from aioiceberg.runtime import clear_probe_cache
+from aioiceberg.runtime import clear_probe_cache, default_runtime
 
 pytestmark = pytest.mark.anyio
 
 
 def test_s3_locations_resolve_to_obstore_unless_asked_otherwise() -> None:
-    assert isinstance(resolve_io("s3://b/t", {"s3.region": "eu-west-1"}), ObstoreS3FileIO)
-    assert isinstance(resolve_io("s3://b/t", {"io.backend": "aiobotocore"}), S3FileIO)
+    assert isinstance(
+        resolve_io("s3://b/t", {"s3.region": "eu-west-1"}, runtime=default_runtime()), ObstoreS3FileIO
+    )
+    assert isinstance(
+        resolve_io("s3://b/t", {"io.backend": "aiobotocore"}, runtime=default_runtime()), S3FileIO
+    )
 
 
 def test_settings_come_from_options_first_then_the_aws_environment() -> None:
@@ -70,13 +74,13 @@ async def test_a_store_that_reads_trust_roots_is_made_off_the_event_loop() -> No
 
     options = {"s3.endpoint": "https://127.0.0.1:9", "s3.region": "us-east-1"}
     options |= {"s3.access-key-id": "a", "s3.secret-access-key": "s"}
-    io = Watched(options)
+    io = Watched(options).bind_runtime(default_runtime())
     stores = await asyncio.gather(*(io._store("b") for _ in range(3)))
     assert made_in and threading.get_ident() not in made_in
     assert all(store is stores[0] for store in stores)
     assert await io._store("b") is stores[0] and len(made_in) <= 3
     await io.aclose()
-    plain = Watched({**options, "s3.endpoint": "http://127.0.0.1:9"})
+    plain = Watched({**options, "s3.endpoint": "http://127.0.0.1:9"}).bind_runtime(default_runtime())
     await plain._store("b")
     assert made_in[-1] == threading.get_ident()  # nothing to read: made where it is asked for
     await plain.aclose()
@@ -107,7 +111,7 @@ async def test_standard_aws_environment_works_without_options(
     bucket = await create_bucket(moto_endpoint)
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_endpoint)
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    io = resolve_io(f"s3://{bucket}/env")
+    io = resolve_io(f"s3://{bucket}/env", runtime=default_runtime())
     assert isinstance(io, ObstoreS3FileIO)
     try:
         await io.write(f"s3://{bucket}/env", b"from env")
@@ -119,7 +123,7 @@ async def test_standard_aws_environment_works_without_options(
 async def test_keys_object_store_cannot_name_still_work(moto_endpoint: str) -> None:
     """``a//b`` (a warehouse path joined with a trailing slash) and ``dir/``: aiobotocore serves them."""
     bucket = await create_bucket(moto_endpoint)
-    io = ObstoreS3FileIO(s3_storage_options(moto_endpoint))
+    io = ObstoreS3FileIO(s3_storage_options(moto_endpoint)).bind_runtime(default_runtime())
     base = f"s3://{bucket}/t"
     odd, plain = f"{base}//data/f.parquet", f"{base}/data/g.parquet"
     try:
@@ -139,7 +143,7 @@ async def test_keys_object_store_cannot_name_still_work(moto_endpoint: str) -> N
 
 async def test_listing_by_a_prefix_that_ends_inside_a_name(moto_endpoint: str) -> None:
     bucket = await create_bucket(moto_endpoint)
-    io = ObstoreS3FileIO(s3_storage_options(moto_endpoint))
+    io = ObstoreS3FileIO(s3_storage_options(moto_endpoint)).bind_runtime(default_runtime())
     try:
         for key in ("m/v1.json", "m/v10.json", "m/v2.json", "m/x/v3.json", "n/v1.json"):
             await io.write(f"s3://{bucket}/{key}", b"x")
@@ -154,7 +158,7 @@ async def test_listing_by_a_prefix_that_ends_inside_a_name(moto_endpoint: str) -
 async def test_one_file_io_serves_several_event_loops(moto_endpoint: str) -> None:
     """No client is bound to a loop: the same object works from another thread's loop."""
     bucket = await create_bucket(moto_endpoint)
-    io = ObstoreS3FileIO(s3_storage_options(moto_endpoint))
+    io = ObstoreS3FileIO(s3_storage_options(moto_endpoint)).bind_runtime(default_runtime())
     await io.write(f"s3://{bucket}/shared", b"one")
     seen: list[bytes] = []
 
@@ -172,7 +176,7 @@ async def test_one_file_io_serves_several_event_loops(moto_endpoint: str) -> Non
 async def test_probe_is_satisfied_without_a_conditional_delete(moto_endpoint: str) -> None:
     clear_probe_cache()
     bucket = await create_bucket(moto_endpoint)
-    io = ObstoreS3FileIO(s3_storage_options(moto_endpoint))
+    io = ObstoreS3FileIO(s3_storage_options(moto_endpoint)).bind_runtime(default_runtime())
     try:
         result = await probe(io, f"s3://{bucket}/wh")
         assert result.safe_for_commits and not result.delete_if_match

@@ -50,7 +50,7 @@ async def test_standard_aws_environment_works_without_options(
     bucket = await create_bucket(moto_endpoint)
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_endpoint)
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    io = S3FileIO()
+    io = S3FileIO().bind_runtime(default_runtime())
     try:
         await io.write(f"s3://{bucket}/env", b"from env")
         assert await io.read(f"s3://{bucket}/env") == b"from env"
@@ -64,7 +64,7 @@ async def test_one_client_per_event_loop_shared_by_all_tasks(moto_endpoint: str)
         default_runtime().clients.get(options), default_runtime().clients.get(options)
     )
     assert first is second
-    io = S3FileIO(options=options)
+    io = S3FileIO(options=options).bind_runtime(default_runtime())
     assert await io._call("s3://x/", lambda c: _identity(c)) is first
 
     other: list[object] = []
@@ -89,7 +89,10 @@ async def test_one_client_per_event_loop_shared_by_all_tasks(moto_endpoint: str)
 
 async def test_closing_one_file_io_keeps_the_shared_client_for_the_others(moto_endpoint: str) -> None:
     options = S3Options.from_storage_options(s3_storage_options(moto_endpoint))
-    one, two = S3FileIO(options=options), S3FileIO(options=options)
+    one, two = (
+        S3FileIO(options=options).bind_runtime(default_runtime()),
+        S3FileIO(options=options).bind_runtime(default_runtime()),
+    )
     shared = await one._call("s3://x/", lambda c: _identity(c))
     assert await two._call("s3://x/", lambda c: _identity(c)) is shared
     await one.aclose()
@@ -110,4 +113,4 @@ async def test_connection_pool_is_sized_to_the_configured_concurrency(moto_endpo
         assert client.meta.config.max_pool_connections == 7
         assert client.meta.config.retries["total_max_attempts"] == 1
     finally:
-        await S3FileIO(options=options).aclose()
+        await S3FileIO(options=options).bind_runtime(default_runtime()).aclose()

@@ -36,6 +36,7 @@ from read_helpers import duckdb_connection, duckdb_rows, our_rows, rows_of
 from servers.plugin import s3_storage_options
 
 from aioiceberg.io import LocalFileIO, S3FileIO
+from aioiceberg.runtime import default_runtime
 
 N = 600
 
@@ -163,7 +164,7 @@ async def test_rows_match_pyiceberg_and_duckdb_for_every_filter(
     location = local_tables[layout]
     peer = StaticTable.from_metadata(location)
     con = duckdb_connection()
-    io = LocalFileIO()
+    io = LocalFileIO().bind_runtime(default_runtime())
     for row_filter in FILTERS:
         ours = await our_rows(io, location, row_filter)
         theirs = peer.scan(row_filter=row_filter or "True").to_arrow()
@@ -173,7 +174,7 @@ async def test_rows_match_pyiceberg_and_duckdb_for_every_filter(
 
 @pytest.mark.anyio
 async def test_selected_fields_project_only_those_columns(local_tables: dict[str, str]) -> None:
-    io = LocalFileIO()
+    io = LocalFileIO().bind_runtime(default_runtime())
     ours = await our_rows(io, local_tables["v2-identity"], "v > 10", selected_fields=("name", "id"))
     assert ours.column_names == ["id", "name"]  # table order, as PyIceberg returns them
     from pyiceberg.table import StaticTable
@@ -186,7 +187,13 @@ async def test_selected_fields_project_only_those_columns(local_tables: dict[str
 
 @pytest.mark.anyio
 async def test_limit_stops_after_that_many_rows(local_tables: dict[str, str]) -> None:
-    ours = await our_rows(LocalFileIO(), local_tables["v2-day"], "id >= 10", limit=37, plan_first=True)
+    ours = await our_rows(
+        LocalFileIO().bind_runtime(default_runtime()),
+        local_tables["v2-day"],
+        "id >= 10",
+        limit=37,
+        plan_first=True,
+    )
     assert ours.num_rows == 37
     assert all(i >= 10 for i in ours.column("id").to_pylist())
 
@@ -258,7 +265,7 @@ async def test_schema_evolution_reads_by_field_id(tmp_path: Path) -> None:
     location = table.metadata_location
     columns = ["region", "id", "label", "price", "amount", "extra"]
     con = duckdb_connection()
-    io = LocalFileIO()
+    io = LocalFileIO().bind_runtime(default_runtime())
     for row_filter in EVOLVED_FILTERS:
         ours = await our_rows(io, location, row_filter)
         assert ours.column_names == columns
@@ -274,7 +281,7 @@ async def test_tables_on_moto_s3_read_like_on_local_disk(tmp_path: Path, moto_en
     from pyiceberg.table import StaticTable
 
     options = s3_storage_options(moto_endpoint)
-    io = S3FileIO(options)
+    io = S3FileIO(options).bind_runtime(default_runtime())
     client = await io.runtime.clients.get(io.options)
     await client.create_bucket(Bucket="read-battery")
     catalog = _catalog(tmp_path, "s3://read-battery/wh", options)

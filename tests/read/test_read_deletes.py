@@ -22,6 +22,7 @@ from read_helpers import duckdb_connection, duckdb_rows, our_rows, rows_of
 
 from aioiceberg.io import LocalFileIO
 from aioiceberg.read import ReadMetrics, decode_deletion_vector, read_to_table
+from aioiceberg.runtime import default_runtime
 from aioiceberg.spec.manifest import (
     DataFile,
     DataFileContent,
@@ -167,7 +168,7 @@ async def test_position_deletes_shared_by_two_data_files_are_read_once(tmp_path:
     base = (tmp_path / "wh" / "db").as_uri()
     deletes = _position_deletes(f"{base}/pos-deletes.parquet", [(a, 0), (a, 5), (a, 99), (b, 1), (b, 50)])
     location = _commit_deletes(table, [deletes])
-    io = LocalFileIO()
+    io = LocalFileIO().bind_runtime(default_runtime())
     stats = ReadMetrics()
     for row_filter in ("", "id < 10", "region = 'eu'", "id >= 100"):
         ours = await our_rows(io, location, row_filter, stats=stats)
@@ -189,7 +190,7 @@ async def test_equality_deletes_match_null_to_null_and_multiple_columns(tmp_path
         {"id": (1, pa.array([1, 4, 150, 7], pa.int64())), "name": (2, pa.array(["n1", "n4", "n0", "wrong"]))},
     )
     location = _commit_deletes(table, [by_region, by_pair])
-    ours = await our_rows(LocalFileIO(), location)
+    ours = await our_rows(LocalFileIO().bind_runtime(default_runtime()), location)
     expected = [
         (i, f"n{i % 10}", ["eu", "us", None][i % 3])
         for i in range(200)
@@ -233,7 +234,7 @@ async def test_deletion_vector_in_a_puffin_file_removes_its_rows(tmp_path: Path)
     from aioiceberg.spec.puffin import PuffinWriter
 
     table = _table(tmp_path)
-    io = LocalFileIO()
+    io = LocalFileIO().bind_runtime(default_runtime())
     md = parse_table_metadata(await io.read(table.metadata_location))
     tasks = [t async for t in TableScan(io, md, decode_workers=0).plan_files()]
     target = tasks[0].file

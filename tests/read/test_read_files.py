@@ -15,6 +15,7 @@ from aioiceberg.expressions import bind
 from aioiceberg.expressions.tree import AlwaysTrue
 from aioiceberg.io import MemoryFileIO
 from aioiceberg.read import ReadMetrics, read_to_table
+from aioiceberg.runtime import default_runtime
 from aioiceberg.spec.manifest import DataFile, DataFileContent, FileFormat
 from aioiceberg.spec.name_mapping import create_mapping_from_schema
 from aioiceberg.spec.partitioning import PartitionField, PartitionSpec
@@ -48,7 +49,7 @@ async def test_avro_data_file_reads_by_field_id() -> None:
     }
     buf = io.BytesIO()
     fastavro.writer(buf, schema, [{"renamed_id": i, "region": "eu" if i % 2 else None} for i in range(10)])
-    store = MemoryFileIO()
+    store = MemoryFileIO().bind_runtime(default_runtime())
     await store.write("memory://t/a.avro", buf.getvalue())
     task = _task("memory://t/a.avro", FileFormat.AVRO, len(buf.getvalue()), 10, residual=AlwaysTrue())
     table = await read_to_table(store, [task], SCHEMA, row_filter="region = 'eu'")
@@ -63,7 +64,7 @@ async def test_orc_file_without_ids_reads_through_the_name_mapping() -> None:
     data = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "name": ["a", "b", "c"], "junk": [0, 0, 0]})
     buf = io.BytesIO()
     orc.write_table(data, buf)
-    store = MemoryFileIO()
+    store = MemoryFileIO().bind_runtime(default_runtime())
     await store.write("memory://t/a.orc", buf.getvalue())
     task = _task("memory://t/a.orc", FileFormat.ORC, len(buf.getvalue()), 3)
     table = await read_to_table(store, [task], SCHEMA, name_mapping=create_mapping_from_schema(SCHEMA))
@@ -81,7 +82,7 @@ async def test_identity_partition_value_fills_a_column_the_file_lacks() -> None:
     )
     buf = io.BytesIO()
     pq.write_table(data, buf)
-    store = MemoryFileIO()
+    store = MemoryFileIO().bind_runtime(default_runtime())
     await store.write("memory://t/p.parquet", buf.getvalue())
     spec = PartitionSpec(1, (PartitionField((3,), 1000, IdentityTransform(), "region"),))
     task = _task(
@@ -102,7 +103,7 @@ async def test_added_column_takes_its_initial_default() -> None:
     )
     buf = io.BytesIO()
     pq.write_table(data, buf)
-    store = MemoryFileIO()
+    store = MemoryFileIO().bind_runtime(default_runtime())
     await store.write("memory://t/d.parquet", buf.getvalue())
     evolved = Schema(
         NestedField(1, "id", LongType(), required=False),
@@ -121,7 +122,7 @@ async def test_row_groups_outside_the_residual_are_not_read() -> None:
     )
     buf = io.BytesIO()
     pq.write_table(data, buf, row_group_size=100)
-    store = MemoryFileIO()
+    store = MemoryFileIO().bind_runtime(default_runtime())
     await store.write("memory://t/g.parquet", buf.getvalue())
     task = _task("memory://t/g.parquet", FileFormat.PARQUET, len(buf.getvalue()), 1000)
     stats = ReadMetrics()
@@ -152,7 +153,7 @@ async def test_a_filtered_row_group_comes_out_in_batches_of_at_most_batch_rows(
     )
     buf = io.BytesIO()
     pq.write_table(data, buf, row_group_size=n)
-    store = MemoryFileIO()
+    store = MemoryFileIO().bind_runtime(default_runtime())
     await store.write("memory://t/b.parquet", buf.getvalue())
     task = _task("memory://t/b.parquet", FileFormat.PARQUET, len(buf.getvalue()), n)
     batches = [b async for b in read_tasks(store, [task], SCHEMA, row_filter=row_filter, batch_rows=700)]
@@ -183,7 +184,7 @@ async def test_strings_the_filter_does_not_read_pass_it_as_dictionaries(
     data = data.cast(pa.schema(with_ids))
     buf = io.BytesIO()
     pq.write_table(data, buf)  # one row group
-    store = MemoryFileIO()
+    store = MemoryFileIO().bind_runtime(default_runtime())
     await store.write("memory://t/s.parquet", buf.getvalue())
     task = _task("memory://t/s.parquet", FileFormat.PARQUET, len(buf.getvalue()), n)
 
@@ -265,7 +266,7 @@ PAIR = Schema(
 
 @pytest.mark.anyio
 async def test_small_parquet_file_is_fetched_in_one_get() -> None:
-    store = _CountingIO()
+    store = _CountingIO().bind_runtime(default_runtime())
     task = await _random_parquet(store, "memory://t/small.parquet", 20_000, 2_000)
     stats = ReadMetrics()
     table = await read_to_table(store, [task], PAIR, row_filter="id >= 4100 AND id < 4200", stats=stats)
@@ -281,7 +282,7 @@ async def test_large_parquet_file_tail_read_and_coalesced_row_groups(
 ) -> None:
     from aioiceberg.read import parquet_ranges as parquet
 
-    store = _CountingIO()
+    store = _CountingIO().bind_runtime(default_runtime())
     task = await _random_parquet(store, "memory://t/large.parquet", 200_000, 20_000)
     size = task.file.file_size_in_bytes
     monkeypatch.setattr(parquet, "WHOLE_FILE_MAX", size - 1)  # too big to fetch whole
@@ -313,7 +314,7 @@ async def test_columns_the_name_mapping_cannot_resolve_read_as_null_and_keep_eve
     data = pa.table({"id": pa.array(range(10), pa.int64()), "name": [f"n{i}" for i in range(10)]})
     buf = io.BytesIO()
     pq.write_table(data, buf, row_group_size=4)
-    store = MemoryFileIO()
+    store = MemoryFileIO().bind_runtime(default_runtime())
     await store.write("memory://t/plain.parquet", buf.getvalue())
     task = _task("memory://t/plain.parquet", FileFormat.PARQUET, len(buf.getvalue()), 10)
     empty = await read_to_table(store, [task], SCHEMA, name_mapping=name_mapping_from_json("[]"))
@@ -336,7 +337,7 @@ async def test_a_projection_of_no_field_reads_no_column_and_raises_nothing() -> 
     with_ids = data.cast(schema_to_arrow(Schema(*SCHEMA.fields[:2])))
     buf = io.BytesIO()
     pq.write_table(with_ids, buf, row_group_size=4)
-    store = MemoryFileIO()
+    store = MemoryFileIO().bind_runtime(default_runtime())
     await store.write("memory://t/ids.parquet", buf.getvalue())
     task = _task("memory://t/ids.parquet", FileFormat.PARQUET, len(buf.getvalue()), 10)
     nothing = await read_to_table(store, [task], Schema())
@@ -367,7 +368,7 @@ async def _two_parquet_files(store: MemoryFileIO) -> list[FileScanTask]:
 async def test_a_residual_bound_by_hand_still_follows_sqls_rule_for_nulls() -> None:
     """A task built by hand may carry a residual bound with Iceberg's rule (``!=`` true on a
     null): the reader applies SQL's, as to the planner's tasks and to ``row_filter``."""
-    store = MemoryFileIO()
+    store = MemoryFileIO().bind_runtime(default_runtime())
     tasks = await _two_parquet_files(store)
     hand_built = [
         FileScanTask(t.file, (), bind(SCHEMA, "region != 'eu'"), UNPARTITIONED, SCHEMA) for t in tasks
@@ -381,7 +382,7 @@ async def test_a_residual_bound_by_hand_still_follows_sqls_rule_for_nulls() -> N
 
 @pytest.mark.anyio
 async def test_read_options_below_one_are_refused_naming_the_option() -> None:
-    store = MemoryFileIO()
+    store = MemoryFileIO().bind_runtime(default_runtime())
     tasks = await _two_parquet_files(store)
     with pytest.raises(ValidationError, match="read option 'files_in_flight' must be >= 1, got 0"):
         await read_to_table(store, tasks, SCHEMA, files_in_flight=0)

@@ -30,7 +30,7 @@ from aioiceberg.read import read_to_table
 from aioiceberg.read import task_reader as reader_module
 from aioiceberg.read.late import RowLimit, take_until
 from aioiceberg.read.parquet_ranges import ParquetSource, open_parquet
-from aioiceberg.runtime import Runtime
+from aioiceberg.runtime import Runtime, default_runtime
 from aioiceberg.spec.manifest import DataFile, DataFileContent, FileFormat
 from aioiceberg.spec.name_mapping import create_mapping_from_schema
 from aioiceberg.spec.partitioning import PartitionSpec
@@ -303,7 +303,7 @@ async def test_late_read_prefix_reads_exactly_the_prefix(file_with_ids: bytes) -
     """The prefix read gives a row group's first rows whatever the page and batch boundaries."""
     from aioiceberg.read.parquet_ranges import open_parquet
 
-    store = MemoryFileIO()
+    store = MemoryFileIO().bind_runtime(default_runtime())
     await store.write(PATH, file_with_ids)
     source = await open_parquet(store, PATH, len(file_with_ids))
     whole = source.read_row_group(1, [1, 3, 4, 5], [1])
@@ -337,7 +337,7 @@ def test_late_read_any_range(file_with_ids: bytes, lo: int, width: int, qty: int
 
 @pytest.mark.anyio
 async def test_the_helper_stops_once_its_limit_is_covered(file_with_ids: bytes) -> None:
-    store = MemoryFileIO()
+    store = MemoryFileIO().bind_runtime(default_runtime())
     await store.write(PATH, file_with_ids)
     source = await open_parquet(store, PATH, len(file_with_ids))
     whole = source.read_row_group(2, [1, 4, 5], [1])
@@ -361,7 +361,7 @@ async def test_the_helper_fetches_what_was_not_prefetched_from_its_own_thread(
     chunks it misses through the event loop the file was opened on."""
     monkeypatch.setattr(parquet_module, "WHOLE_FILE_MAX", 1024)
     monkeypatch.setattr(parquet_module, "TAIL_READ", 4096)
-    store = MemoryFileIO()
+    store = MemoryFileIO().bind_runtime(default_runtime())
     await store.write(PATH, file_with_ids)
     source = await open_parquet(store, PATH, len(file_with_ids))
     assert source.file.size > 4096 and not source.file.holds(0, 4)  # only the tail is held

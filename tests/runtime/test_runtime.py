@@ -19,7 +19,8 @@ from servers.backends import create_bucket
 from servers.plugin import s3_storage_options
 
 import aioiceberg
-from aioiceberg.io import S3Options
+from aioiceberg.errors import ValidationError
+from aioiceberg.io import LocalFileIO, S3Options, resolve_io
 from aioiceberg.runtime import Runtime, default_runtime
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("day", pa.int32())])
@@ -138,11 +139,17 @@ async def test_a_catalog_closes_the_runtime_it_made_and_not_one_it_was_given(tmp
 
 @pytest.mark.anyio
 async def test_memory_locations_are_the_processs_whatever_the_runtime() -> None:
-    from aioiceberg.io import resolve_io
-
     await resolve_io("memory://x/a", runtime=Runtime()).write("memory://x/a", b"1")
     assert await resolve_io("memory://x/a", runtime=Runtime()).read("memory://x/a") == b"1"
-    assert await resolve_io("memory://x/a").read("memory://x/a") == b"1"
+    assert await resolve_io("memory://x/a", runtime=default_runtime()).read("memory://x/a") == b"1"
+
+
+def test_a_file_io_has_the_runtime_its_maker_gives_it_and_no_other() -> None:
+    given = Runtime()
+    assert resolve_io("memory://x/a", runtime=given).runtime is given
+    assert LocalFileIO().bind_runtime(given).runtime is given
+    with pytest.raises(ValidationError, match="LocalFileIO has no runtime"):
+        _ = LocalFileIO().runtime  # never the default runtime behind its maker's back
 
 
 @pytest.mark.anyio

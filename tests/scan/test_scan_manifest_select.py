@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from aioiceberg.expressions import ManifestEvaluator
 from aioiceberg.expressions.parser import parse
 from aioiceberg.io import LocalFileIO
+from aioiceberg.runtime import default_runtime
 from aioiceberg.scan.cache import ManifestCache, ManifestListCache
 from aioiceberg.scan.manifest_select import BULK_MIN_MANIFESTS, ManifestListing, may_match
 from aioiceberg.scan.plan_metrics import PlanMetrics
@@ -156,7 +157,7 @@ def test_bulk_choice_drops_what_readable_bounds_refute() -> None:
 
 @pytest.mark.anyio
 async def test_a_plan_of_many_manifests_selects_what_the_evaluator_selects(tmp_path: Path) -> None:
-    io = LocalFileIO(fsync=False)
+    io = LocalFileIO(fsync=False).bind_runtime(default_runtime())
     meta = await build_table(io, f"file://{tmp_path}/t", 2 * BULK_MIN_MANIFESTS, 4)
     md = parse_table_metadata(await io.read(meta), meta)
     for text in filters(2 * BULK_MIN_MANIFESTS, 4).values():
@@ -178,7 +179,7 @@ async def test_a_plan_reading_most_of_a_long_list_builds_its_rows_off_the_loop(
 ) -> None:
     """A columnar list builds rows as they are read: a filtered plan builds the few it keeps,
     and a plan that reads hundreds builds them in a worker thread, not on the event loop."""
-    io = LocalFileIO(fsync=False)
+    io = LocalFileIO(fsync=False).bind_runtime(default_runtime())
     meta = await build_table(io, f"file://{tmp_path}/t", 1000, 1)  # a list decoded in a thread
     md = parse_table_metadata(await io.read(meta), meta)
     kw = {"cache": ManifestCache(), "manifest_list_cache": ManifestListCache(), "decode_workers": 0}
@@ -214,7 +215,7 @@ async def test_a_long_lists_first_manifest_is_requested_before_its_other_rows_ar
     rows are built: the build waits here until that request is made (the old order, all
     rows first, timed out), and the plan's tasks and counts are those of a plan whose rows
     were all built beforehand."""
-    io = LocalFileIO(fsync=False)
+    io = LocalFileIO(fsync=False).bind_runtime(default_runtime())
     meta = await build_table(io, f"file://{tmp_path}/t", 1000, 1)
     md = parse_table_metadata(await io.read(meta), meta)
     text = filters(1000, 1)["metrics_only"]  # the summaries narrow nothing

@@ -71,7 +71,7 @@ def _caches(**kw: Any) -> dict[str, Any]:
 
 
 async def _table(tmp_path: Path, manifests: int, entries: int) -> tuple[FileIO, TableMetadata]:
-    io = LocalFileIO(fsync=False)
+    io = LocalFileIO(fsync=False).bind_runtime(default_runtime())
     meta = await build_table(io, f"file://{tmp_path}/t", manifests, entries)
     return io, parse_table_metadata(await io.read(meta), meta)
 

@@ -40,6 +40,7 @@ from servers.plugin import s3_storage_options, unique_bucket_name
 from aioiceberg import expressions as ae
 from aioiceberg.expressions.tree import Expression
 from aioiceberg.io import FileIO, LocalFileIO, resolve_io
+from aioiceberg.runtime import default_runtime
 from aioiceberg.scan import ManifestCache, ManifestListCache
 from aioiceberg.spec.manifest import (
     DataFile,
@@ -227,7 +228,7 @@ FILTERS = [
 async def test_filter_battery_matches_pyiceberg(tables: dict[str, Any], name: str) -> None:
     assert len(FILTERS) >= 40
     table = tables[name]
-    io = LocalFileIO(fsync=False)
+    io = LocalFileIO(fsync=False).bind_runtime(default_runtime())
     for text in FILTERS:
         _assert_same_plan(await _our_plan(io, table.metadata_location, text), _their_plan(table, text), text)
 
@@ -254,7 +255,7 @@ EXPRESSION_PAIRS: list[tuple[Any, Expression]] = [
 
 @pytest.mark.anyio
 async def test_expression_objects_match_pyiceberg_expressions(tables: dict[str, Any]) -> None:
-    io = LocalFileIO(fsync=False)
+    io = LocalFileIO(fsync=False).bind_runtime(default_runtime())
     for name in ("day_bucket_v2", "hour_trunc_v1", "identity_v2"):
         table = tables[name]
         for theirs, ours in EXPRESSION_PAIRS:
@@ -293,7 +294,9 @@ _filters = st.recursive(
 @given(text=_filters, name=st.sampled_from(sorted(f"{s}_v{v}" for s in SPECS for v in (1, 2))))
 async def test_generated_filters_match_pyiceberg(tables: dict[str, Any], text: str, name: str) -> None:
     table = tables[name]
-    ours = await _our_plan(LocalFileIO(fsync=False), table.metadata_location, text)
+    ours = await _our_plan(
+        LocalFileIO(fsync=False).bind_runtime(default_runtime()), table.metadata_location, text
+    )
     _assert_same_plan(ours, _their_plan(table, text), text)
 
 
@@ -303,7 +306,7 @@ async def test_generated_filters_match_pyiceberg(tables: dict[str, Any], text: s
 @pytest.mark.anyio
 async def test_time_travel_reads_the_old_snapshots_files(tables: dict[str, Any]) -> None:
     table = tables["day_bucket_v2"]
-    io = LocalFileIO(fsync=False)
+    io = LocalFileIO(fsync=False).bind_runtime(default_runtime())
     first = table.metadata.snapshots[0]
     second = table.metadata.snapshots[1]
     expected_first = _their_plan(table, "", snapshot_id=first.snapshot_id)
@@ -398,7 +401,7 @@ async def _add_position_deletes(io: FileIO, table: Any, wh: Path) -> str:
 
 @pytest.mark.anyio
 async def test_position_deletes_match_pyiceberg(tables: dict[str, Any], tmp_path: Path) -> None:
-    io = LocalFileIO(fsync=False)
+    io = LocalFileIO(fsync=False).bind_runtime(default_runtime())
     for name in ("day_bucket_v2", "identity_v2"):
         location = await _add_position_deletes(io, tables[name], tmp_path)
         theirs = StaticTable.from_metadata(location)
@@ -425,7 +428,7 @@ async def test_tables_on_moto_s3_match_pyiceberg(moto_endpoint: str, tmp_path: P
     table = catalog.create_table("db.t", PY_SCHEMA, partition_spec=SPECS["day_bucket"])
     _fill(table, evolve=False)
     table = catalog.load_table("db.t")
-    io = resolve_io(table.metadata_location, props)
+    io = resolve_io(table.metadata_location, props, runtime=default_runtime())
     try:
         for text in ("", "id = 107", f"ts >= '{T3}'", "name LIKE 'al%'", "cat IS NULL OR id > 220"):
             assert await _our_plan(io, table.metadata_location, text) == _their_plan(table, text), text

@@ -12,6 +12,7 @@ import pytest
 import aioiceberg
 from aioiceberg.expressions.serde import expression_to_json
 from aioiceberg.io import FileIO, LocalFileIO
+from aioiceberg.runtime import default_runtime
 from aioiceberg.scan import ManifestCache, ManifestListCache
 from aioiceberg.scan.task_batches import TASK_SCHEMA, task_batch
 from aioiceberg.spec.metadata import TableMetadata
@@ -26,7 +27,7 @@ def _caches(**kw: Any) -> dict[str, Any]:
 
 
 async def _table(tmp_path: Path) -> tuple[FileIO, TableMetadata]:
-    io = LocalFileIO(fsync=False)
+    io = LocalFileIO(fsync=False).bind_runtime(default_runtime())
     meta = await build_table(io, f"file://{tmp_path}/t", 6, 40)
     return io, parse_table_metadata(await io.read(meta), meta)
 

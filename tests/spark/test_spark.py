@@ -141,6 +141,7 @@ def test_pushed_filters_show_in_the_plan_and_prune_partitions(spark: Any, tmp_pa
         negated = load().filter("region != 'eu'")
         assert ids_of(negated) == [i for i in range(90) if i % 3 != 0]
     finally:
+        spark.conf.unset(FILTER_PUSHDOWN_CONF)  # register sets it only to turn pushdown on
         aioiceberg.spark.register(spark)
     assert spark.conf.get(FILTER_PUSHDOWN_CONF) == "false"  # this Spark caches read plans per relation
 

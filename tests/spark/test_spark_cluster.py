@@ -38,6 +38,7 @@ from servers.spark_cluster import SparkCluster, cluster_session, executor_proces
 from aioiceberg import sync
 from aioiceberg._sync import default_loop
 from aioiceberg.io.resolve import resolve_io
+from aioiceberg.runtime import default_runtime
 from aioiceberg.spark.source import WRITE_ID_PROPERTY
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("region", pa.string()), pa.field("v", pa.float64())])
@@ -98,7 +99,7 @@ def s3_table(endpoint: str, name: str = "t", partitioned: bool = True, **propert
 
 def stored_files(table: sync.Table, options: dict[str, str]) -> set[str]:
     """Every object under the table's ``data/`` prefix."""
-    io = resolve_io(table.location, options)
+    io = resolve_io(table.location, options, runtime=default_runtime())
 
     async def listing() -> set[str]:
         return {o.location async for o in io.list(f"{table.location}/data/")}

@@ -37,7 +37,7 @@ def meta(tmp_path_factory: pytest.TempPathFactory) -> str:
     location = tmp_path_factory.mktemp("batches").as_uri() + "/t"
 
     async def build() -> str:
-        io = resolve_io(location, {})
+        io = resolve_io(location, {}, runtime=default_runtime())
         try:
             return await build_table(io, location, MANIFESTS, ENTRIES)
         finally:
@@ -55,7 +55,7 @@ def big_meta(tmp_path_factory: pytest.TempPathFactory) -> str:
     location = tmp_path_factory.mktemp("batches-big").as_uri() + "/t"
 
     async def build() -> str:
-        io = resolve_io(location, {})
+        io = resolve_io(location, {}, runtime=default_runtime())
         try:
             return await build_table(io, location, BIG_MANIFESTS, BIG_ENTRIES)
         finally:
@@ -181,7 +181,7 @@ def test_a_failing_plan_raises_the_same_typed_error_blocking_and_async(meta: str
     location = tmp_path.as_uri() + "/broken"
 
     async def broken() -> str:
-        io = resolve_io(location, {})
+        io = resolve_io(location, {}, runtime=default_runtime())
         try:
             return await build_table(io, location, MANIFESTS, ENTRIES)
         finally:

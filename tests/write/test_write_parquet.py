@@ -28,6 +28,7 @@ from servers.plugin import s3_storage_options
 
 from aioiceberg.errors import ValidationError
 from aioiceberg.io import FileIO, LocalFileIO, MemoryFileIO, S3FileIO
+from aioiceberg.runtime import default_runtime
 from aioiceberg.spec import values
 from aioiceberg.spec.arrow import FIELD_ID_KEY
 from aioiceberg.spec.manifest.data_file import DataFileContent, FileFormat
@@ -111,7 +112,13 @@ def _py_metadata(location: str) -> Any:
 async def test_written_files_read_back_in_pyarrow_duckdb_and_pyiceberg(tmp_path: Path) -> None:
     data = _data(500)
     files = await write_data_files(
-        LocalFileIO(), SCHEMA, DAY_SPEC, data, LocationProvider(str(tmp_path)), {}, cpu_workers=2
+        LocalFileIO().bind_runtime(default_runtime()),
+        SCHEMA,
+        DAY_SPEC,
+        data,
+        LocationProvider(str(tmp_path)),
+        {},
+        cpu_workers=2,
     )
     assert len(files) == 5
     assert sum(f.record_count for f in files) == 500
@@ -170,7 +177,12 @@ def _always_true() -> Any:
 
 async def test_data_file_metrics_match_pyiceberg_reading_the_same_file(tmp_path: Path) -> None:
     files = await write_data_files(
-        LocalFileIO(), SCHEMA, PartitionSpec(), _data(300), LocationProvider(str(tmp_path)), {}
+        LocalFileIO().bind_runtime(default_runtime()),
+        SCHEMA,
+        PartitionSpec(),
+        _data(300),
+        LocationProvider(str(tmp_path)),
+        {},
     )
     [ours] = files
     theirs = parquet_file_to_data_file(PyArrowFileIO(), _py_metadata(str(tmp_path)), ours.file_path)
@@ -191,7 +203,12 @@ async def test_small_target_file_size_rolls_files(tmp_path: Path) -> None:
     props = {"write.target-file-size-bytes": str(target), "write.parquet.compression-codec": "snappy"}
     batches = _data(20_000).to_batches(max_chunksize=1000)
     files = await write_data_files(
-        LocalFileIO(), SCHEMA, PartitionSpec(), batches, LocationProvider(str(tmp_path)), props
+        LocalFileIO().bind_runtime(default_runtime()),
+        SCHEMA,
+        PartitionSpec(),
+        batches,
+        LocationProvider(str(tmp_path)),
+        props,
     )
     assert len(files) >= 5
     assert sum(f.record_count for f in files) == 20_000
@@ -211,7 +228,12 @@ async def test_small_target_file_size_rolls_files(tmp_path: Path) -> None:
 async def test_defaults_are_zstd_and_row_groups_follow_the_row_limit(tmp_path: Path) -> None:
     props = {"write.parquet.row-group-limit": "100"}
     [f] = await write_data_files(
-        LocalFileIO(), SCHEMA, PartitionSpec(), _data(450), LocationProvider(str(tmp_path)), props
+        LocalFileIO().bind_runtime(default_runtime()),
+        SCHEMA,
+        PartitionSpec(),
+        _data(450),
+        LocationProvider(str(tmp_path)),
+        props,
     )
     meta = pq.read_metadata(f.file_path)
     assert meta.num_row_groups == 5
@@ -226,7 +248,7 @@ async def test_async_iterables_of_batches_are_accepted() -> None:
             for b in _data(100, offset=i * 100).to_batches():
                 yield b
 
-    io = MemoryFileIO()
+    io = MemoryFileIO().bind_runtime(default_runtime())
     files = await write_data_files(io, SCHEMA, DAY_SPEC, gen(), LocationProvider("memory://w/t"), {})
     assert sum(f.record_count for f in files) == 300
     assert len(files) == 5
@@ -258,7 +280,7 @@ async def test_async_iterables_of_batches_are_accepted() -> None:
     ],
 )
 async def test_invalid_data_is_refused_before_anything_is_written(data: pa.Table, message: str) -> None:
-    io = MemoryFileIO()
+    io = MemoryFileIO().bind_runtime(default_runtime())
     with pytest.raises(ValidationError, match=message):
         await write_data_files(io, SCHEMA, PartitionSpec(), data, LocationProvider("memory://v/t"), {})
     assert [o async for o in io.list("memory://v/")] == []
@@ -268,7 +290,7 @@ async def test_required_nested_fields_may_be_null_only_under_a_null_parent() -> 
     schema = Schema(
         NestedField(1, "s", StructType(NestedField(2, "r", LongType(), required=True))),
     )
-    io = MemoryFileIO()
+    io = MemoryFileIO().bind_runtime(default_runtime())
     ok = pa.table({"s": pa.array([{"r": 1}, None], pa.struct([pa.field("r", pa.int64())]))})
     files = await write_data_files(io, schema, PartitionSpec(), ok, LocationProvider("memory://n/t"), {})
     assert files[0].record_count == 2
@@ -278,7 +300,7 @@ async def test_required_nested_fields_may_be_null_only_under_a_null_parent() -> 
 
 
 async def test_promotions_and_missing_optional_columns_are_filled() -> None:
-    io = MemoryFileIO()
+    io = MemoryFileIO().bind_runtime(default_runtime())
     data = pa.table(
         {
             "id": pa.array([1, 2], pa.int16()),
@@ -296,7 +318,7 @@ async def test_promotions_and_missing_optional_columns_are_filled() -> None:
 
 
 async def test_position_delete_files_are_sorted_and_reference_their_data_file() -> None:
-    io = MemoryFileIO()
+    io = MemoryFileIO().bind_runtime(default_runtime())
     provider = LocationProvider("memory://d/t")
     deletes = pa.table(
         {"file_path": ["s3://x/b.parquet", "s3://x/a.parquet", "s3://x/a.parquet"], "pos": [4, 9, 2]}
@@ -324,7 +346,7 @@ async def test_position_delete_files_are_sorted_and_reference_their_data_file() 
 
 
 async def test_equality_delete_files_hold_the_equality_columns() -> None:
-    io = MemoryFileIO()
+    io = MemoryFileIO().bind_runtime(default_runtime())
     rows = pa.table({"id": [3, 1], "name": ["c", "a"], "score": [1.0, 2.0]})
     f = await write_equality_delete_file(
         io, LocationProvider("memory://e/t"), rows, [1, 2], table_schema=SCHEMA, spec=PartitionSpec()
@@ -353,12 +375,12 @@ async def _check_write_then_add(io: FileIO, base: str) -> None:
 
 
 async def test_write_and_add_files_on_the_local_file_system(tmp_path: Path) -> None:
-    await _check_write_then_add(LocalFileIO(), tmp_path.as_uri())
+    await _check_write_then_add(LocalFileIO().bind_runtime(default_runtime()), tmp_path.as_uri())
 
 
 async def test_write_and_add_files_on_moto_s3(moto_endpoint: str) -> None:
     bucket = await create_bucket(moto_endpoint)
-    io = S3FileIO(s3_storage_options(moto_endpoint))
+    io = S3FileIO(s3_storage_options(moto_endpoint)).bind_runtime(default_runtime())
     try:
         await _check_write_then_add(io, f"s3://{bucket}/warehouse/t")
     finally:
@@ -366,7 +388,7 @@ async def test_write_and_add_files_on_moto_s3(moto_endpoint: str) -> None:
 
 
 async def test_add_files_infers_partitions_from_bounds_or_refuses(tmp_path: Path) -> None:
-    io = LocalFileIO()
+    io = LocalFileIO().bind_runtime(default_runtime())
     one_day = _data(10).filter(pa.compute.equal(pa.compute.field("day"), pa.scalar(dt.date(2024, 1, 2))))
     [f] = await write_data_files(io, SCHEMA, PartitionSpec(), one_day, LocationProvider(str(tmp_path)), {})
     [added] = await data_files_from_parquet(io, [f.file_path], SCHEMA, DAY_SPEC, {})
@@ -385,7 +407,7 @@ async def test_add_files_infers_partitions_from_bounds_or_refuses(tmp_path: Path
 async def test_add_files_needs_field_ids_or_a_name_mapping(tmp_path: Path) -> None:
     path = tmp_path / "plain.parquet"
     pq.write_table(pa.table({"id": [1, 2], "name": ["a", "b"]}), path)
-    io = LocalFileIO()
+    io = LocalFileIO().bind_runtime(default_runtime())
     with pytest.raises(ValidationError, match="no field id"):
         await data_files_from_parquet(io, [str(path)], SCHEMA, PartitionSpec(), {})
     mapping = '[{"field-id": 1, "names": ["id"]}, {"field-id": 2, "names": ["name"]}]'

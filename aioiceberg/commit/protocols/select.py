@@ -14,6 +14,7 @@ from typing import Any
 from aioiceberg.commit.protocols.base import CommitProtocol, TableState
 from aioiceberg.commit.protocols.commit_point import CATALOG, CONDITIONAL, CommitPoint, commit_point_of
 from aioiceberg.commit.protocols.conditional import ConditionalWriteProtocol
+from aioiceberg.commit.protocols.dynamodb import DynamoDbOptions, DynamoDbProtocol
 from aioiceberg.errors import IcebergError, ValidationError
 from aioiceberg.io.base import FileIO
 
@@ -27,8 +28,6 @@ def protocol_for_lock(
     if lock is None or lock == CONDITIONAL:
         return ConditionalWriteProtocol(io, probe_base=probe_base)
     if lock.startswith("dynamodb://"):
-        from aioiceberg.commit.protocols.dynamodb import DynamoDbOptions, DynamoDbProtocol
-
         return DynamoDbProtocol(io, DynamoDbOptions.from_uri(lock, storage_options))
     raise ValidationError(f"unknown lock {lock!r}: use None or 'dynamodb://TABLE'")
 
@@ -38,7 +37,6 @@ def _protocol_for_point(
 ) -> CommitProtocol:
     if point.kind == CONDITIONAL:
         return ConditionalWriteProtocol(io, probe_base=probe_base)
-    from aioiceberg.commit.protocols.dynamodb import DynamoDbOptions, DynamoDbProtocol
 
     # Never create a commit table for a table found by location: an empty one in the wrong
     # place (endpoint, region) would look like a table with no commits yet.

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa  # pyarrow.compute is imported where used: metadata-only work never loads it
+import pyarrow.compute as pc
 
 from aioiceberg.spec.manifest.avro_blocks import read_long as _read_long
 from aioiceberg.spec.manifest.avro_blocks import reblock
@@ -51,7 +52,7 @@ __all__ = [
 def _polars() -> Any:
     """polars, imported on first use (~0.15 s): plans of small manifests never need it."""
     try:  # polars is the fast path; without it every manifest takes fastavro
-        import polars
+        import polars  # polars: loaded only when used (~0.15 s to import, and not fork-safe)
     except ImportError:  # pragma: no cover - polars is a dependency
         return None
     return polars
@@ -143,8 +144,6 @@ class ColumnarManifest:
     ) -> None:
         """``batch``: the rows come from several manifests (see :func:`open_columnar_batch`):
         each row's manifest index, and those manifests, whose values rows inherit."""
-        import pyarrow.compute as pc
-
         self.meta = meta
         self.owner: np.ndarray[Any, Any] | None = batch[0] if batch is not None else None
         self.manifests: Sequence[ManifestFile] = batch[1] if batch is not None else ()
@@ -463,8 +462,6 @@ class ColumnarManifest:
 
 def _read_map(col: pa.Array | None, keys_wanted: frozenset[int] | None) -> _Items | None:
     """(row index per item as numpy, keys, values) of a map column, for the wanted keys."""
-    import pyarrow.compute as pc
-
     if col is None or len(col) == 0:
         return None
     items = pc.list_flatten(col)
@@ -495,8 +492,6 @@ def _cut(flat: list[Any], lengths: np.ndarray[Any, Any]) -> list[tuple[Any, ...]
 def _list_tuples(arr: pa.Array | None, n: int) -> list[tuple[Any, ...] | None]:
     """A list column as tuples (a row must hold no list: the collector never untracks one),
     cut from its flat values (see :func:`_cut`)."""
-    import pyarrow.compute as pc
-
     if arr is None or arr.null_count == len(arr):
         return [None] * n
     lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False)

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 from aioiceberg.errors import InvalidMetadataError
 from aioiceberg.spec.manifest.entry import ManifestEntry
 from aioiceberg.spec.manifest.manifest_file import ManifestContent
+from aioiceberg.spec.partitioning import PartitionSpec
+from aioiceberg.spec.schema_json import partition_fields_from_json, schema_from_json
 
 if TYPE_CHECKING:
-    from aioiceberg.spec.partitioning import PartitionSpec
     from aioiceberg.spec.schema import Schema
 
 __all__ = ["Manifest", "ManifestMetadata"]
@@ -36,16 +37,12 @@ class ManifestMetadata:
 
     def schema(self) -> Schema:
         """The table schema stored with the manifest (``schema`` key)."""
-        from aioiceberg.spec.schema_json import schema_from_json
-
         if self.schema_json is None:
             raise InvalidMetadataError("manifest has no 'schema' metadata", location=self.location)
         return schema_from_json(self._load(self.schema_json, "schema"))
 
     def partition_spec(self) -> PartitionSpec:
         """The partition spec the manifest was written for (``partition-spec`` fields + id)."""
-        from aioiceberg.spec.partitioning import PartitionSpec
-        from aioiceberg.spec.schema_json import partition_fields_from_json
 
         if self.partition_spec_json is None:
             raise InvalidMetadataError("manifest has no 'partition-spec' metadata", location=self.location)

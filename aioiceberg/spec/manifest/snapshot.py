@@ -8,20 +8,33 @@ snapshot that names its manifests inline reads the same everywhere.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
 from aioiceberg._concurrency import task_group
-from aioiceberg.spec.manifest.fastavro_reader import inline_manifest_file, read_manifest_list
+from aioiceberg.spec.manifest.columnar_list import decode_manifest_rows
+from aioiceberg.spec.manifest.entry import ManifestEntryStatus
+from aioiceberg.spec.manifest.fastavro_reader import (
+    inline_manifest_file,
+    iter_manifest_entries,
+    read_manifest_list,
+)
 from aioiceberg.spec.manifest.manifest_file import ManifestFile
 
 if TYPE_CHECKING:
-    from aioiceberg.io.base import FileIO
     from aioiceberg.spec.manifest.data_file import DataFile
     from aioiceberg.spec.metadata import Snapshot
 
-__all__ = ["added_files", "listed_manifests", "snapshot_manifests"]
+__all__ = ["ObjectReader", "added_files", "listed_manifests", "snapshot_manifests"]
+
+
+class ObjectReader(Protocol):
+    """What reading a snapshot's manifests needs of storage (a FileIO is one): the spec
+    layer names no store."""
+
+    async def read(self, location: str) -> bytes: ...
+
 
 # Manifests of an inline snapshot fetched at once (each is read whole to build its row).
 INLINE_CONCURRENCY = 16
@@ -31,14 +44,14 @@ THREAD_LIST_BYTES = 16 * 1024
 
 
 async def snapshot_manifests(
-    io: FileIO, snapshot: Snapshot, *, fetched: Callable[[int], None] | None = None
+    io: ObjectReader, snapshot: Snapshot, *, fetched: Callable[[int], None] | None = None
 ) -> list[ManifestFile]:
     """The manifests of ``snapshot``, in its order (see :func:`listed_manifests`)."""
     return list(await listed_manifests(io, snapshot, fetched=fetched))
 
 
 async def listed_manifests(
-    io: FileIO, snapshot: Snapshot, *, fetched: Callable[[int], None] | None = None
+    io: ObjectReader, snapshot: Snapshot, *, fetched: Callable[[int], None] | None = None
 ) -> Sequence[ManifestFile]:
     """The manifests of ``snapshot``, in its order; a long list's rows are built as they are
     read (a plan reads the list's columns and builds the few rows it chooses).
@@ -54,8 +67,6 @@ async def listed_manifests(
             fetched(len(data))
         if len(data) < THREAD_LIST_BYTES:
             return read_manifest_list(data, snapshot.manifest_list)
-        from aioiceberg.spec.manifest.columnar_list import decode_manifest_rows
-
         return await anyio.to_thread.run_sync(decode_manifest_rows, data, snapshot.manifest_list)
     paths = snapshot.manifests
     rows: list[ManifestFile | None] = [None] * len(paths)
@@ -81,12 +92,9 @@ async def listed_manifests(
     return [r for r in rows if r is not None]
 
 
-async def added_files(io: FileIO, snapshot: Snapshot) -> list[DataFile]:
+async def added_files(io: ObjectReader, snapshot: Snapshot) -> list[DataFile]:
     """The files (data and delete) ``snapshot`` itself added: the ADDED entries carrying its
     id in the manifests it wrote. Streams read appends with it, cherry-picks replay them."""
-    from aioiceberg.spec.manifest.entry import ManifestEntryStatus
-    from aioiceberg.spec.manifest.fastavro_reader import iter_manifest_entries
-
     own = [m for m in await snapshot_manifests(io, snapshot) if m.added_snapshot_id == snapshot.snapshot_id]
     blobs: list[bytes] = [b""] * len(own)
 

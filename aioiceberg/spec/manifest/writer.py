@@ -31,6 +31,7 @@ from aioiceberg.spec.partitioning import PartitionSpec
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.schema_json import partition_fields_to_json, schema_to_json
 from aioiceberg.spec.types import DoubleType, FloatType, IcebergType, PrimitiveType, UUIDType
+from aioiceberg.spec.values import to_bytes
 
 __all__ = ["Codec", "assign_first_row_ids", "partition_summaries", "write_manifest", "write_manifest_list"]
 
@@ -99,8 +100,6 @@ class _FieldStats:
             self.upper = value
 
     def summary(self) -> PartitionFieldSummary:
-        from aioiceberg.spec.values import to_bytes
-
         t = self.field_type
         if not isinstance(t, PrimitiveType):
             raise ValidationError(f"partition field type must be primitive, got {t}")
