@@ -23,6 +23,7 @@ import os
 import re
 import uuid
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 import fastavro
@@ -339,6 +340,7 @@ class WarehouseCatalog(Catalog):
         os.rename(src_dir, dst_dir)
         for relative, data in rewritten.items():
             await self.io.write(f"{target}/{relative}", data)
+            _drop_stale_checksum(os.path.join(dst_dir, relative))
         return await self.load_table(to_identifier)
 
     # -- namespaces ----------------------------------------------------------------------------
@@ -603,6 +605,17 @@ def _rewrite_avro(data: bytes, old: str, new: str, lengths: Mapping[str, int]) -
 
 def _avro_record_name(data: bytes) -> str:
     return str(json.loads(fastavro.reader(io.BytesIO(data)).metadata["avro.schema"]).get("name", ""))
+
+
+def _drop_stale_checksum(path: str) -> None:
+    """Removes the checksum Hadoop's local file system keeps beside a file we just rewrote.
+
+    Java Iceberg on ``file://`` tables writes through Hadoop, which keeps ``.<name>.crc``
+    beside every file and refuses to read a file that no longer matches it.
+    """
+    folder, name = os.path.split(path)
+    with suppress(FileNotFoundError):
+        os.remove(os.path.join(folder, f".{name}.crc"))
 
 
 async def _rewrite_table_paths(io: FileIO, old: str, new: str) -> dict[str, bytes]:

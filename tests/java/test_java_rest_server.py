@@ -145,17 +145,6 @@ async def test_our_refusals_reach_java_as_its_exceptions(java_spark: JavaSpark, 
     assert "ForbiddenException" in refused(outside) or "BadRequestException" in refused(outside)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=JavaPeerError,
-    reason=(
-        "Java's local FileSystem (Hadoop's ChecksumFileSystem) writes a .<name>.crc sidecar beside "
-        "every file it writes; WarehouseCatalog.rename_table (aioiceberg/catalog.py) moves the "
-        "directory and rewrites the manifest lists and manifests to the new paths but leaves their "
-        "old .crc sidecars, so Java refuses the rewritten snap-*.avro (RuntimeIOException: Failed to "
-        "open file, a checksum error). Fix: delete the sidecar of each rewritten file."
-    ),
-)
 @pytest.mark.anyio
 async def test_java_reads_a_table_after_our_rename(java_spark: JavaSpark, server: RestServer) -> None:
     cat = java_catalog(java_spark, server)
