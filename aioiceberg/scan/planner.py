@@ -43,7 +43,7 @@ from aioiceberg.scan.task_builder import TaskBuilder
 from aioiceberg.spec.manifest import ManifestFile
 from aioiceberg.spec.manifest.columnar import columnar_available
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
-from aioiceberg.spec.name_mapping import unmapped_field_ids
+from aioiceberg.spec.name_mapping import schema_as_read, unmapped_field_ids
 from aioiceberg.spec.partitioning import PartitionSpec
 from aioiceberg.spec.schema import Schema
 
@@ -87,6 +87,9 @@ class Planner:
         self.schema: Schema = metadata.schema()
         if time_travel and self.snapshot is not None and self.snapshot.schema_id is not None:
             self.schema = metadata.schema_by_id(self.snapshot.schema_id) or self.schema
+        # a required column the name mapping cannot resolve reads as NULL: bound, planned
+        # and read as optional alike
+        self.schema = schema_as_read(self.schema, metadata.properties)
         self.specs: dict[int, PartitionSpec] = metadata.specs_by_id()
         self.unpartitioned_spec_ids = frozenset(i for i, s in self.specs.items() if not s.fields)
         self.case_sensitive = case_sensitive

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -24,7 +24,7 @@ from aioiceberg.spec.arrow_fields import (
     field_id_of,
 )
 from aioiceberg.spec.schema import Schema
-from aioiceberg.spec.types import IcebergType, ListType, MapType, StructType
+from aioiceberg.spec.types import IcebergType, ListType, MapType, NestedField, StructType
 
 __all__ = [
     "DEFAULT_NAME_MAPPING_PROPERTY",
@@ -34,6 +34,7 @@ __all__ = [
     "create_mapping_from_schema",
     "name_mapping_from_json",
     "name_mapping_to_json",
+    "schema_as_read",
     "unmapped_field_ids",
     "update_name_mapping",
 ]
@@ -131,6 +132,51 @@ def unmapped_field_ids(schema: Schema, properties: Mapping[str, str]) -> frozens
         return frozenset()
     mapped = set(_mapped_ids(name_mapping_from_json(text).fields))
     return schema.field_ids() - mapped
+
+
+def schema_as_read(schema: Schema, properties: Mapping[str, str]) -> Schema:
+    """``schema`` as a scan binds, plans and reads it: a required field the name mapping
+    cannot resolve, and with no ``initial-default``, is optional.
+
+    In a file without field ids such a field has no column, and the spec reads a column a
+    file lacks as NULL (DuckDB does too; Java fails the read instead). Binding a filter to
+    the field as required would fold ``a IS NULL`` to false while the rows hold NULL, so
+    the one rule lives in the schema: the binder keeps the predicate, the evaluators see
+    an optional column, and the reader fills NULLs. ``schema`` itself when nothing changes.
+    """
+    unresolved = unmapped_field_ids(schema, properties)
+    if not unresolved:
+        return schema
+    fields = tuple(_optional_if_unresolved(f, unresolved) for f in schema.fields)
+    if fields == schema.fields:
+        return schema
+    return Schema(*fields, schema_id=schema.schema_id, identifier_field_ids=schema.identifier_field_ids)
+
+
+def _optional_if_unresolved(f: NestedField, unresolved: frozenset[int]) -> NestedField:
+    t = _type_with_optional(f.field_type, unresolved)
+    required = f.required and not (f.field_id in unresolved and f.initial_default is None)
+    if t is f.field_type and required == f.required:
+        return f
+    return replace(f, field_type=t, required=required)
+
+
+def _type_with_optional(t: IcebergType, unresolved: frozenset[int]) -> IcebergType:
+    """``t`` with unresolved required struct fields inside made optional (list elements and
+    map values are found through their parent, which resolves or not as a whole)."""
+    if isinstance(t, StructType):
+        fields = tuple(_optional_if_unresolved(f, unresolved) for f in t.fields)
+        return t if fields == t.fields else StructType(*fields)
+    if isinstance(t, ListType):
+        element = _type_with_optional(t.element_type, unresolved)
+        return t if element is t.element_type else replace(t, element_type=element)
+    if isinstance(t, MapType):
+        key = _type_with_optional(t.key_type, unresolved)
+        value = _type_with_optional(t.value_type, unresolved)
+        if key is t.key_type and value is t.value_type:
+            return t
+        return replace(t, key_type=key, value_type=value)
+    return t
 
 
 # ---------------------------------------------------------------------------

@@ -423,3 +423,76 @@ async def test_stats_of_a_column_the_name_mapping_no_longer_resolves_do_not_prun
     # deleting goes by the same rule: the rows the read shows as matching are deleted
     await table.delete("b IS NULL AND a < 10")
     assert sorted((await table.scan().to_arrow()).column("a").to_pylist()) == list(range(10, 15))
+
+
+# DuckDB's ``column_mapping_delete`` table (data/persistent/name_mapping, its version 3.2): a v1
+# table whose one data file has no field ids, the stats written under a full mapping, and then
+# every field removed from ``schema.name-mapping.default``. Rebuilt here in that shape.
+MAPPING_FILTERS = [
+    "a IS NULL AND b IS NULL",
+    "a IS NULL",
+    "b IS NULL",
+    "a IS NOT NULL",
+    "b IS NOT NULL",
+    "a = 0",
+    "b = 0",
+    "a < 100 OR b IS NULL",
+    "NOT (a IS NULL)",
+]
+
+
+async def test_a_table_whose_mapping_resolves_no_column_reads_every_column_as_null(tmp_path: Path) -> None:
+    """``a`` is required and ``b`` optional; with the mapping emptied no column resolves and
+    both read as NULL, as the spec says of a column a file lacks and as DuckDB counts, in the
+    plan, the filtered rows and the unfiltered read alike (Java fails the read of ``a``)."""
+    import pyarrow.parquet as pq
+    from maint_helpers import duckdb_connection
+
+    from aioiceberg.spec.name_mapping import create_mapping_from_schema, name_mapping_to_json
+
+    schema = pa.schema([pa.field("a", pa.int32(), nullable=False), pa.field("b", pa.int64())])
+    catalog = aioiceberg.connect(str(tmp_path / "wh"))
+    table = await catalog.create_table("db.t", schema=schema, format_version=1)
+    assert table.schema().find_field("a").required
+    async with table.transaction() as tx:
+        full = name_mapping_to_json(create_mapping_from_schema(table.schema()))
+        tx.set_properties({"schema.name-mapping.default": full})
+    path = tmp_path / "no-ids.parquet"
+    n = 10_000
+    pq.write_table(pa.table({"a": pa.array(range(n), pa.int32()), "b": [i % 1000 for i in range(n)]}), path)
+    await table.add_files([str(path)])
+    con = duckdb_connection()
+
+    async def counts(location: str) -> dict[str, tuple[int, int, int]]:
+        ours = await aioiceberg.load_table(location)
+        out = {}
+        for text in MAPPING_FILTERS:
+            scan = ours.scan(row_filter=text)
+            planned = sum(t.file.record_count for t in [t async for t in scan.plan_files()])
+            rows = (await scan.to_arrow()).num_rows
+            (duck,) = con.execute(f"SELECT count(*) FROM iceberg_scan('{location}') WHERE {text}").fetchone()
+            out[text] = (planned, rows, duck)
+        return out
+
+    # under the full mapping: values as written, and the stats prune
+    before = await counts(table.metadata_location)
+    assert {k: v[1:] for k, v in before.items()} == {k: (v[2], v[2]) for k, v in before.items()}
+    assert before["a IS NULL AND b IS NULL"] == (0, 0, 0) and before["a = 0"][1] == 1
+
+    async with table.transaction() as tx:
+        tx.set_properties({"schema.name-mapping.default": "[]"})
+    after = await counts(table.metadata_location)
+    for text, (planned, rows, duck) in after.items():
+        assert rows == duck, text
+        assert planned >= rows, text  # the plan never drops a row the read returns
+    assert after["a IS NULL AND b IS NULL"] == (n, n, n)
+    assert after["a IS NOT NULL"][1:] == after["a = 0"][1:] == (0, 0)
+
+    ours = await aioiceberg.load_table(table.metadata_location)
+    column_a = await ours.scan(selected_fields=("a",)).to_arrow()
+    duck_a = con.execute(
+        f"SELECT count(*), count(a) FROM iceberg_scan('{ours.metadata_location}')"
+    ).fetchone()
+    assert (column_a.num_rows, column_a.num_rows - column_a.column("a").null_count) == duck_a == (n, 0)
+    assert column_a.schema.field("a").nullable  # the column the scan returns holds NULLs
+    assert ours.schema().find_field("a").required  # the table's schema is unchanged
