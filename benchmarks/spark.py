@@ -1,142 +1,379 @@
-"""Spark reading an Iceberg table through aioiceberg vs Spark reading the same Parquet files by path.
+"""Spark reading and writing one Iceberg table on S3: aioiceberg beside Apache Iceberg's Java
+runtime and beside Spark's own Parquet reader on the same files.
 
-    python benchmarks/spark.py            # 2M rows x 40 columns in 16 files, local FS, local[2]
-    python benchmarks/spark.py --tiny     # smoke run (used by the tests)
+    python benchmarks/spark.py                   # 500k rows x 24 columns in 8 files, moto S3, median of 3
+    python benchmarks/spark.py --rows 3000000    # the issue's size
+    python benchmarks/spark.py --store local     # the same on the local file system
+    python benchmarks/spark.py --tiny            # smoke run (used by the tests): no Java peer
 
-Readers, each in the same session and run:
-- ``read_table``: ``aioiceberg.spark.read_table`` (the driver plans with aioiceberg, Spark's
-  Parquet reader reads the files by field id); planning is inside the clock;
+Store: moto (started here), because the benchmark writes as well as reads, from two
+implementations (our writer, Java's S3FileIO); nginx (benchmarks/nginx_store.py) serves GETs
+only, and S3A's directory probes (LIST) get 404 there. moto costs CPU per request on the same
+cores, for every reader alike: the floor pays it too.
+
+Readers of the one table (``db.bench``, written by aioiceberg):
+- ``spark.read.parquet`` over the table's data files as ``s3a://`` (the floor: Spark's own
+  vectorized reader, no planning, no Iceberg);
+- ``read_table`` (aioiceberg plans on the driver, Spark's Parquet reader reads the files as
+  ``s3a://`` by field id); planning is inside the clock;
 - the ``aioiceberg`` data source (``spark.read.format``): every row through a Python worker;
-- the floor, ``spark.read.parquet(<the table's data files>)``: Spark's own vectorized
-  reader, no planning, no Iceberg.
+- Java Iceberg 1.12 (``spark.table``-style SQL in its own Spark 4.1 session, another process
+  and another Spark version than ours): its JdbcCatalog on a SQLite file of its own, the table
+  registered there from our metadata file, S3FileIO on the same moto endpoint.
 
-Queries: ``count()``, a selective filter (a range inside one file), and a query of 2 of
-the 40 columns. Each cell is the best of ``--rounds``; results must be equal across readers.
+Queries: every column (``count(*)`` and a sum over each of the 24 columns: strings by length,
+so every byte is decoded), one column, and a selective range inside one file. Writes: the same
+DataFrame (Parquet files on local disk, read by each Spark) appended to an empty table of the
+same schema and properties, through our data source and through Java's ``INSERT INTO``.
+Each cell is the median of ``--runs``; answers must be equal across readers.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
+import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
 
 import aioiceberg.spark  # noqa: E402
 from aioiceberg import sync  # noqa: E402
+from aioiceberg.spark.s3a import s3a_available, s3a_jars, s3a_location, s3a_read_options  # noqa: E402
 
-COLUMNS = 40
+COLUMNS = 24
+S3A_SETUP = ROOT / "tests" / "spark_s3a" / "setup.sh"
+S3A_JARS = ROOT / ".spark-jars"
+PROPERTIES = {"write.parquet.compression-codec": "zstd"}
+JAVA_CATALOG = "jbench"
 
 
-def best(rounds: int, fn: Callable[[], Any]) -> tuple[float, Any]:
+class Progress:
+    """Where the run is, on stderr, timed from its start (the phases are slow on a loaded machine)."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+
+    def __call__(self, message: str) -> None:
+        print(f"[{time.perf_counter() - self.started:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+def median(runs: int, fn: Callable[[], Any]) -> tuple[float, Any]:
     times, result = [], None
-    for _ in range(rounds):
+    for _ in range(runs):
         start = time.perf_counter()
         result = fn()
         times.append(time.perf_counter() - start)
-    return min(times), result
+    return statistics.median(times), result
 
 
-def wide_rows(first: int, count: int, day: int) -> pa.Table:
-    """``count`` rows of a 40-column table: id, day, then doubles, longs and strings."""
-    ids = pa.array(range(first, first + count), pa.int64())
-    columns: dict[str, pa.Array] = {"id": ids, "day": pa.array([day] * count, pa.int32())}
+def wide_rows(first: int, count: int) -> pa.Table:
+    """``count`` rows of a 24-column table: id, day, then doubles, longs and strings."""
+    ids = np.arange(first, first + count, dtype=np.int64)
+    words = pa.array([f"v{k}" for k in range(97)], pa.string())
+    columns: dict[str, pa.Array] = {
+        "id": pa.array(ids),
+        "day": pa.array((ids // 100_000).astype(np.int32)),
+    }
     for c in range(2, COLUMNS):
         if c % 3 == 0:
-            columns[f"c{c:02d}"] = pa.array([(i * c) % 1000 for i in range(first, first + count)], pa.int64())
+            columns[f"c{c:02d}"] = pa.array((ids * c) % 1000)
         elif c % 3 == 1:
-            columns[f"c{c:02d}"] = pa.array(
-                [f"v{(i + c) % 97}" for i in range(first, first + count)], pa.string()
-            )
-        else:
-            columns[f"c{c:02d}"] = ids.cast(pa.float64())
+            codes = pa.array(((ids + c) % 97).astype(np.int32))
+            columns[f"c{c:02d}"] = pa.DictionaryArray.from_arrays(codes, words).cast(pa.string())
+        else:  # whole numbers: sums are exact in any order
+            columns[f"c{c:02d}"] = pa.array(ids.astype(np.float64))
     return pa.table(columns)
 
 
+def sql_type(t: pa.DataType) -> str:
+    return {pa.int64(): "bigint", pa.int32(): "int", pa.float64(): "double", pa.string(): "string"}[t]
+
+
+def queries(schema: pa.Schema, rows: int, per_file: int) -> dict[str, tuple[list[str], str]]:
+    """Query name -> (select expressions, where clause)."""
+    every = ["count(*)"] + [
+        f"sum(length({f.name}))" if pa.types.is_string(f.type) else f"sum({f.name})" for f in schema
+    ]
+    lo = rows // 2
+    return {
+        f"all {COLUMNS} columns": (every, "true"),
+        "1 column": (["count(*)", "sum(c02)"], "true"),
+        "selective filter": (["count(*)", "sum(c02)"], f"id >= {lo} AND id < {lo + max(per_file // 10, 1)}"),
+    }
+
+
+def answer(values: Any) -> tuple[float, ...]:
+    return tuple(float(v) for v in values)
+
+
+def start_moto() -> tuple[Any, dict[str, str], str]:
+    from servers.backends import create_bucket
+    from servers.moto import MotoServer
+    from servers.plugin import s3_storage_options
+
+    moto = MotoServer().start()
+    storage = s3_storage_options(moto.url)
+    return moto, storage, asyncio.run(create_bucket(moto.url))
+
+
+def start_java(conf: dict[str, str], box: dict[str, Any]) -> None:
+    from servers.java_spark import JavaSpark
+
+    try:
+        java = JavaSpark(conf)
+        box["java"] = java
+        java.start()
+    except Exception as exc:  # reported by the caller, which needs the peer
+        box["error"] = exc
+
+
+def java_catalog_conf(root: str, db: Path, storage: dict[str, str] | None) -> dict[str, str]:
+    from servers.java_spark import catalog_conf
+
+    props = {"type": "jdbc", "uri": f"jdbc:sqlite:{db}", "warehouse": f"{root}/java"}
+    if storage is not None:
+        props.update(
+            {
+                "io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
+                "s3.endpoint": storage["s3.endpoint"],
+                "s3.path-style-access": "true",
+                "s3.access-key-id": storage["s3.access-key-id"],
+                "s3.secret-access-key": storage["s3.secret-access-key"],
+                "client.region": storage["s3.region"],
+            }
+        )
+    # catalog_conf turns underscores into dashes; these keys carry none
+    return catalog_conf(JAVA_CATALOG, **props)
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--tiny", action="store_true")
-    parser.add_argument("--rows", type=int, default=2_000_000)
-    parser.add_argument("--files", type=int, default=16)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rows", type=int, default=500_000)
+    parser.add_argument("--files", type=int, default=8)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--store", choices=("s3", "local"), default="s3")
+    parser.add_argument(
+        "--java", action=argparse.BooleanOptionalAction, default=None, help="default: not in --tiny"
+    )
     args = parser.parse_args()
-    rows, files, rounds = (20_000, 4, 1) if args.tiny else (args.rows, args.files, args.rounds)
+    rows, files, runs = (4_000, 2, 1) if args.tiny else (args.rows, args.files, args.runs)
+    with_java = args.java if args.java is not None else not args.tiny
+    per_file = rows // files
+    rows = per_file * files
+    on_s3 = args.store == "s3"
+    progress = Progress()
 
     from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
 
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp)
+        moto: Any = None
+        storage: dict[str, str] | None = None
+        if on_s3:
+            subprocess.run(["bash", str(S3A_SETUP), str(S3A_JARS)], check=True, timeout=900)
+            moto, storage, bucket = start_moto()
+            root = f"s3://{bucket}"
+        else:
+            root = str(scratch / "store")
+        java_box: dict[str, Any] = {}
+        java_thread = None
+        if with_java:  # the peer's JVM starts while ours does and the table is written
+            conf = java_catalog_conf(root, scratch / "java.db", storage)
+            java_thread = threading.Thread(target=start_java, args=(conf, java_box))
+            java_thread.start()
+        try:
+            run(
+                rows,
+                files,
+                runs,
+                per_file,
+                scratch,
+                root,
+                storage,
+                java_thread,
+                java_box,
+                SparkSession,
+                progress,
+                warm_up=not args.tiny,  # the tiny run's figures mean nothing: no untimed round
+            )
+        finally:
+            if java_thread is not None:
+                java_thread.join()
+            if "java" in java_box:
+                java_box["java"].close()
+            if moto is not None:
+                moto.stop()
+
+
+def run(
+    rows: int,
+    files: int,
+    runs: int,
+    per_file: int,
+    scratch: Path,
+    root: str,
+    storage: dict[str, str] | None,
+    java_thread: threading.Thread | None,
+    java_box: dict[str, Any],
+    session: Any,
+    progress: Progress,
+    warm_up: bool,
+) -> None:
+    opts = dict(storage or {})
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (
-        SparkSession.builder.master("local[2]")
+    builder = (
+        session.builder.master("local[2]")
         .config("spark.ui.enabled", "false")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
-        .getOrCreate()
+        .config("spark.sql.shuffle.partitions", "2")
     )
+    if storage is not None:
+        builder = builder.config("spark.jars", s3a_jars(S3A_JARS))
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    with tempfile.TemporaryDirectory() as tmp:
-        per = rows // files
-        first = wide_rows(0, per, 0)
-        table = sync.connect(str(Path(tmp) / "wh")).create_table("db.bench", schema=first.schema)
-        table.append(first)
-        for f in range(1, files):
-            table.append(wide_rows(f * per, per, f))
-        paths = [t.file.file_path for t in table.scan().plan_files()]
-        lo, hi = rows // 2, rows // 2 + per // 10  # inside one file
-        selective = f"id >= {lo} AND id < {hi}"
+    if storage is not None and not s3a_available(spark):
+        raise SystemExit(f"Spark started without S3A ({S3A_JARS} holds no usable jars)")
+    aioiceberg.spark.register(spark)
+    progress("our Spark session is up")
 
-        def two_columns(df: Any) -> Any:
-            return tuple(df.select(F.sum("id"), F.sum("c02")).collect()[0])
+    # the table every reader reads, and the Parquet files both writers append
+    source = scratch / "source"
+    source.mkdir()
+    catalog = sync.connect(f"{root}/ours", storage_options=storage)
+    table = catalog.create_table("db.bench", schema=wide_rows(0, 1).schema, properties=PROPERTIES)
+    for f in range(files):
+        chunk = wide_rows(f * per_file, per_file)
+        table.append(chunk)
+        pq.write_table(chunk, source / f"part-{f:03d}.parquet", compression="zstd")
+    table.refresh()
+    progress("table written")
+    schema = wide_rows(0, 1).schema
+    paths = [t.file.file_path for t in table.scan().plan_files()]
+    floor_paths = [s3a_location(p) or p for p in paths] if storage is not None else paths
+    floor_opts = (s3a_read_options({p.split("/")[2] for p in floor_paths}, opts) if storage else None) or {}
 
-        queries: dict[str, Callable[[Callable[[], Any]], Any]] = {
-            "count()": lambda make: make().count(),
-            "selective filter": lambda make: make().filter(selective).count(),
-            "2 of 40 columns": lambda make: two_columns(make()),
-        }
-        readers: dict[str, Callable[[], Any]] = {
-            "spark.read.parquet (floor)": lambda: spark.read.parquet(*paths),
-            "read_table": lambda: aioiceberg.spark.read_table(spark, table.location),
-            "aioiceberg source": lambda: spark.read.format("aioiceberg").load(table.location),
-        }
-        aioiceberg.spark.register(spark)
-        for make in readers.values():  # untimed warm-up: JVM code paths, Python workers, imports
-            make().count()
-        results: list[tuple[str, str, float, Any]] = []
-        for query, run in queries.items():
-            for reader, make in readers.items():
+    readers: dict[str, Callable[[list[str], str], Any]] = {}
 
-                def once(
-                    run: Callable[[Callable[[], Any]], Any] = run, make: Callable[[], Any] = make
-                ) -> Any:
-                    return run(make)
+    def df_query(make: Callable[[], Any]) -> Callable[[list[str], str], Any]:
+        return lambda exprs, where: answer(make().filter(where).selectExpr(*exprs).collect()[0])
 
-                secs, answer = best(rounds, once)
-                results.append((query, reader, secs, answer))
-            if query == "selective filter":  # the filter given to read_table: planning prunes files too
-                secs, answer = best(
-                    rounds,
-                    lambda: aioiceberg.spark.read_table(spark, table.location, {"filter": selective}).count(),
-                )
-                results.append((query, "read_table, filter option", secs, answer))
+    readers["spark.read.parquet (floor)"] = df_query(
+        lambda: spark.read.options(**floor_opts).parquet(*floor_paths)
+    )
+    readers["read_table"] = df_query(lambda: aioiceberg.spark.read_table(spark, table.location, opts))
+    readers["aioiceberg source"] = df_query(
+        lambda: spark.read.format("aioiceberg").options(**opts).load(table.location)
+    )
+    java: Any = None
+    notes: list[str] = []
+    if java_thread is not None:
+        java_thread.join()
+        if "error" in java_box:
+            raise SystemExit(f"the Java peer did not start: {java_box['error']}")
+        java = java_box["java"]
+        progress("the Java peer is up")
+        java.sql(f"CREATE NAMESPACE IF NOT EXISTS {JAVA_CATALOG}.db")
+        java.sql(f"CALL {JAVA_CATALOG}.system.register_table('db.bench', '{table.metadata_location}')")
+        name = f"{JAVA_CATALOG}.db.bench"
+        readers["Java Iceberg"] = lambda exprs, where: answer(
+            java.sql(f"SELECT {', '.join(exprs)} FROM {name} WHERE {where}")[0]
+        )
+        notes.append(f"Java Iceberg: Spark {java.version} in its own JVM (ours: Spark {spark.version})")
+    else:
+        notes.append("Java Iceberg: left out of --tiny (its JVM start doubles the run); the full run has it")
+
+    for read in readers.values() if warm_up else ():  # JVM code paths, Python workers, S3 connections
+        read(["count(*)", "sum(c02)"], "true")
+
+    results: list[tuple[str, str, float, Any]] = []
+    for query, (exprs, where) in queries(schema, rows, per_file).items():
+        for reader, read in readers.items():
+
+            def once(
+                read: Callable[[list[str], str], Any] = read, exprs: list[str] = exprs, where: str = where
+            ) -> Any:
+                return read(exprs, where)
+
+            secs, got = median(runs, once)
+            progress(f"{query}: {reader} {secs:.2f}s")
+            results.append((query, reader, secs, got))
+
+    # what each costs before any action: read_table plans, spark.read.parquet lists and infers
+    plan_secs, _ = median(runs, lambda: aioiceberg.spark.read_table(spark, table.location, opts))
+    list_secs, _ = median(runs, lambda: spark.read.options(**floor_opts).parquet(*floor_paths))
+    notes.append(f"before any action: read_table {plan_secs:.2f}s, spark.read.parquet {list_secs:.2f}s")
+
+    # writes: the same DataFrame (the source files) appended to an empty table by each side
+    writes: list[tuple[str, float]] = []
+    ours_target = catalog.create_table("db.ours_target", schema=schema, properties=PROPERTIES)
+    secs, _ = median(
+        runs,
+        lambda: (
+            spark.read.parquet(str(source))
+            .write.format("aioiceberg")
+            .options(**opts)
+            .mode("append")
+            .save(ours_target.location)
+        ),
+    )
+    writes.append(("aioiceberg source (append)", secs))
+    progress(f"our writes {secs:.2f}s")
+    ours_target.refresh()
+    written = {"aioiceberg source (append)": ours_target.scan().to_arrow().num_rows}
+    if java is not None:
+        columns = ", ".join(f"{f.name} {sql_type(f.type)}" for f in schema)
+        props = ", ".join(f"'{k}'='{v}'" for k, v in {"format-version": "2", **PROPERTIES}.items())
+        target = f"{JAVA_CATALOG}.db.java_target"
+        java.sql(f"CREATE TABLE {target} ({columns}) USING iceberg TBLPROPERTIES ({props})")
+        secs, _ = median(
+            runs, lambda: java.sql(f"INSERT INTO {target} SELECT * FROM parquet.`file://{source}`")
+        )
+        writes.append(("Java Iceberg (INSERT INTO)", secs))
+        written["Java Iceberg (INSERT INTO)"] = int(java.sql(f"SELECT count(*) FROM {target}")[0][0])
     spark.stop()
 
-    print(f"{rows} rows x {COLUMNS} columns in {files} files, local FS, local[2], best of {rounds}")
-    print("| query | reader | seconds | result | vs floor |")
+    where = "moto S3 (s3a:// for Spark's reader, S3FileIO for Java's)" if storage else "local FS"
+    print(f"{rows} rows x {COLUMNS} columns in {files} files, {where}, local[2], median of {runs}")
+    print("load average at the end: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
+    for note in notes:
+        print(note)
+    print("| query | reader | seconds | vs floor | vs Java |")
     print("| --- | --- | --- | --- | --- |")
     floor = {q: (s, a) for q, r, s, a in results if "floor" in r}
-    for query, reader, secs, answer in results:
+    java_secs = {q: s for q, r, s, _ in results if r == "Java Iceberg"}
+    for query, reader, secs, got in results:
         f_secs, f_answer = floor[query]
-        if answer != f_answer:
-            raise SystemExit(f"{reader} answered {answer!r} to {query}, the floor {f_answer!r}")
-        print(f"| {query} | {reader} | {secs:.2f} | {answer} | {secs / f_secs:.2f}x the floor |")
+        if got != f_answer:
+            raise SystemExit(f"{reader} answered {got!r} to {query}, the floor {f_answer!r}")
+        vs_java = f"{secs / java_secs[query]:.2f}x" if query in java_secs else "-"
+        print(f"| {query} | {reader} | {secs:.2f} | {secs / f_secs:.2f}x the floor | {vs_java} |")
+    print("| write | writer | seconds | rows after all runs | vs Java |")
+    print("| --- | --- | --- | --- | --- |")
+    java_write = dict(writes).get("Java Iceberg (INSERT INTO)")
+    for writer, secs in writes:
+        if written[writer] != rows * runs:
+            raise SystemExit(f"{writer} left {written[writer]} rows, not {rows * runs}")
+        vs_java = f"{secs / java_write:.2f}x" if java_write else "-"
+        print(f"| append {rows} rows | {writer} | {secs:.2f} | {written[writer]} | {vs_java} |")
 
 
 if __name__ == "__main__":
