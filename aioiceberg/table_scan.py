@@ -22,8 +22,10 @@ from aioiceberg.scan.task_batches import task_batch
 from aioiceberg.spec.metadata import TableMetadata
 from aioiceberg.spec.name_mapping import NameMapping
 from aioiceberg.spec.properties import TableProperties
+from aioiceberg.spec.row_lineage import lineage_field, with_lineage
 from aioiceberg.spec.scan_tasks import FileScanTask
 from aioiceberg.spec.schema import Schema
+from aioiceberg.spec.types import NestedField
 
 if TYPE_CHECKING:
     import pandas as pd  # type: ignore[import-untyped,import-not-found,unused-ignore]
@@ -89,15 +91,23 @@ class TableScan:
         """The selected columns; an unknown one is named with the table, the schema it was
         looked up in and the columns spelled alike."""
         schema, case_sensitive = self.snapshot_schema, self.planner.case_sensitive
+        names: list[str] = []
+        lineage: list[NestedField] = []  # v3 row lineage columns, selected by name as Spark does
         for name in self.planner.selected_fields:
             if name != "*" and schema.find_field_id(name, case_sensitive) is None:
+                if (found := lineage_field(name, case_sensitive)) is not None:
+                    lineage.append(found)
+                    continue
                 current = schema.schema_id == self.metadata.current_schema_id
                 which = "its current schema" if current else "the schema of the snapshot scanned"
                 raise ValidationError(
                     f"cannot select column {name!r}: table {self.metadata.location} has no such "
                     f"column in {which} (id {schema.schema_id}){schema.did_you_mean(name, case_sensitive)}"
                 )
-        return schema.select(*self.planner.selected_fields, case_sensitive=case_sensitive)
+            names.append(name)
+        if not lineage:
+            return schema.select(*names, case_sensitive=case_sensitive)
+        return with_lineage(schema.select(*names, case_sensitive=case_sensitive), lineage)
 
     def _name_mapping(self) -> NameMapping | None:
         return TableProperties(self.metadata.properties).name_mapping

@@ -70,7 +70,7 @@ def existing_entries(entries: Iterable[ManifestEntry]) -> list[ManifestEntry]:
 
 
 class ManifestSink:
-    """Writes the data manifests of one commit attempt and remembers them for cleanup."""
+    """Writes the manifests of one commit attempt and remembers them for cleanup."""
 
     def __init__(self, io: FileIO, base: TableMetadata, snapshot_id: int, prefix: str) -> None:
         self.io = io
@@ -79,7 +79,9 @@ class ManifestSink:
         self.prefix = prefix
         self.written: list[str] = []
 
-    async def write(self, spec_id: int, entries: list[ManifestEntry]) -> ManifestFile:
+    async def write(
+        self, spec_id: int, entries: list[ManifestEntry], content: ManifestContent = ManifestContent.DATA
+    ) -> ManifestFile:
         spec = self.base.spec_by_id(spec_id)
         if spec is None:
             raise ValidationError(f"partition spec {spec_id} is not in the table")
@@ -92,7 +94,7 @@ class ManifestSink:
             self.base.schema(),
             self.base.format_version,
             self.snapshot_id,
-            ManifestContent.DATA,
+            content,
             manifest_path=path,
         )
         await self.io.write(path, data)

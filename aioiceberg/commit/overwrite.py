@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from aioiceberg.commit.dangling_deletes import is_dangling
 from aioiceberg.commit.requirements import TableRequirement
 from aioiceberg.commit.snapshot_producer import SnapshotProducer, delete_quietly, rowlevel_summary
 from aioiceberg.commit.updates import TableUpdate
@@ -62,6 +63,8 @@ class RowLevelChange(SnapshotProducer):
     concurrent commit; ``None`` rebases unconditionally (still failing if a dropped file
     disappeared). ``removed_delete_files`` are live delete files to drop with it (a deletion
     vector replaced by a merged one); each must still be live when the change commits.
+    The deletion vectors of removed data files (and on v3 the position delete files naming
+    only one of them) are dropped too, found at commit time (``dangling_deletes.py``).
     """
 
     def __init__(
@@ -102,7 +105,7 @@ class RowLevelChange(SnapshotProducer):
         self._removed_manifests = {r.manifest_path for r in self.removed.values()} | {
             r.manifest_path for r in self.removed_deletes.values()
         }
-        self._rewritten: dict[str, tuple[ManifestFile | None, set[str]]] = {}
+        self._rewritten: dict[str, tuple[ManifestFile | None, set[str], dict[str, DataFile]]] = {}
         self._written: list[str] = []
         self._lists: dict[str, set[str]] = {}
         self._counter = 0
@@ -150,30 +153,33 @@ class RowLevelChange(SnapshotProducer):
 
     async def _rewrite(
         self, io: FileIO, base: TableMetadata, mf: ManifestFile
-    ) -> tuple[ManifestFile | None, set[str]]:
-        """The manifest with our dropped files marked DELETED, or None when it holds none."""
+    ) -> tuple[ManifestFile | None, set[str], dict[str, DataFile]]:
+        """The manifest with our dropped files marked DELETED, or None when it holds none; the
+        keys of the dropped files we named, and the dangling delete files dropped with them."""
         cached = self._rewritten.get(mf.manifest_path)
         if cached is not None:
             return cached
         manifest = read_manifest(await io.read(mf.manifest_path), mf)
-        targets: Mapping[str, RemovedFile] = (
-            self.removed if mf.content == ManifestContent.DATA else self.removed_deletes
-        )
-        hits = {
-            _file_key(e.data_file)
-            for e in manifest.entries
-            if e.is_live and _file_key(e.data_file) in targets
+        is_data = mf.content == ManifestContent.DATA
+        targets: Mapping[str, RemovedFile] = self.removed if is_data else self.removed_deletes
+        live = [e for e in manifest.entries if e.is_live]
+        hits = {_file_key(e.data_file) for e in live if _file_key(e.data_file) in targets}
+        dangling = {
+            _file_key(e.data_file): e.data_file
+            for e in live
+            if not is_data
+            and _file_key(e.data_file) not in targets
+            and is_dangling(e.data_file, self.removed, base.format_version)
         }
-        if not hits:
-            self._rewritten[mf.manifest_path] = (None, hits)
-            return None, hits
+        if not hits and not dangling:
+            self._rewritten[mf.manifest_path] = (None, hits, dangling)
+            return None, hits, dangling
         entries: list[ManifestEntry] = []
-        for e in manifest.entries:
-            if not e.is_live:
-                continue  # deletions recorded by older snapshots are history, not carried on
+        for e in live:  # deletions recorded by older snapshots are history, not carried on
+            key = _file_key(e.data_file)
             status = (
                 ManifestEntryStatus.DELETED
-                if _file_key(e.data_file) in targets
+                if key in targets or key in dangling
                 else ManifestEntryStatus.EXISTING
             )
             entries.append(
@@ -186,8 +192,8 @@ class RowLevelChange(SnapshotProducer):
             )
         path = self._manifest_path(base)
         rewritten = await self._write_manifest_file(io, base, path, spec, entries, mf.content)
-        self._rewritten[mf.manifest_path] = (rewritten, hits)
-        return rewritten, hits
+        self._rewritten[mf.manifest_path] = (rewritten, hits, dangling)
+        return rewritten, hits, dangling
 
     async def build(
         self, io: FileIO, base: TableMetadata, attempt: int
@@ -205,13 +211,23 @@ class RowLevelChange(SnapshotProducer):
         carried: list[ManifestFile] = []
         found: set[str] = set()
         found_deletes: set[str] = set()
+        dangling: dict[str, DataFile] = {}
+        # DVs exist from v3 on; before that no removal leaves a delete file to drop
+        sweep_specs = {r.file.spec_id for r in self.removed.values()} if base.format_version >= 3 else set()
         for mf in await self._manifests_of(io, parent):
             is_data = mf.content == ManifestContent.DATA
-            if (self.removed if is_data else self.removed_deletes) and (
+            named = bool(self.removed if is_data else self.removed_deletes) and (
                 mf.manifest_path not in self.start_manifests or self._may_hold_removed(mf)
-            ):
-                rewritten, hits = await self._rewrite(io, base, mf)
+            )
+            sweep = (
+                not is_data
+                and mf.partition_spec_id in sweep_specs
+                and (mf.has_added_files() or mf.has_existing_files())
+            )
+            if named or sweep:
+                rewritten, hits, dropped = await self._rewrite(io, base, mf)
                 (found if is_data else found_deletes).update(hits)
+                dangling.update(dropped)
                 carried.append(rewritten if rewritten is not None else mf)
             else:
                 carried.append(mf)
@@ -230,7 +246,10 @@ class RowLevelChange(SnapshotProducer):
         manifests = [*await self._write_new_manifests(io, base), *carried]
         summary = rowlevel_summary(
             [*self.added_data_files, *self.added_delete_files],
-            [r.file for r in (*self.removed.values(), *self.removed_deletes.values())],
+            [
+                *(r.file for r in (*self.removed.values(), *self.removed_deletes.values())),
+                *dangling.values(),
+            ],
             parent.summary if parent is not None else None,
             self.operation,
             self.snapshot_properties,

@@ -1,11 +1,14 @@
 """Data file compaction: bin-pack small files per partition, rewrite them, commit a ``replace``.
 
-Rows are read through the normal read path (so deletes are applied) and written through
-the normal write path. The new files carry the data sequence number of the snapshot the
-rewrite started from, as Java does: equality deletes committed while the rewrite ran
-still apply to them. At every commit attempt the rewritten files must still be live and
-no position delete committed since the start may touch them; otherwise the rewrite fails
-with ``CommitConflictError`` and its new files are deleted.
+Rows are read through the normal read path (so deletes, deletion vectors included, are
+applied: the new files hold only live rows) and written through the normal write path; the
+deletion vectors of the rewritten files (and on v3 the position delete files naming only
+one of them) are dropped in the same snapshot (``commit/dangling_deletes.py``). The new
+files carry the data sequence number of the snapshot the rewrite started from, as Java
+does: equality deletes committed while the rewrite ran still apply to them. At every
+commit attempt the rewritten files must still be live and no position delete committed
+since the start may touch them; otherwise the rewrite fails with ``CommitConflictError``
+and its new files are deleted.
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from aioiceberg.commit.dangling_deletes import is_dangling
 from aioiceberg.commit.requirements import TableRequirement
 from aioiceberg.commit.snapshot_producer import delete_quietly
 from aioiceberg.commit.updates import TableUpdate
-from aioiceberg.errors import CommitConflictError, UnsupportedError, ValidationError
+from aioiceberg.errors import CommitConflictError, ValidationError
 from aioiceberg.expressions.tree import Expression
 from aioiceberg.io.base import FileIO
 from aioiceberg.maintenance.reachable import ManifestWalker
@@ -34,6 +38,7 @@ from aioiceberg.spec.manifest import (
 )
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
 from aioiceberg.spec.properties import TableProperties
+from aioiceberg.spec.row_lineage import LINEAGE_FIELDS, with_lineage
 from aioiceberg.spec.scan_tasks import FileScanTask
 from aioiceberg.write.location_provider import LocationProvider
 from aioiceberg.write.parquet_writer import write_data_files
@@ -132,6 +137,7 @@ class RewriteDataFilesChange(ReplaceSnapshot):
         await self._check_conflicts(walker, base, parent)
         doomed = {f.file_path for f in self.deleted}
         found: set[str] = set()
+        dangling: list[DataFile] = []
         sink = ManifestSink(io, base, self.snapshot_id, f"{self.commit_uuid}-{attempt}")
         manifests: list[ManifestFile] = []
         try:
@@ -152,7 +158,7 @@ class RewriteDataFilesChange(ReplaceSnapshot):
                 manifests.append(await sink.write(spec_id, entries))
             for m in await walker.manifests(parent):
                 if m.content != ManifestContent.DATA:
-                    manifests.append(m)
+                    manifests.append(await self._drop_dangling(walker, sink, base, m, doomed, dangling))
                     continue
                 entries = await walker.entries(m)
                 hits = {e.data_file.file_path for e in entries if e.is_live} & doomed
@@ -175,11 +181,34 @@ class RewriteDataFilesChange(ReplaceSnapshot):
             )
         extra = {"rewritten-data-files": str(len(self.deleted))}
         updates, requirements, list_path = await self.publish(
-            io, base, parent, manifests, attempt, extra, added=self.added, removed=self.deleted
+            io, base, parent, manifests, attempt, extra, added=self.added, removed=[*self.deleted, *dangling]
         )
         self.written.append(list_path)
         self.kept_manifests = {m.manifest_path for m in manifests} | {list_path}
         return updates, requirements
+
+    @staticmethod
+    async def _drop_dangling(
+        walker: ManifestWalker,
+        sink: ManifestSink,
+        base: TableMetadata,
+        m: ManifestFile,
+        doomed: set[str],
+        dropped: list[DataFile],
+    ) -> ManifestFile:
+        """The delete manifest ``m`` without the delete files of rewritten data files (those
+        go to ``dropped``), or ``m`` itself when it holds none."""
+        if base.format_version < 3 or not (m.has_added_files() or m.has_existing_files()):
+            return m  # deletion vectors exist from v3 on
+        live = [e for e in await walker.entries(m) if e.is_live]
+        gone = [e for e in live if is_dangling(e.data_file, doomed, base.format_version)]
+        if not gone:
+            return m
+        dropped += [e.data_file for e in gone]
+        drop, keep = ManifestEntryStatus.DELETED, ManifestEntryStatus.EXISTING
+        ids = {id(e) for e in gone}
+        entries = [carried(e, drop if id(e) in ids else keep) for e in live]
+        return await sink.write(m.partition_spec_id, entries, ManifestContent.DELETES)
 
     async def committed(self, io: FileIO, metadata: TableMetadata) -> None:
         await delete_quietly(io, [p for p in self.written if p not in self.kept_manifests])
@@ -189,7 +218,15 @@ class RewriteDataFilesChange(ReplaceSnapshot):
 
 
 async def _tasks(io: FileIO, md: TableMetadata, row_filter: str | Expression | None) -> list[FileScanTask]:
-    planner = Planner(io, md, row_filter=row_filter or "", snapshot_id=md.current_snapshot_id)
+    # the lineage columns selected: tasks carry their data sequence numbers (rows keep them)
+    lineage = tuple(f.name for f in LINEAGE_FIELDS) if md.format_version >= 3 else ()
+    planner = Planner(
+        io,
+        md,
+        row_filter=row_filter or "",
+        selected_fields=("*", *lineage),
+        snapshot_id=md.current_snapshot_id,
+    )
     return [t async for t in planner.plan_files()]
 
 
@@ -205,8 +242,6 @@ async def plan_rewrite_data_files(
     """Compact the current snapshot's small files (those matching ``filter``) per partition:
     the new files are written now; the change that swaps them in, and its result, are
     returned (no change when nothing is worth compacting)."""
-    if md.format_version >= 3:
-        raise UnsupportedError("compacting v3 tables (row lineage, deletion vectors) is not supported yet")
     start = md.current_snapshot()
     if start is None:
         return None, RewriteDataFilesResult()
@@ -221,17 +256,19 @@ async def plan_rewrite_data_files(
     if not bins:
         return None, RewriteDataFilesResult()
     schema = md.schema()
+    # from v3 the rows move with their ids and sequence numbers (as Java rewrites them)
+    rows_schema = with_lineage(schema, LINEAGE_FIELDS) if md.format_version >= 3 else schema
     write_props = TableProperties({**props.raw, TARGET_FILE_SIZE: str(target)})
     added: list[DataFile] = []
     deleted: list[DataFile] = []
     try:
         for members in bins:
-            rows = await read_to_table(io, members, schema, table_schema=schema)
+            rows = await read_to_table(io, members, rows_schema, table_schema=schema)
             deleted += [t.file for t in members]
             if rows.num_rows:
                 added += await write_data_files(
                     io,
-                    schema,
+                    rows_schema,
                     md.spec(),
                     rows,
                     LocationProvider(md.location, write_props),

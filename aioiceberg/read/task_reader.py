@@ -20,6 +20,7 @@ import anyio
 import anyio.to_thread
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from aioiceberg._concurrency import task_group
@@ -40,6 +41,7 @@ from aioiceberg.scan.plan_metrics import ReadMetrics
 from aioiceberg.spec.arrow import field_id_of, schema_to_arrow
 from aioiceberg.spec.manifest.data_file import FileFormat
 from aioiceberg.spec.name_mapping import NameMapping, apply_name_mapping
+from aioiceberg.spec.row_lineage import LAST_UPDATED_SEQUENCE_NUMBER_ID, LINEAGE_IDS, ROW_ID_ID, with_lineage
 from aioiceberg.spec.scan_tasks import FileScanTask
 from aioiceberg.spec.schema import Schema, prune_columns
 from aioiceberg.spec.transforms import IdentityTransform
@@ -85,6 +87,9 @@ class _FilePlan:
     include_file: bool
     include_pos: bool
     batch_rows: int
+    # v3 row lineage asked for: (index in read_schema of _row_id or None, of
+    # _last_updated_sequence_number or None); empty when not asked for
+    lineage: tuple[int | None, int | None] | None = None
 
 
 def _source_fields(schema: pa.Schema, mapping: NameMapping | None, location: str) -> list[pa.Field]:
@@ -141,10 +146,12 @@ def _process(
         read_arrow = _with_types(plan.read_arrow, columns) if keep_dictionary else plan.read_arrow
         # row positions ride along through the deletes and the filter when asked for, or
         # when there is no column to carry the row count
-        positions = plan.include_pos or not columns
+        positions = plan.include_pos or not columns or plan.lineage is not None
         if positions:
             columns.append(pa.array(np.arange(first_row, first_row + n, dtype=np.int64)))
             read_arrow = read_arrow.append(pa.field(_POS, pa.int64(), False))
+            if plan.lineage is not None:
+                _fill_lineage(plan, columns)
         read = pa.RecordBatch.from_arrays(columns, schema=read_arrow)
         if not deletes.empty:
             by_id = {
@@ -174,6 +181,33 @@ def _process(
         done = pa.RecordBatch.from_arrays(arrays, schema=plan.out_schema)
         out.extend(done.slice(i, plan.batch_rows) for i in range(0, done.num_rows, plan.batch_rows))
     return out
+
+
+def _fill_lineage(plan: _FilePlan, columns: list[pa.Array]) -> None:
+    """The row lineage columns of a chunk, as the spec derives them where the file stores none
+    (or a null): ``_row_id`` = the file's ``first_row_id`` + the row's position in the file
+    (``columns[-1]``, taken before any row is dropped), ``_last_updated_sequence_number`` = the
+    file's data sequence number; both null when the file has no ``first_row_id`` (data from
+    before v3, read in a snapshot without row lineage)."""
+    assert plan.lineage is not None
+    row_id_at, seq_at = plan.lineage
+    first_row_id, seq = plan.task.file.first_row_id, plan.task.data_sequence_number
+    if first_row_id is None:
+        return
+    if row_id_at is not None:
+        derived = pc.add(columns[-1], pa.scalar(first_row_id, pa.int64()))
+        columns[row_id_at] = _coalesce(columns[row_id_at], derived)
+    if seq_at is not None and seq is not None:
+        columns[seq_at] = _coalesce(columns[seq_at], pa.scalar(seq, pa.int64()))
+
+
+def _coalesce(stored: pa.Array, derived: pa.Array | pa.Scalar) -> pa.Array:
+    if stored.null_count == 0:
+        return stored
+    if stored.null_count == len(stored) and isinstance(derived, pa.Array):
+        return derived
+    out = pc.coalesce(stored.cast(pa.int64()), derived)
+    return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
 
 
 def _late_split(
@@ -294,6 +328,12 @@ class _Reader:
         eq_ids = {fid for d in task.delete_files for fid in (d.equality_ids or ())}
         wanted = {f.field_id for f in self.projected.all_fields()} | referenced_field_ids(expr) | eq_ids
         read_schema = prune_columns(schema, wanted & schema.field_ids(), select_full_types=True)
+        lineage = None
+        asked = [f for f in self.projected.fields if f.field_id in LINEAGE_IDS]
+        if asked:  # read as stored where the file has them, derived in _process where not
+            read_schema = with_lineage(read_schema, asked)
+            at = {f.field_id: i for i, f in enumerate(read_schema.fields)}
+            lineage = (at.get(ROW_ID_ID), at.get(LAST_UPDATED_SEQUENCE_NUMBER_ID))
         constants: dict[int, Any] = {}
         partition_fields = task.spec.fields
         for pf, value in zip(partition_fields, task.file.partition, strict=False):
@@ -314,6 +354,7 @@ class _Reader:
             self.include_file,
             self.include_pos,
             self.batch_rows,
+            lineage,
         )
         return plan, expr
 
@@ -380,7 +421,9 @@ class _Reader:
         as_dictionary, keep = list(offered), frozenset(offered.values())
         # a filtered read without deletes decodes the filter's columns first (see late.py)
         late = (
-            _late_split(plan, fields, tops, filtered) if plan.filter is not None and deletes.empty else None
+            _late_split(plan, fields, tops, filtered)
+            if plan.filter is not None and deletes.empty and plan.lineage is None
+            else None
         )
         helpers = self.io.runtime.read_helpers if late is not None else None
         odds = self._late_payoff

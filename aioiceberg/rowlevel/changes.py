@@ -35,11 +35,13 @@ from aioiceberg.rowlevel.touched_files import (
     select_by_partitions,
     sql_filter,
 )
+from aioiceberg.scan import Planner
 from aioiceberg.spec.manifest import DataFile, DataFileContent, ManifestContent, snapshot_manifests
 from aioiceberg.spec.metadata import MAIN_BRANCH, Operation, TableMetadata
 from aioiceberg.spec.properties import COPY_ON_WRITE, MERGE_ON_READ, TableProperties
+from aioiceberg.spec.row_lineage import LAST_UPDATED_SEQUENCE_NUMBER, LINEAGE_FIELDS, ROW_ID, with_lineage
 from aioiceberg.spec.scan_tasks import FileScanTask
-from aioiceberg.spec.schema import Schema
+from aioiceberg.spec.schema import Schema, prune_columns
 from aioiceberg.write import (
     LocationProvider,
     conform_to_schema,
@@ -67,13 +69,15 @@ DELETE_ISOLATION_LEVEL = TableProperties.delete_isolation.key
 delete) or ``snapshot`` (it does not; the appended rows survive the delete)."""
 
 
-async def _write_rows(io: FileIO, md: TableMetadata, data: pa.Table) -> list[DataFile]:
+async def _write_rows(io: FileIO, md: TableMetadata, data: pa.Table, lineage: bool = False) -> list[DataFile]:
+    """``lineage``: ``data`` holds the v3 row lineage columns of rows moved from old files,
+    written so each row keeps its id and sequence number."""
     props = TableProperties(md.properties)
     if data.num_rows == 0:
         return []
     return await write_data_files(
         io,
-        md.schema(),
+        with_lineage(md.schema(), LINEAGE_FIELDS) if lineage else md.schema(),
         md.spec(),
         data,
         LocationProvider(md.location, props),
@@ -85,18 +89,21 @@ def _task(md: TableMetadata, p: PartialFile, residual: Expression) -> FileScanTa
     spec = md.spec_by_id(p.file.spec_id)
     if spec is None:
         raise ValidationError(f"{p.file.file_path}: partition spec {p.file.spec_id} is not in the table")
-    return FileScanTask(p.file, p.deletes, residual, spec, md.schema())
+    return FileScanTask(
+        p.file, p.deletes, residual, spec, md.schema(), data_sequence_number=p.removed.entry.sequence_number
+    )
 
 
 async def _kept_rows(
     io: FileIO, md: TableMetadata, partial: Sequence[PartialFile], expr: Expression
 ) -> pa.Table:
-    """The live rows of ``partial`` for which ``expr`` is false or null (copy-on-write)."""
+    """The live rows of ``partial`` for which ``expr`` is false or null (copy-on-write), with
+    their row lineage columns from v3 on."""
     schema = md.schema()
     rows = await read_to_table(
         io,
         [_task(md, p, AlwaysTrue()) for p in partial],
-        schema,
+        with_lineage(schema, LINEAGE_FIELDS) if md.format_version >= 3 else schema,
         table_schema=schema,
         name_mapping=TableProperties(md.properties).name_mapping,
     )
@@ -253,7 +260,7 @@ async def plan_delete(
             else:
                 kept = await _kept_rows(io, md, selection.partial, expr)
                 removed += [p.removed for p in selection.partial]
-                added_data = await _write_rows(io, md, kept)
+                added_data = await _write_rows(io, md, kept, lineage=md.format_version >= 3)
         if new_rows is not None:
             added_data += await _write_rows(io, md, new_rows)
         added_data += new_files
@@ -353,6 +360,36 @@ def _key_names(schema: Schema, join_cols: Sequence[str] | None, case_sensitive: 
     return [schema.find_column_name(schema.find_field(c, case_sensitive).field_id) or c for c in join_cols]
 
 
+async def _keep_row_ids(
+    io: FileIO, md: TableMetadata, data: pa.Table, names: Sequence[str], expr: Expression, branch: str
+) -> pa.Table:
+    """``data`` conformed, with the v3 row lineage columns: a row replacing one with its key
+    keeps that row's ``_row_id``, its ``_last_updated_sequence_number`` left null (the commit's),
+    as Java's copy-on-write MERGE does; a new key's row gets a new id from its file's."""
+    schema = md.schema()
+    data = conform_to_schema(data, schema)
+    planner = Planner(io, md, expr, selected_fields=(*names, ROW_ID.name), ref=branch)
+    key_ids = {schema.find_field(n).field_id for n in names}
+    async with planner.plan_files() as tasks:
+        old = await read_to_table(
+            io,
+            tasks,
+            with_lineage(prune_columns(schema, key_ids), (ROW_ID,)),
+            table_schema=planner.schema,
+            name_mapping=TableProperties(md.properties).name_mapping,
+        )
+    # one id per key (two old rows with one key both go; the new row keeps the first id)
+    old = old.select([*names, ROW_ID.name]).group_by(list(names)).aggregate([(ROW_ID.name, "min")])
+    old = old.rename_columns([*names, ROW_ID.name])
+    marked = data.append_column("\x00order", pa.array(np.arange(data.num_rows)))
+    joined = marked.join(old, keys=list(names), join_type="left outer").sort_by("\x00order")
+    ids = joined.column(ROW_ID.name)
+    data = data.append_column(pa.field(ROW_ID.name, pa.int64()), ids.cast(pa.int64()))
+    return data.append_column(
+        pa.field(LAST_UPDATED_SEQUENCE_NUMBER.name, pa.int64()), pa.nulls(data.num_rows, pa.int64())
+    )
+
+
 def _match_filter(keys: pa.Table, names: Sequence[str]) -> Expression:
     """A filter true exactly for rows whose key equals one of ``keys``' rows."""
     if len(names) == 1:
@@ -398,17 +435,28 @@ async def plan_upsert(
         mode = props.merge_mode if md.format_version >= 2 else COPY_ON_WRITE
     mode = mode or (MERGE_ON_READ if md.format_version >= 2 else COPY_ON_WRITE)
     if mode == COPY_ON_WRITE:
-        return await plan_delete(
-            io,
-            md,
-            _match_filter(keys, names),
-            new_rows=data,
-            case_sensitive=case_sensitive,
-            snapshot_properties=snapshot_properties,
-            branch=branch,
-            operation=Operation.OVERWRITE,
-            isolation=props.merge_isolation,
-        )
+        matching = _match_filter(keys, names)
+        written: list[DataFile] = []
+        if md.format_version >= 3 and md.snapshot_by_ref(branch) is not None:
+            written = await _write_rows(
+                io, md, await _keep_row_ids(io, md, data, names, matching, branch), lineage=True
+            )
+        try:
+            return await plan_delete(
+                io,
+                md,
+                matching,
+                new_rows=None if written else data,
+                new_files=written,
+                case_sensitive=case_sensitive,
+                snapshot_properties=snapshot_properties,
+                branch=branch,
+                operation=Operation.OVERWRITE,
+                isolation=props.merge_isolation,
+            )
+        except BaseException:
+            await _cleanup(io, written)
+            raise
     if mode != MERGE_ON_READ:
         raise ValidationError(f"unknown upsert mode {mode!r}: use {COPY_ON_WRITE!r} or {MERGE_ON_READ!r}")
     if md.format_version < 2:

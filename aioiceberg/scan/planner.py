@@ -45,6 +45,7 @@ from aioiceberg.spec.manifest.columnar import columnar_available
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
 from aioiceberg.spec.name_mapping import schema_as_read, unmapped_field_ids
 from aioiceberg.spec.partitioning import PartitionSpec
+from aioiceberg.spec.row_lineage import lineage_field
 from aioiceberg.spec.schema import Schema
 
 __all__ = ["AHEAD_MIN_ENTRIES", "AHEAD_ROWS", "Lanes", "Planner", "manifest_cache_key"]
@@ -131,6 +132,11 @@ class Planner:
             self.manifest_list_cache,
         )
         self.tasks = TaskBuilder(bound, options.split_size)
+        self.tasks.lineage = any(
+            lineage_field(n, case_sensitive) is not None
+            and self.schema.find_field_id(n, case_sensitive) is None
+            for n in self.selected_fields
+        )
         # the builder's, named here for those holding the planner (task batches, streaming)
         self.residual = self.tasks.residual
         self.residual_of = self.tasks.residual_of

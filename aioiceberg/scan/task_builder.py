@@ -62,6 +62,9 @@ class TaskBuilder:
         self.bound_filter = bound.expr
         self.case_sensitive = bound.case_sensitive
         self.split_size = split_size
+        # v3 row lineage read: tasks carry their file's data sequence number (built from
+        # whole entries, which the plain path otherwise skips)
+        self.lineage = False
         self._residuals: dict[int, ResidualEvaluator] = {}
         self._residual_keys: dict[int, Callable[[tuple[Any, ...]], Any]] = {}
         self._unknown_specs: dict[int, PartitionSpec] = {}
@@ -121,21 +124,27 @@ class TaskBuilder:
         """One delete-free, unsplit task per entry, built as taken (of :class:`EntryRows`,
         only the data files are built, never the entries)."""
         schema, new_task, residual, spec = self.schema, _new_task, self.residual, self.spec
+        if self.lineage:
+            for e in entries:
+                f = e.data_file
+                yield new_task(f, (), residual(f), spec(f.spec_id), schema, 0, None, True, e.sequence_number)
+            return
         files = entries.data_files() if isinstance(entries, EntryRows) else (e.data_file for e in entries)
         for f in files:
-            yield new_task(f, (), residual(f), spec(f.spec_id), schema, 0, None, True)
+            yield new_task(f, (), residual(f), spec(f.spec_id), schema, 0, None, True, None)
 
     def tasks_for(self, entry: ManifestEntry, deletes: tuple[DataFile, ...]) -> list[FileScanTask]:
         """The entry's tasks with these deletes: one, or one per split of ``split_size``."""
         f = entry.data_file
         spec = self.spec(f.spec_id)
         residual = self.residual(f)
-        split_size, schema = self.split_size, self.schema
+        split_size, schema, seq = self.split_size, self.schema, entry.sequence_number
         if split_size is None:
-            return [_new_task(f, deletes, residual, spec, schema, 0, None, True)]
+            return [_new_task(f, deletes, residual, spec, schema, 0, None, True, seq)]
         ranges = split_ranges(f, split_size)
         if len(ranges) == 1:
-            return [_new_task(f, deletes, residual, spec, schema, ranges[0][0], None, True)]
+            return [_new_task(f, deletes, residual, spec, schema, ranges[0][0], None, True, seq)]
         return [
-            _new_task(f, deletes, residual, spec, schema, start, length, True) for start, length in ranges
+            _new_task(f, deletes, residual, spec, schema, start, length, True, seq)
+            for start, length in ranges
         ]

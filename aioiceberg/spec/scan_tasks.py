@@ -58,6 +58,8 @@ class FileScanTask:
     NULL (SQL's rule, as a planner binds it), so a reader applies it as it is; False (a
     task built by hand, or read from JSON): the reader binds it and applies the rule itself.
     Not compared: either way the task reads the same rows.
+    ``data_sequence_number``: the file's (planned tasks carry it), for v3 row lineage's
+    ``_last_updated_sequence_number`` of rows that store none.
     """
 
     file: DataFile
@@ -68,6 +70,7 @@ class FileScanTask:
     start: int = 0
     length: int | None = None
     residual_null_safe: bool = dataclasses.field(default=False, compare=False)
+    data_sequence_number: int | None = dataclasses.field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.delete_files, tuple):

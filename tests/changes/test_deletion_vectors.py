@@ -5,9 +5,12 @@ so a data file never has two live DVs.
 Differential: the same random deletes on a v3 table (DVs), an identical v2 table (position
 delete files) and a copy-on-write table give the same rows, here and in plain Python; the DV
 table reads the same in DuckDB 1.5.5 (its iceberg extension applies DVs) and PyIceberg 0.12
-(which reads DVs too). DuckDB 1.5.5 refuses any partitioned v3 table ("PartitionField required
-property 'source-id' is missing": v3 writers must write only ``source-ids``), so it is asked
-about the unpartitioned ones only.
+(which reads DVs too).
+
+A data file that is removed or rewritten (copy-on-write delete or overwrite, whole-file
+delete, partition overwrite, compaction) takes its DV, and on v3 any position delete file
+naming only it, out of the table in the same snapshot: no live delete file points at a file
+that is gone. Compaction applies the DVs (the new files hold only live rows).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from pyiceberg.table import StaticTable
 from pyroaring import BitMap64
 from read_helpers import duckdb_connection
 
@@ -210,10 +214,7 @@ async def test_random_deletes_through_dvs_position_deletes_and_rewrites_agree(
     assert not [f for f in (e.data_file for e, _ in await live_files(pos)) if f.is_deletion_vector]
     await check_dv_entries(dv)
     want = sorted(expected)
-    if not partitioned:
-        assert duckdb_rows(dv.metadata_location) == want
-    from pyiceberg.table import StaticTable
-
+    assert duckdb_rows(dv.metadata_location) == want
     assert rows_of(StaticTable.from_metadata(dv.metadata_location).scan().to_arrow()) == want
 
 
@@ -311,3 +312,151 @@ async def test_overwrite_on_v3_merge_on_read_writes_a_dv_and_the_new_rows(tmp_pa
     assert summary is not None and summary.operation.value == "overwrite"
     await check_dv_entries(table)
     assert duckdb_rows(table.metadata_location) == want
+
+
+POSITION_PATH_ID = 2147483546  # file_path of position delete files
+
+
+def named_data_file(f: DataFile) -> str | None:
+    """The one data file a position delete file names, when its entry says so."""
+    if f.referenced_data_file is not None:
+        return f.referenced_data_file
+    lower = (f.lower_bounds or {}).get(POSITION_PATH_ID)
+    upper = (f.upper_bounds or {}).get(POSITION_PATH_ID)
+    return lower.decode() if lower is not None and lower == upper else None
+
+
+async def assert_no_dangling_deletes(table: Table) -> None:
+    """Every live delete file that names one data file names a live one."""
+    live = [e.data_file for e, _ in await live_files(table)]
+    data = {f.file_path for f in live if f.content == DataFileContent.DATA}
+    for f in live:
+        if f.content == DataFileContent.POSITION_DELETES:
+            target = named_data_file(f)
+            assert target is None or target in data, f"{f.file_path} names removed {target}"
+
+
+def peer_rows(table: Table) -> tuple[list[Row], list[Row]]:
+    """The rows PyIceberg and DuckDB read."""
+    pyiceberg = rows_of(StaticTable.from_metadata(table.metadata_location).scan().to_arrow())
+    return pyiceberg, duckdb_rows(table.metadata_location)
+
+
+async def mor_delete(table: Table, text: str) -> None:
+    await table.set_properties(MOR)
+    await table.delete(text)
+    await table.set_properties({"write.delete.mode": "copy-on-write"})
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("partitioned", [True, False])
+async def test_removed_and_rewritten_files_take_their_dvs_along(tmp_path: Path, partitioned: bool) -> None:
+    rows = make_rows(150)
+    table = await new_table(tmp_path, rows, version=3, props=MOR, batches=5, partitioned=partitioned)
+    expected = list(rows)
+
+    async def check(step: str) -> None:
+        assert await our_rows(table) == sorted(expected), step
+        await assert_no_dangling_deletes(table)
+        await check_dv_entries(table)
+
+    async def deleted_with_dvs(text: str) -> None:
+        nonlocal expected
+        await mor_delete(table, text)
+        expected = [r for r in expected if not matches(r, text)]
+        await check(text)
+        assert await live_dvs(table)
+
+    # a copy-on-write delete rewriting files that have DVs
+    await deleted_with_dvs("id IN (0, 1, 2, 31, 32, 33, 61, 62, 91, 121, 149)")
+    dvs_before = len(await live_dvs(table))
+    await table.delete("id IN (3, 4, 5)")
+    expected = [r for r in expected if r[0] not in (3, 4, 5)]
+    await check("copy-on-write delete")
+    summary = table.current_snapshot().summary  # type: ignore[union-attr]
+    assert summary is not None and int(summary["removed-dvs"]) >= 1
+    assert len(await live_dvs(table)) == dvs_before - int(summary["removed-dvs"])
+
+    # a whole-file delete: ids 30..59 fill the second batch's files, every row matches
+    await deleted_with_dvs("v < 120")
+    await table.delete("id >= 30 AND id < 60")
+    expected = [r for r in expected if not 30 <= r[0] < 60]
+    await check("whole-file delete")
+    summary = table.current_snapshot().summary  # type: ignore[union-attr]
+    assert summary is not None and summary.get("added-data-files") is None  # dropped whole
+    assert int(summary.get("removed-dvs") or "0") >= 1
+
+    # a copy-on-write overwrite
+    await deleted_with_dvs("id IN (63, 64, 94, 95, 124, 125)")
+    new = [(1000 + i, PARTS[i % 3], i) for i in range(6)]
+    await table.overwrite(to_arrow(new), overwrite_filter="v > 800")
+    expected = [r for r in expected if not matches(r, "v > 800")] + new
+    await check("overwrite")
+
+    # a partition overwrite (the whole table when unpartitioned)
+    await deleted_with_dvs("id IN (66, 67, 97, 98, 127, 128)")
+    replaced = [(2000 + i, "a", i) for i in range(4)]
+    await table.dynamic_partition_overwrite(to_arrow(replaced))
+    expected = [r for r in expected if partitioned and r[1] != "a"] + replaced
+    await check("partition overwrite")
+    if not partitioned:
+        assert not await live_dvs(table)
+    assert peer_rows(table) == (sorted(expected), sorted(expected))
+
+
+@pytest.mark.anyio
+async def test_v3_drops_a_file_scoped_v2_position_delete_file_with_its_data_file(tmp_path: Path) -> None:
+    rows = make_rows(90)
+    table = await new_table(tmp_path, rows, version=2, props=MOR, batches=1)
+    await table.delete("id IN (0, 3)")  # part 'a': a position delete file naming one file
+    await table.delete("id IN (1, 4)")  # part 'b'
+    await table.upgrade_table_version(3)
+    await table.set_properties({"write.delete.mode": "copy-on-write"})
+    await table.delete("part = 'a' AND id = 6")  # rewrites part 'a''s file only
+    expected = sorted(r for r in rows if r[0] not in {0, 3, 1, 4, 6})
+    assert await our_rows(table) == expected
+    live = [e.data_file for e, _ in await live_files(table)]
+    deletes = [f for f in live if f.content == DataFileContent.POSITION_DELETES]
+    (b_file,) = [f.file_path for f in live if f.content == DataFileContent.DATA and f.partition == ("b",)]
+    assert [named_data_file(f) for f in deletes] == [b_file]  # 'a''s went with its data file
+    summary = table.current_snapshot().summary  # type: ignore[union-attr]
+    assert summary is not None and summary["removed-position-delete-files"] == "1"
+    await assert_no_dangling_deletes(table)
+    assert peer_rows(table)[0] == expected
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("partitioned", [True, False])
+async def test_compaction_applies_dvs_and_drops_them(tmp_path: Path, partitioned: bool) -> None:
+    rows = make_rows(180)
+    table = await new_table(tmp_path, rows, version=3, props=MOR, batches=6, partitioned=partitioned)
+    rnd = random.Random(37)
+    expected = list(rows)
+    for _ in range(4):
+        text = random_filter(rnd, len(rows))
+        await table.delete(text)
+        expected = [r for r in expected if not matches(r, text)]
+    dvs = await live_dvs(table)
+    assert dvs
+    if partitioned:  # only part 'a': the other partitions keep their files and DVs
+        result = await table.rewrite_data_files(filter="part = 'a'")
+        assert await our_rows(table) == sorted(expected)
+        rewritten = set(result.rewritten_files)
+        kept = [d for d in dvs if d.referenced_data_file not in rewritten]
+        assert kept and len(kept) < len(dvs)
+        assert {(d.file_path, d.content_offset) for d in await live_dvs(table)} == {
+            (d.file_path, d.content_offset) for d in kept
+        }
+        await assert_no_dangling_deletes(table)
+        dvs = await live_dvs(table)
+    result = await table.rewrite_data_files()
+    assert await our_rows(table) == sorted(expected)
+    live = [e.data_file for e, _ in await live_files(table)]
+    assert all(f.content == DataFileContent.DATA for f in live)  # no delete file is left
+    assert set(result.added_files) <= {f.file_path for f in live}
+    assert sum(f.record_count for f in live) == len(expected)  # only live rows were written
+    summary = table.current_snapshot().summary  # type: ignore[union-attr]
+    assert summary is not None and summary.operation.value == "replace"
+    assert summary["removed-dvs"] == str(len(dvs))
+    assert summary["total-position-deletes"] == "0"
+    assert peer_rows(table) == (sorted(expected), sorted(expected))

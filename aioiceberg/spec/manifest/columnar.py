@@ -200,8 +200,7 @@ class ColumnarManifest:
         given = self._df.get("first_row_id")
         if (
             manifest is None
-            or manifest.first_row_id is None
-            or self.meta.format_version < 3
+            or manifest.first_row_id is None  # (also a pre-v3 manifest listed in a v3 list)
             or self.meta.content != ManifestContent.DATA
         ):
             return given

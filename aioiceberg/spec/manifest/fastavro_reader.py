@@ -338,11 +338,8 @@ def _entry_converter(
     inherit_all = inherit_seq == 0
     next_row_id: int | None = None
     if (
-        manifest is not None
-        and manifest.first_row_id is not None
-        and meta.format_version >= 3
-        and meta.content == ManifestContent.DATA
-    ):
+        manifest is not None and manifest.first_row_id is not None and meta.content == ManifestContent.DATA
+    ):  # a manifest written before a v3 upgrade gets its range in the v3 list (as Java reads it)
         next_row_id = manifest.first_row_id
 
     STATUS, DATA_CONTENT, parse_format = _STATUS, _DATA_CONTENT, FileFormat.parse
