@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio.to_thread
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -26,10 +27,12 @@ from aioiceberg import sync
 from aioiceberg._sync import default_loop
 from aioiceberg.errors import ReadOnlyTableError, ValidationError
 from aioiceberg.expressions import AlwaysTrue, and_, parse
+from aioiceberg.expressions.arrow_filter import field_paths, to_arrow_expression
 from aioiceberg.expressions.serde import expression_from_json, expression_to_json
 from aioiceberg.io.resolve import S3_SCHEMES, resolve_io, scheme_of
 from aioiceberg.io.s3_client import S3_OPTION_ALIASES
 from aioiceberg.rowlevel.touched_files import sql_filter
+from aioiceberg.runtime import default_runtime
 from aioiceberg.spark.filters import translate_filter
 from aioiceberg.spark.task_json import group_tasks, read_tasks_json
 from aioiceberg.spec.arrow import schema_to_arrow
@@ -44,6 +47,7 @@ from aioiceberg.spec.schema_json import (
     schema_from_json,
     schema_to_json,
 )
+from aioiceberg.write import LocationProvider, write_data_files
 
 __all__ = [
     "FILTER_PUSHDOWN_CONF",
@@ -68,7 +72,7 @@ SPLIT_SIZE_PROPERTY = TableProperties.split_target_size.key
 OPEN_FILE_COST_PROPERTY = TableProperties.split_open_file_cost.key
 
 _READ_OPTIONS = frozenset(
-    {"snapshot-id", "as-of-timestamp", "branch", "tag", "split-size", "open-file-cost", "filter"}
+    {"snapshot-id", "as-of-timestamp", "branch", "tag", "split-size", "open-file-cost", "filter", "columns"}
 )
 _WRITE_OPTIONS = frozenset({"overwrite-mode", "overwrite-filter", "idempotency-key"})
 SNAPSHOT_PROPERTY_PREFIX = "snapshot-property."
@@ -115,6 +119,7 @@ class SourceOptions:
     split_size: int | None = None
     open_file_cost: int | None = None
     row_filter: str | None = None
+    columns: tuple[str, ...] | None = None  # the read's columns (Spark tells a Python source none)
     overwrite_mode: str = "static"
     overwrite_filter: str | None = None
     idempotency_key: str | None = None
@@ -162,6 +167,7 @@ class SourceOptions:
             split_size=number("split-size"),
             open_file_cost=number("open-file-cost"),
             row_filter=opts.get("filter") or None,
+            columns=_column_list(opts.get("columns")),
             overwrite_mode=mode,
             overwrite_filter=opts.get("overwrite-filter") or None,
             idempotency_key=opts.get("idempotency-key") or None,
@@ -177,6 +183,15 @@ class SourceOptions:
 
     def scan(self, table: sync.Table, **kwargs: Any) -> sync.TableScan:
         return table.scan(snapshot_id=self.snapshot_id, ref=self.ref, as_of=self.as_of, **kwargs)
+
+
+def _column_list(text: str | None) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    names = tuple(n.strip() for n in text.split(","))
+    if not all(names) or len(set(names)) != len(names):
+        raise ValidationError(f"option 'columns' must name distinct columns, comma-separated: {text!r}")
+    return names
 
 
 def _spark_type(t: pa.DataType) -> pa.DataType:
@@ -200,10 +215,20 @@ def _spark_type(t: pa.DataType) -> pa.DataType:
     return t
 
 
-def spark_arrow_schema(schema: Schema) -> pa.Schema:
-    """The Arrow form of an Iceberg schema in types Spark accepts (no field ids)."""
+def spark_arrow_schema(schema: Schema, columns: Sequence[str] | None = None) -> pa.Schema:
+    """The Arrow form of an Iceberg schema in types Spark accepts (no field ids), of only
+    ``columns`` (top-level names, in that order) when given."""
     arrow = schema_to_arrow(schema, include_field_ids=False)
-    return pa.schema([f.with_type(_spark_type(f.type)) for f in arrow])
+    fields = [f.with_type(_spark_type(f.type)) for f in arrow]
+    if columns is None:
+        return pa.schema(fields)
+    by_name = {f.name: f for f in fields}
+    if unknown := [c for c in columns if c not in by_name]:
+        raise ValidationError(
+            f"option 'columns' names {', '.join(map(repr, unknown))}, not top-level columns of the table "
+            f"({', '.join(by_name)})"
+        )
+    return pa.schema([by_name[c] for c in columns])
 
 
 def read_partition(
@@ -332,8 +357,6 @@ class WriteJob:
 def _abort_marker(job: WriteJob) -> str:
     """Written by an aborted job before it removes its files; an orphan, removed with them by
     orphan removal later."""
-    from aioiceberg.write import LocationProvider
-
     data_path = LocationProvider(job.location, job.properties).data_path
     return f"{data_path}/aioiceberg-aborted-{job.write_id}"
 
@@ -385,8 +408,6 @@ def write_job(options: Mapping[str, str], overwrite: bool) -> WriteJob:
 def _check_rows(batch: pa.RecordBatch, expr: Any, names: Any, filter_text: str) -> None:
     """Every row an overwrite by filter writes must match the filter (else it would be lost
     to the next overwrite of the same filter, or resurrect rows it replaced)."""
-    from aioiceberg.expressions.arrow_filter import to_arrow_expression
-
     matches = to_arrow_expression(expr, names)
     outside = pa.Table.from_batches([batch]).filter(~matches | matches.is_null())
     if outside.num_rows:
@@ -401,8 +422,6 @@ async def _pulled(batches: Iterator[pa.RecordBatch]) -> AsyncIterator[pa.RecordB
     batch arrives (from an upstream stage or UDF that may take minutes): called on the event
     loop, it would hold up the encoding and uploads of the batches before it, so a task's
     finished files would reach storage only when more input came, or at its end."""
-    import anyio.to_thread
-
     end = object()
     while True:
         batch = await anyio.to_thread.run_sync(next, batches, end)
@@ -418,9 +437,7 @@ class AioIcebergWriter(DataSourceArrowWriter):
         self.job = job
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> AioIcebergCommitMessage:
-        from pyspark import TaskContext
-
-        from aioiceberg.write import LocationProvider, write_data_files
+        from pyspark import TaskContext  # pyspark: optional (the spark extra)
 
         context = TaskContext.get()
         # Spark's task attempt id, unique in the application (Java Iceberg's choice too): every
@@ -432,11 +449,9 @@ class AioIcebergWriter(DataSourceArrowWriter):
         if job.done_before:
             return AioIcebergCommitMessage([])
         schema, spec = job.schema(), job.spec()
-        io = resolve_io(job.location, job.storage_options or None)
+        io = resolve_io(job.location, job.storage_options or None, runtime=default_runtime())
         batches: Iterator[pa.RecordBatch] = iterator
         if job.overwrite_filter:
-            from aioiceberg.expressions.arrow_filter import field_paths
-
             expr, names, text = (
                 sql_filter(schema, job.overwrite_filter),
                 field_paths(schema),
@@ -487,7 +502,7 @@ class AioIcebergWriter(DataSourceArrowWriter):
         table = sync.load_table(job.location, job.storage_options or None, job.lock)
         if _written_before(table, job.idempotency_key):  # a run with the same key landed meanwhile
             default_loop.run(
-                resolve_io(job.location, job.storage_options or None).delete_many(
+                resolve_io(job.location, job.storage_options or None, runtime=default_runtime()).delete_many(
                     [f.file_path for f in files]
                 )
             )
@@ -506,8 +521,6 @@ class AioIcebergWriter(DataSourceArrowWriter):
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Delete the job's files: those reported, and any other file named with the job's
         write id (a task that finished after the failure never reports its files)."""
-        from aioiceberg.write import LocationProvider
-
         job = self.job
         reported = [f.file_path for f in self._files(messages)]
         try:
@@ -518,7 +531,7 @@ class AioIcebergWriter(DataSourceArrowWriter):
             summary = snap.summary
             if summary is not None and summary.properties.get(WRITE_ID_PROPERTY) == job.write_id:
                 return  # the commit landed after all: the files belong to the table now
-        io = resolve_io(job.location, job.storage_options or None)
+        io = resolve_io(job.location, job.storage_options or None, runtime=default_runtime())
         data_path = LocationProvider(job.location, job.properties).data_path
         marker = _abort_marker(job)
         default_loop.run(io.write(marker, b"aborted"))  # first: tasks still running see it (see write)

@@ -70,7 +70,7 @@ def spark_type_name(t: PrimitiveType) -> str | None:
 
 
 def _literal(value: Any, t: PrimitiveType) -> Any:
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # pyspark: optional (the spark extra)
 
     name = spark_type_name(t)
     if name is None:
@@ -96,12 +96,12 @@ class _ToColumn(BooleanExpressionVisitor[Any]):
         self._paths = paths
 
     def visit_true(self) -> Any:
-        from pyspark.sql import functions as F
+        from pyspark.sql import functions as F  # pyspark: optional (the spark extra)
 
         return F.lit(True)
 
     def visit_false(self) -> Any:
-        from pyspark.sql import functions as F
+        from pyspark.sql import functions as F  # pyspark: optional (the spark extra)
 
         return F.lit(False)
 
@@ -115,7 +115,7 @@ class _ToColumn(BooleanExpressionVisitor[Any]):
         return left | right
 
     def _column(self, ref: BoundReference) -> Any:
-        from pyspark.sql import functions as F
+        from pyspark.sql import functions as F  # pyspark: optional (the spark extra)
 
         path = self._paths.get(ref.field_id) or tuple(ref.name.split("."))
         column = F.col("`" + path[0].replace("`", "``") + "`")
@@ -124,7 +124,7 @@ class _ToColumn(BooleanExpressionVisitor[Any]):
         return column
 
     def visit_predicate(self, pred: Predicate) -> Any:
-        from pyspark.sql import functions as F
+        from pyspark.sql import functions as F  # pyspark: optional (the spark extra)
 
         ref = pred.ref
         if spark_type_name(ref.type) is None:

@@ -1,17 +1,18 @@
 """Spark data source filters -> Iceberg expressions.
 
 Only filters whose Iceberg meaning equals Spark's are claimed as handled; the reader
-applies them exactly (residuals), so Spark drops them from its own plan. A filter whose
-Iceberg form keeps a superset of Spark's rows (a negation: Iceberg keeps nulls in
-``a != 1``) is used for pruning and handed back to Spark as well. Filters Iceberg could
-answer differently (``>`` on floats, where Spark orders NaN above everything) or cannot
-express (suffix / substring matches, null-safe equality) stay in Spark untouched.
+applies them exactly (residuals), so Spark drops them from its own plan. A negation is
+written with SQL's rule for NULLs (``NOT (a = 1)`` drops a null ``a``: ``a != 1 AND a IS
+NOT NULL``). Filters Iceberg could answer differently (``>`` and negations on floats,
+where Spark orders NaN above every number; a NaN literal; ``NOT (a <=> v)``) or cannot
+express (suffix / substring matches) stay in Spark untouched.
 Dispatch is by class name so this module imports without pyspark.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,7 @@ from aioiceberg.expressions import (
     LessThanOrEqual,
     NotNull,
     StartsWith,
+    and_,
     bind,
     in_,
     not_,
@@ -67,8 +69,8 @@ def _column(attribute: Sequence[str]) -> str:
 
 
 def _literal_ok(value: Any, column_type: Any) -> bool:
-    if value is None:
-        return False
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return False  # Spark's NaN equals NaN; Iceberg wants is_nan for it
     if isinstance(value, dt.datetime):
         aware = value.utcoffset() is not None
         if isinstance(column_type, TimestamptzType | TimestamptzNanoType):
@@ -81,11 +83,7 @@ def _literal_ok(value: Any, column_type: Any) -> bool:
 def _translate(f: Any, schema: Schema, case_sensitive: bool) -> tuple[Expression, bool] | None:
     kind = type(f).__name__
     if kind == "Not":
-        inner = _translate(f.child, schema, case_sensitive)
-        if inner is None:
-            return None
-        # Iceberg's negations keep rows Spark drops (nulls): prune with it, let Spark re-check
-        return not_(inner[0]), False
+        return _negate(f.child, schema, case_sensitive)
     attribute = getattr(f, "attribute", None)
     if attribute is None:
         return None
@@ -108,12 +106,39 @@ def _translate(f: Any, schema: Schema, case_sensitive: bool) -> tuple[Expression
         return in_(name, values), True
     if kind == "StringStartsWith":
         return (StartsWith(name, value), True) if isinstance(value, str) else None
+    if kind == "EqualNullSafe":  # ``a <=> v`` is ``a = v`` for a non-null v (null rows: false)
+        kind = "EqualTo"
     cls = _COMPARISONS.get(kind)
     if cls is None or not _literal_ok(value, column_type):
         return None
     if is_float and kind in _NAN_SENSITIVE:
         return None
     return cls(name, value), True
+
+
+def _negate(child: Any, schema: Schema, case_sensitive: bool) -> tuple[Expression, bool] | None:
+    """``NOT child`` as Spark means it: false, not true, where ``child`` is NULL.
+
+    Nothing inexact is pushed: the reader applies every pushed filter to rows, so a form
+    that kept fewer rows than Spark's (NaN on floats, nulls in ``NOT (a <=> v)``) would lose
+    them, and Spark would never see them to check again.
+    """
+    kind = type(child).__name__
+    if kind == "Not":  # three-valued logic: NOT NOT x is x
+        return _translate(child.child, schema, case_sensitive)
+    if kind == "EqualNullSafe":
+        return None  # true on a null ``a``; SQL's ``a != v`` is not
+    found = _translate(child, schema, case_sensitive)
+    if found is None or not found[1]:
+        return None
+    expression = found[0]
+    if kind in ("IsNull", "IsNotNull"):
+        return not_(expression), True  # never NULL itself
+    name = _column(child.attribute)
+    if isinstance(schema.find_field(name, case_sensitive=case_sensitive).field_type, FloatType | DoubleType):
+        return None  # Spark orders NaN above every number: ``NOT (v < 1)`` keeps NaN rows
+    # the other filters are NULL exactly where the column is
+    return and_(not_(expression), NotNull(name)), True
 
 
 def translate_filter(f: Any, schema: Schema, case_sensitive: bool = False) -> Translation | None:

@@ -158,6 +158,7 @@ def native_file(schema: Schema, spec: PartitionSpec, file_schema: pa.Schema) -> 
 
 def spark_read_schema(schema: Schema, spark_schema: Any) -> Any:
     """``spark_schema`` (the source's schema for ``schema``) with every struct field's id attached."""
+    # pyspark: optional (the spark extra)
     from pyspark.sql.types import ArrayType, StructField
     from pyspark.sql.types import MapType as SparkMap
     from pyspark.sql.types import StructType as SparkStruct

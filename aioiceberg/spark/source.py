@@ -37,6 +37,7 @@ from aioiceberg.spark.batch import (
     write_job,
 )
 from aioiceberg.spark.stream_options import STREAM_READ_OPTIONS
+from aioiceberg.spark.streaming import AioIcebergStreamReader, AioIcebergStreamWriter
 
 __all__ = [
     "FILTER_PUSHDOWN_CONF",
@@ -61,8 +62,10 @@ class AioIcebergDataSource(DataSource):
     Read options: ``snapshot-id``, ``as-of-timestamp`` (ms), ``branch`` or ``tag``,
     ``split-size`` and ``open-file-cost`` (bytes; default the table's
     ``read.split.target-size`` / ``read.split.open-file-cost``), ``filter`` (an Iceberg
-    filter string: rows outside it are never read, whatever Spark pushes down); any
-    other option is a storage option (``s3.endpoint``, ``s3.region``, ...).
+    filter string: rows outside it are never read, whatever Spark pushes down),
+    ``columns`` (comma-separated top-level columns: the DataFrame has only these, and
+    only these are read; Spark's Python source API tells a source no query's columns);
+    any other option is a storage option (``s3.endpoint``, ``s3.region``, ...).
     """
 
     @classmethod
@@ -75,7 +78,8 @@ class AioIcebergDataSource(DataSource):
     def schema(self) -> StructType:
         opts = SourceOptions.parse(self.options, extra=STREAM_READ_OPTIONS)  # a stream's too
         scan = opts.scan(opts.load())
-        return from_arrow_schema(spark_arrow_schema(scan.snapshot_schema), prefer_timestamp_ntz=True)
+        arrow = spark_arrow_schema(scan.snapshot_schema, opts.columns)
+        return from_arrow_schema(arrow, prefer_timestamp_ntz=True)
 
     def reader(self, schema: StructType) -> AioIcebergReader:
         return AioIcebergPushdownReader(self._options(), schema)
@@ -85,13 +89,9 @@ class AioIcebergDataSource(DataSource):
 
     # the streaming classes on use: a batch job needs none of pyspark's streaming API
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from aioiceberg.spark.streaming import AioIcebergStreamReader
-
         return AioIcebergStreamReader(self.options, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        from aioiceberg.spark.streaming import AioIcebergStreamWriter
-
         return AioIcebergStreamWriter.for_source(self, schema, overwrite)
 
 

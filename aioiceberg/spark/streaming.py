@@ -357,7 +357,7 @@ class AioIcebergStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
         return cls(write_job(batch, overwrite))
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> AioIcebergStreamCommitMessage:
-        from pyspark import TaskContext
+        from pyspark import TaskContext  # pyspark: optional (the spark extra)
 
         context = TaskContext.get()
         query_id = context.getLocalProperty(_QUERY_ID_LOCAL_PROPERTY) if context is not None else None

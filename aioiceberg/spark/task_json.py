@@ -18,6 +18,7 @@ import pyarrow as pa
 from aioiceberg._sync import default_loop
 from aioiceberg.io.resolve import resolve_io
 from aioiceberg.read import read_tasks
+from aioiceberg.runtime import default_runtime
 from aioiceberg.spec.name_mapping import NameMapping, name_mapping_from_json
 from aioiceberg.spec.properties import TableProperties
 from aioiceberg.spec.scan_tasks import FileScanTask, file_scan_task_from_json, file_scan_task_to_json
@@ -120,7 +121,7 @@ def read_tasks_json(
     schema = table_schema if table_schema is not None else tasks[0].schema
     projected = projected_schema if projected_schema is not None else schema.select(*selected_fields)
     mapping = name_mapping_from_json(name_mapping) if isinstance(name_mapping, str) else name_mapping
-    io = resolve_io(tasks[0].file.file_path, storage_options)
+    io = resolve_io(tasks[0].file.file_path, storage_options, runtime=default_runtime())
     options: dict[str, Any] = {} if batch_rows is None else {"batch_rows": batch_rows}
 
     def batches() -> Any:

@@ -7,6 +7,7 @@ long Py4J traceback ending in ``No module named 'aioiceberg'``.
 
 from __future__ import annotations
 
+import importlib
 import re
 import sys
 from collections.abc import Callable
@@ -52,8 +53,6 @@ def check_workers(spark: Any) -> None:
 def _probe(module: str) -> Callable[[int], list[str]]:
     # a closure, so cloudpickle ships it by value: the worker needs nothing of ours to run it
     def probe(_: int) -> list[str]:
-        import importlib
-        import sys
 
         try:
             importlib.import_module(module)
