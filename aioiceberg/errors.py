@@ -66,6 +66,10 @@ class NamespaceNotFoundError(NotFoundError):
     pass
 
 
+class ViewNotFoundError(NotFoundError):
+    pass
+
+
 class AlreadyExistsError(IcebergError):
     pass
 
@@ -76,6 +80,10 @@ class TableAlreadyExistsError(AlreadyExistsError):
 
 class NamespaceAlreadyExistsError(AlreadyExistsError):
     pass
+
+
+class ViewAlreadyExistsError(AlreadyExistsError):
+    """A view of that name exists, or a table does (tables and views share one name space)."""
 
 
 class InvalidPropertyError(ValidationError):

@@ -42,6 +42,8 @@ from aioiceberg.errors import (
     TableNotFoundError,
     UnsupportedError,
     ValidationError,
+    ViewAlreadyExistsError,
+    ViewNotFoundError,
     WriteOutcomeUnknownError,
 )
 from aioiceberg.io.base import FileIO
@@ -49,7 +51,15 @@ from aioiceberg.io.resolve import resolve_io
 from aioiceberg.retrying import Backoff, retry
 from aioiceberg.spec.schema_json import partition_spec_to_json, schema_to_json, sort_order_to_json
 from aioiceberg.spec.sorting import UNSORTED, SortOrder
+from aioiceberg.spec.view_metadata import (
+    ViewMetadata,
+    ViewVersion,
+    view_metadata_from_dict,
+    view_metadata_to_dict,
+    view_version_to_json,
+)
 from aioiceberg.table import Table
+from aioiceberg.view import View
 
 if TYPE_CHECKING:
     import aiohttp
@@ -107,6 +117,13 @@ TABLE_EXISTS = "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}"
 UPDATE_TABLE = "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}"
 DROP_TABLE = "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}"
 RENAME_TABLE = "POST /v1/{prefix}/tables/rename"
+LIST_VIEWS = "GET /v1/{prefix}/namespaces/{namespace}/views"
+CREATE_VIEW = "POST /v1/{prefix}/namespaces/{namespace}/views"
+LOAD_VIEW = "GET /v1/{prefix}/namespaces/{namespace}/views/{view}"
+VIEW_EXISTS = "HEAD /v1/{prefix}/namespaces/{namespace}/views/{view}"
+REPLACE_VIEW = "POST /v1/{prefix}/namespaces/{namespace}/views/{view}"
+DROP_VIEW = "DELETE /v1/{prefix}/namespaces/{namespace}/views/{view}"
+RENAME_VIEW = "POST /v1/{prefix}/views/rename"
 
 # What a server that lists no endpoints offers (the spec's default set: no HEAD checks).
 _DEFAULT_ENDPOINTS = frozenset(
@@ -285,6 +302,8 @@ def _error(status: int, data: bytes, what: str, failure: _Failure) -> IcebergErr
             return NamespaceNotFoundError(detail)
         if kind == "NoSuchTableException":
             return TableNotFoundError(detail)
+        if kind == "NoSuchViewException":
+            return ViewNotFoundError(detail)
         return failure.not_found(detail)
     if status == 409:
         if kind == "NamespaceNotEmptyException":
@@ -473,8 +492,8 @@ class RestCatalog(Catalog):
         path = path.replace("{prefix}/", f"{self._prefix}/" if self._prefix else "")
         if namespace is not None:
             path = path.replace("{namespace}", self._separator.join(quote(p, safe="") for p in namespace))
-        if table is not None:
-            path = path.replace("{table}", quote(table, safe=""))
+        if table is not None:  # a view's name too
+            path = path.replace("{table}", quote(table, safe="")).replace("{view}", quote(table, safe=""))
         return method, self.uri.base_url + path
 
     async def _exchange(
@@ -801,6 +820,162 @@ class RestCatalog(Catalog):
         what = f"REST namespace {'.'.join(ns)}"
         failure = _Failure(not_found=NamespaceNotFoundError, conflict=NamespaceNotEmptyError, write=True)
         await self._write(DROP_NAMESPACE, what, failure, None, namespace=ns)
+
+    # -- views ---------------------------------------------------------------------------------
+    def _view(self, identifier: str | Sequence[str], reply: Any) -> View:
+        what = f"REST view {identifier_text(identifier)}"
+        if not isinstance(reply, dict) or not isinstance(reply.get("metadata-location"), str):
+            raise InvalidMetadataError(f"{what}: the reply has no 'metadata-location'")
+        try:
+            metadata = view_metadata_from_dict(reply.get("metadata"))
+        except InvalidMetadataError as exc:
+            raise InvalidMetadataError(f"{what}: {exc}") from exc
+        return View(identifier_text(identifier), reply["metadata-location"], metadata)
+
+    async def create_view(
+        self,
+        identifier: str | Sequence[str],
+        schema: Schema,
+        version: ViewVersion,
+        properties: Mapping[str, str] | None = None,
+        location: str | None = None,
+    ) -> View:
+        """A new view where the server puts it (or at ``location``, when the server allows)."""
+        namespace, name = _split_table(identifier)
+        body: dict[str, Any] = {
+            "name": name,
+            "schema": schema_to_json(schema),
+            "view-version": view_version_to_json(version),
+            "properties": dict(properties or {}),
+        }
+        if location is not None:
+            body["location"] = location
+        what = f"REST view {identifier_text(identifier)}"
+        failure = _Failure(not_found=NamespaceNotFoundError, conflict=ViewAlreadyExistsError, write=True)
+        return self._view(
+            identifier, await self._write(CREATE_VIEW, what, failure, body, namespace=namespace)
+        )
+
+    async def load_view(self, identifier: str | Sequence[str]) -> View:
+        namespace, name = _split_table(identifier)
+        what = f"REST view {identifier_text(identifier)}"
+        failure = _Failure(not_found=ViewNotFoundError)
+        return self._view(
+            identifier, await self._read(LOAD_VIEW, what, failure, namespace=namespace, table=name)
+        )
+
+    async def view_exists(self, identifier: str | Sequence[str]) -> bool:
+        namespace, name = _split_table(identifier)
+        await self._ensure_config()
+        try:
+            if not self._offers(VIEW_EXISTS) and not self._offers(LOAD_VIEW):
+                return False  # a server without views holds none
+            if self._offers(VIEW_EXISTS):
+                what = f"REST view {identifier_text(identifier)}"
+                failure = _Failure(not_found=ViewNotFoundError)
+                await self._read(VIEW_EXISTS, what, failure, namespace=namespace, table=name, head=True)
+            else:
+                await self.load_view(identifier)
+        except (ViewNotFoundError, NamespaceNotFoundError):
+            return False
+        return True
+
+    async def list_views(self, namespace: str | Sequence[str]) -> list[str]:
+        ns = _namespace(namespace)
+        what = f"REST namespace {'.'.join(ns)}"
+        found: list[str] = []
+        async for page in self._pages(LIST_VIEWS, what, "identifiers", namespace=ns):
+            for item in page:
+                if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+                    raise InvalidMetadataError(f"{what}: bad view identifier {item!r} in the listing")
+                found.append(".".join((*_parts_of(item.get("namespace"), what), item["name"])))
+        return sorted(found)
+
+    async def drop_view(self, identifier: str | Sequence[str]) -> None:
+        namespace, name = _split_table(identifier)
+        what = f"REST view {identifier_text(identifier)}"
+        failure = _Failure(not_found=ViewNotFoundError, conflict=StoreError, write=True)
+        await self._write(DROP_VIEW, what, failure, None, namespace=namespace, table=name)
+
+    async def rename_view(
+        self, from_identifier: str | Sequence[str], to_identifier: str | Sequence[str]
+    ) -> View:
+        source, source_name = _split_table(from_identifier)
+        destination, destination_name = _split_table(to_identifier)
+        body = {
+            "source": {"namespace": list(source), "name": source_name},
+            "destination": {"namespace": list(destination), "name": destination_name},
+        }
+        what = f"REST rename of view {identifier_text(from_identifier)} to {identifier_text(to_identifier)}"
+        failure = _Failure(not_found=ViewNotFoundError, conflict=ViewAlreadyExistsError, write=True)
+        await self._write(RENAME_VIEW, what, failure, body)
+        return await self.load_view(to_identifier)
+
+    async def _commit_view(self, view: View, updates: list[dict[str, Any]]) -> View:
+        namespace, name = _split_table(view.identifier)
+        body = {
+            "requirements": [{"type": "assert-view-uuid", "uuid": view.metadata.view_uuid}],
+            "updates": updates,
+        }
+        what = f"REST view {view.identifier}"
+        failure = _Failure(not_found=ViewNotFoundError, conflict=CommitFailedError, write=True)
+        reply = await self._write(REPLACE_VIEW, what, failure, body, namespace=namespace, table=name)
+        return self._view(view.identifier, reply)
+
+    async def replace_view(
+        self,
+        identifier: str | Sequence[str],
+        schema: Schema,
+        version: ViewVersion,
+        properties: Mapping[str, str] | None = None,
+    ) -> View:
+        """A new current version, its ids chosen by the server (Java's replace)."""
+        view = await self.load_view(identifier)
+        version_json = {**view_version_to_json(version), "schema-id": -1}
+        updates: list[dict[str, Any]] = [
+            {"action": "add-schema", "schema": schema_to_json(schema)},
+            {"action": "add-view-version", "view-version": version_json},
+            {"action": "set-current-view-version", "view-version-id": -1},
+        ]
+        if properties:
+            updates.append({"action": "set-properties", "updates": dict(properties)})
+        return await self._commit_view(view, updates)
+
+    async def commit_view(self, view: View, metadata: ViewMetadata) -> View:
+        """Send what ``metadata`` changes against ``view`` as the protocol's updates."""
+        base, new = view_metadata_to_dict(view.metadata), view_metadata_to_dict(metadata)
+        if base["view-uuid"] != new["view-uuid"]:
+            raise ValidationError(f"view {view.identifier}: the new metadata is of another view")
+        updates: list[dict[str, Any]] = []
+        if base["location"] != new["location"]:
+            updates.append({"action": "set-location", "location": new["location"]})
+        removed = sorted(set(base["properties"]) - set(new["properties"]))
+        if removed:
+            updates.append({"action": "remove-properties", "removals": removed})
+        changed = {k: v for k, v in new["properties"].items() if base["properties"].get(k) != v}
+        if changed:
+            updates.append({"action": "set-properties", "updates": changed})
+        known_schemas = {s["schema-id"] for s in base["schemas"]}
+        updates += [
+            {"action": "add-schema", "schema": s}
+            for s in new["schemas"]
+            if s["schema-id"] not in known_schemas
+        ]
+        known_versions = {v["version-id"] for v in base["versions"]}
+        updates += [
+            {"action": "add-view-version", "view-version": v}
+            for v in new["versions"]
+            if v["version-id"] not in known_versions
+        ]
+        if base["current-version-id"] != new["current-version-id"]:
+            updates.append(
+                {"action": "set-current-view-version", "view-version-id": new["current-version-id"]}
+            )
+        return await self._commit_view(view, updates)
+
+    async def check_view_location(self, identifier: str | Sequence[str], location: str) -> None:
+        """The server judges locations."""
+        return None
 
 
 def _string_map(value: Any, key: str, what: str) -> dict[str, str]:

@@ -24,8 +24,9 @@ import os
 import re
 import sqlite3
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
 
@@ -40,21 +41,39 @@ from aioiceberg.errors import (
     CommitConflictError,
     CommitFailedError,
     CommitStateUnknownError,
+    IcebergError,
     LocationNotAllowedError,
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
     NamespaceNotFoundError,
+    ObjectNotFoundError,
     StoreError,
     TableAlreadyExistsError,
     TableNotFoundError,
+    UnsupportedError,
     ValidationError,
+    ViewAlreadyExistsError,
+    ViewNotFoundError,
 )
 from aioiceberg.io.resolve import scheme_of
 from aioiceberg.spec.metadata import TableMetadata
+from aioiceberg.spec.schema import Schema
+from aioiceberg.spec.sorting import UNSORTED, SortOrder
+from aioiceberg.spec.view_metadata import (
+    ViewMetadata,
+    ViewVersion,
+    parse_view_metadata,
+    serialize_view_metadata,
+)
+from aioiceberg.spec.view_updates import LAST_ADDED, ViewChanges, new_view_metadata
 from aioiceberg.table import Table
+from aioiceberg.view import View
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from aioiceberg.runtime import Runtime
+    from aioiceberg.spec.partitioning import PartitionSpec
 
 __all__ = ["BUSY_TIMEOUT_S", "URI_OPTIONS", "SqlCatalog", "SqlPointer", "SqlStoreError", "SqliteUri"]
 
@@ -67,6 +86,9 @@ URI_OPTIONS = {"catalog": "the catalog's name (PyIceberg's catalog_name column),
 """The options a ``sqlite:///PATH?...`` URI may carry."""
 
 _TABLE_TYPE = "TABLE"
+_VIEW_TYPE = "VIEW"
+_VIEW_WHERE = f"catalog_name = ? AND table_namespace = ? AND table_name = ? AND iceberg_type = '{_VIEW_TYPE}'"
+_NUMBERED_FILE = re.compile(r"/(\d+)-[^/]*\.metadata\.json$")
 # PyIceberg's (and Java's) property for a namespace created without properties
 _EXISTS_MARKER = ("exists", "true")
 _LOCATION = "location"
@@ -771,3 +793,275 @@ class SqlCatalog(PointerCatalog):
             )
 
         await self.db.run(f"drop namespace {ns}", drop, write=True)
+
+    # -- views -------------------------------------------------------------------------------
+    # Java's and PyIceberg's rows with iceberg_type = 'VIEW': one name space with the tables
+    # (the row key has no type), each pointing at a view metadata file under the view's
+    # location, committed by the same guarded UPDATE as a table.
+    def _view_name(self, namespace: str, name: str) -> str:
+        return f"sql view {namespace}.{name} (catalog {self.catalog_name!r})"
+
+    def _view_key(self, identifier: str | Sequence[str]) -> tuple[str, str]:
+        namespace, name = split_identifier(identifier)
+        if not self.db.typed:
+            raise UnsupportedError(
+                f"sql catalog {self.catalog_name!r}: its iceberg_tables has no iceberg_type column "
+                "(PyIceberg's old schema), so it cannot hold views"
+            )
+        return self._namespace(namespace), name
+
+    async def _read_view_row(self, namespace: str, name: str) -> str | None:
+        def query(conn: Statements) -> str | None:
+            row = conn.first(
+                f"SELECT metadata_location FROM iceberg_tables WHERE {_VIEW_WHERE}",
+                (self.catalog_name, namespace, name),
+            )
+            return None if row is None or not row[0] else str(row[0])
+
+        return await self.db.run(f"read {self._view_name(namespace, name)}", query)
+
+    async def _kind_of(self, namespace: str, name: str) -> str | None:
+        """'table' or 'view' when the name is taken (the two share one name space), else None."""
+
+        def query(conn: Statements) -> str | None:
+            kind = "iceberg_type" if self.db.typed else "NULL"
+            row = conn.first(
+                f"SELECT {kind} FROM iceberg_tables "
+                "WHERE catalog_name = ? AND table_namespace = ? AND table_name = ?",
+                (self.catalog_name, namespace, name),
+            )
+            return None if row is None else "view" if row[0] == _VIEW_TYPE else "table"
+
+        return await self.db.run(f"read {namespace}.{name}", query)
+
+    async def create_table(
+        self,
+        identifier: str | Sequence[str],
+        schema: pa.Schema | Schema,
+        partition_by: Sequence[str] | PartitionSpec | None = None,
+        properties: Mapping[str, str] | None = None,
+        format_version: int = 2,
+        sort_order: SortOrder = UNSORTED,
+    ) -> Table:
+        """Refused when a view has the name (tables and views share one name space)."""
+        namespace, name = split_identifier(identifier)
+        ns = self._namespace(namespace)
+        if await self._kind_of(ns, name) == "view":
+            raise TableAlreadyExistsError(f"cannot create table {ns}.{name}: a view of that name exists")
+        return await super().create_table(
+            identifier, schema, partition_by, properties, format_version, sort_order
+        )
+
+    async def _read_view(self, identifier: str, metadata_location: str) -> View:
+        try:
+            data = await self.io_for(metadata_location).read(metadata_location)
+        except ObjectNotFoundError as exc:
+            raise ViewNotFoundError(
+                f"view {identifier} points at {metadata_location}, which does not exist"
+            ) from exc
+        return View(identifier, metadata_location, parse_view_metadata(data, metadata_location))
+
+    async def _write_view_metadata(self, metadata: ViewMetadata, version: int) -> str:
+        location = f"{metadata.location.rstrip('/')}/metadata/{version:05d}-{uuid.uuid4()}.metadata.json"
+        await self.io_for(location).write_if_absent(location, serialize_view_metadata(metadata))
+        return location
+
+    async def _forget_file(self, location: str) -> None:
+        with contextlib.suppress(StoreError):
+            await self.io_for(location).delete(location)
+
+    async def check_view_location(self, identifier: str | Sequence[str], location: str) -> None:
+        """A view's files go where a table's may: inside the roots, nesting with no table or
+        other view (``LocationNotAllowedError``)."""
+        namespace, name = self._view_key(identifier)
+        what = f"the location of view {namespace}.{name}"
+        if not self.roots:
+            raise self._no_roots(what)
+        normal = self.roots.require(location, what)
+        itself = f"view {namespace}.{name}"
+        await self._refuse_nesting(normal, what, location, lambda other: other.name == itself)
+
+    async def create_view(
+        self,
+        identifier: str | Sequence[str],
+        schema: Schema,
+        version: ViewVersion,
+        properties: Mapping[str, str] | None = None,
+        location: str | None = None,
+    ) -> View:
+        """A new view; refused when a table or view has the name. Without ``location`` it goes
+        where a table of that name would."""
+        namespace, name = self._view_key(identifier)
+        shown = f"{namespace}.{name}"
+        kind = await self._kind_of(namespace, name)
+        if kind is not None:
+            raise ViewAlreadyExistsError(f"cannot create view {shown}: a {kind} of that name exists")
+        where = (location or await self.new_table_location(tuple(namespace.split(".")), name)).rstrip("/")
+        await self.check_view_location(identifier, where)
+        metadata = new_view_metadata(str(uuid.uuid4()), where, schema, version, properties)
+        metadata_location = await self._write_view_metadata(metadata, 0)
+
+        def insert(conn: Statements) -> None:
+            if not _namespace_exists(conn, self.catalog_name, namespace):
+                raise NamespaceNotFoundError(self.no_namespace(namespace))
+            key = (self.catalog_name, namespace, name)
+            taken = conn.first(
+                "SELECT iceberg_type FROM iceberg_tables "
+                "WHERE catalog_name = ? AND table_namespace = ? AND table_name = ?",
+                key,
+            )
+            if taken is not None:
+                kind = "view" if taken[0] == _VIEW_TYPE else "table"
+                raise ViewAlreadyExistsError(f"cannot create view {shown}: a {kind} of that name exists")
+            try:
+                conn.execute(
+                    "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, "
+                    "metadata_location, previous_metadata_location, iceberg_type) VALUES (?, ?, ?, ?, ?, ?)",
+                    (*key, metadata_location, None, _VIEW_TYPE),
+                )
+            except DuplicateRowError as exc:
+                raise ViewAlreadyExistsError(f"cannot create view {shown}: the name was just taken") from exc
+
+        try:
+            await self.db.run(f"create {self._view_name(namespace, name)}", insert, write=True)
+        except (IcebergError, OSError):
+            with contextlib.suppress(StoreError):
+                if await self._read_view_row(namespace, name) != metadata_location:
+                    await self._forget_file(metadata_location)
+            raise
+        return View(shown, metadata_location, metadata)
+
+    async def load_view(self, identifier: str | Sequence[str]) -> View:
+        namespace, name = self._view_key(identifier)
+        found = await self._read_view_row(namespace, name)
+        if found is None:
+            raise ViewNotFoundError(f"{self._view_name(namespace, name)} does not exist")
+        return await self._read_view(f"{namespace}.{name}", found)
+
+    async def view_exists(self, identifier: str | Sequence[str]) -> bool:
+        if not self.db.typed:  # PyIceberg's old schema holds no views
+            return False
+        return await self._read_view_row(*self._view_key(identifier)) is not None
+
+    async def list_views(self, namespace: str | Sequence[str]) -> list[str]:
+        ns = self._namespace(namespace)
+        if not self.db.typed:
+            return []
+
+        def query(conn: Statements) -> list[str] | None:
+            if not _namespace_exists(conn, self.catalog_name, ns):
+                return None
+            rows = conn.rows(
+                "SELECT table_name FROM iceberg_tables "
+                f"WHERE catalog_name = ? AND table_namespace = ? AND iceberg_type = '{_VIEW_TYPE}'",
+                (self.catalog_name, ns),
+            )
+            return [str(row[0]) for row in rows]
+
+        names = await self.db.run(f"list views in {ns}", query)
+        if names is None:
+            raise NamespaceNotFoundError(self.no_namespace(ns))
+        return sorted(f"{ns}.{name}" for name in names)
+
+    async def drop_view(self, identifier: str | Sequence[str]) -> None:
+        """Forget the view; its metadata files stay (as Java's JDBC catalog leaves them)."""
+        namespace, name = self._view_key(identifier)
+
+        def remove(conn: Statements) -> int:
+            return conn.execute(
+                f"DELETE FROM iceberg_tables WHERE {_VIEW_WHERE}", (self.catalog_name, namespace, name)
+            )
+
+        if await self.db.run(f"drop {self._view_name(namespace, name)}", remove, write=True) == 0:
+            raise ViewNotFoundError(f"{self._view_name(namespace, name)} does not exist")
+
+    async def rename_view(
+        self, from_identifier: str | Sequence[str], to_identifier: str | Sequence[str]
+    ) -> View:
+        """Another name for the view; refused when a table or view has it. Files stay put."""
+        src_ns, src = self._view_key(from_identifier)
+        dst_ns, dst = self._view_key(to_identifier)
+
+        def rename(conn: Statements) -> None:
+            if not _namespace_exists(conn, self.catalog_name, dst_ns):
+                raise NamespaceNotFoundError(self.no_namespace(dst_ns))
+            try:
+                moved = conn.execute(
+                    f"UPDATE iceberg_tables SET table_namespace = ?, table_name = ? WHERE {_VIEW_WHERE}",
+                    (dst_ns, dst, self.catalog_name, src_ns, src),
+                )
+            except DuplicateRowError as exc:
+                raise ViewAlreadyExistsError(
+                    f"cannot rename view {src_ns}.{src} to {dst_ns}.{dst}: "
+                    "a table or view of that name exists"
+                ) from exc
+            if moved == 0:
+                raise ViewNotFoundError(f"{self._view_name(src_ns, src)} does not exist")
+
+        await self.db.run(f"rename {self._view_name(src_ns, src)} to {dst_ns}.{dst}", rename, write=True)
+        return await self.load_view(to_identifier)
+
+    async def replace_view(
+        self,
+        identifier: str | Sequence[str],
+        schema: Schema,
+        version: ViewVersion,
+        properties: Mapping[str, str] | None = None,
+    ) -> View:
+        """A new current version (or an earlier one again, when the query is the same)."""
+        view = await self.load_view(identifier)
+        changes = ViewChanges(view.metadata)
+        changes.properties.update(properties or {})
+        changes.add_schema(schema)
+        changes.set_current(changes.add_version(replace(version, schema_id=LAST_ADDED)))
+        return await self.commit_view(view, changes.build())
+
+    async def commit_view(self, view: View, metadata: ViewMetadata) -> View:
+        """Write ``metadata`` as the view's next file and swap the row to it, guarded by the
+        file ``view`` was read from (``CommitFailedError`` when another writer moved it)."""
+        namespace, name = self._view_key(view.identifier)
+        if metadata.view_uuid != view.metadata.view_uuid:
+            raise CommitConflictError(f"view {view.identifier}: the new metadata is of another view")
+        if metadata.location.rstrip("/") != view.metadata.location.rstrip("/"):
+            await self.check_view_location(view.identifier, metadata.location)
+        m = _NUMBERED_FILE.search(view.metadata_location)
+        version = (int(m.group(1)) if m else len(view.metadata.version_log)) + 1
+        metadata_location = await self._write_view_metadata(metadata, version)
+        label = self._view_name(namespace, name)
+
+        def update(conn: Statements) -> str | None:
+            moved = conn.execute(
+                "UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = ? "
+                f"WHERE {_VIEW_WHERE} AND metadata_location = ?",
+                (
+                    metadata_location,
+                    view.metadata_location,
+                    self.catalog_name,
+                    namespace,
+                    name,
+                    view.metadata_location,
+                ),
+            )
+            if moved == 1:
+                return None
+            row = conn.first(
+                f"SELECT metadata_location FROM iceberg_tables WHERE {_VIEW_WHERE}",
+                (self.catalog_name, namespace, name),
+            )
+            return "was dropped or renamed" if row is None else f"moved on to {row[0]}"
+
+        try:
+            refused = await self.db.run(f"commit {label}", update, write=True)
+        except SqlStoreError as exc:
+            if not exc.definite and await self._read_view_row(namespace, name) == metadata_location:
+                return View(view.identifier, metadata_location, metadata)
+            await self._forget_file(metadata_location)
+            if exc.busy:
+                raise CommitFailedError(f"{label}: {exc}") from exc
+            raise CommitConflictError(
+                f"{label}: the database refused the commit; the view is unchanged: {exc}"
+            ) from exc
+        if refused is not None:
+            await self._forget_file(metadata_location)
+            raise CommitFailedError(f"{label} {refused} (this commit was based on {view.metadata_location})")
+        return View(view.identifier, metadata_location, metadata)

@@ -19,9 +19,11 @@ from aioiceberg.server.error_model import RestError, error_response, rest_error_
 from aioiceberg.server.guard import authorize, same_origin
 from aioiceberg.server.namespaces import namespace_routes
 from aioiceberg.server.request_parsing import MAX_BODY_BYTES
-from aioiceberg.server.state import SERVED, Served
+from aioiceberg.server.state import SERVED, Served, served
 from aioiceberg.server.tables import table_routes
 from aioiceberg.server.tokens import oauth_routes
+from aioiceberg.server.views import VIEW_ENDPOINTS, view_routes
+from aioiceberg.view import ViewCatalog
 
 __all__ = ["ENDPOINTS", "make_app"]
 
@@ -71,7 +73,10 @@ async def _rest_errors(request: web.Request, handler: Handler) -> web.StreamResp
 
 
 async def _config(request: web.Request) -> web.Response:
-    return web.json_response({"defaults": {}, "overrides": {}, "endpoints": list(ENDPOINTS)})
+    endpoints = list(ENDPOINTS)
+    if isinstance(served(request).catalog, ViewCatalog):
+        endpoints += VIEW_ENDPOINTS
+    return web.json_response({"defaults": {}, "overrides": {}, "endpoints": endpoints})
 
 
 def make_app(
@@ -93,7 +98,7 @@ def make_app(
     app = web.Application(middlewares=middlewares, client_max_size=MAX_BODY_BYTES)
     app[SERVED] = Served(catalog, dict(table_config or {}), auth, tuple(allowed_hosts))
     app.router.add_get("/v1/config", _config, allow_head=False)
-    app.router.add_routes([*namespace_routes(), *table_routes(), *commit_routes()])
+    app.router.add_routes([*namespace_routes(), *table_routes(), *commit_routes(), *view_routes()])
     if auth is not None:
         app.router.add_routes(oauth_routes())
     if close_catalog:

@@ -29,6 +29,7 @@ from aioiceberg.errors import (
     TableNotFoundError,
     UnsupportedError,
     ValidationError,
+    ViewNotFoundError,
 )
 
 __all__ = ["RestError", "bad_request", "error_response", "rest_error_for"]
@@ -55,6 +56,7 @@ _MAPPING: tuple[tuple[type[BaseException], int, str], ...] = (
     (NamespaceNotEmptyError, 409, "NamespaceNotEmptyException"),
     (TableNotFoundError, 404, "NoSuchTableException"),
     (NamespaceNotFoundError, 404, "NoSuchNamespaceException"),
+    (ViewNotFoundError, 404, "NoSuchViewException"),
     (NotFoundError, 404, "NotFoundException"),
     (AlreadyExistsError, 409, "AlreadyExistsException"),
     (CommitStateUnknownError, 500, "CommitStateUnknownException"),

@@ -185,7 +185,7 @@ async def _needs(request: web.Request, pattern: str) -> list[tuple[tuple[str, ..
                 400, "BadRequestException", "create namespace: 'namespace' must be a non-empty list"
             )
         return [(tuple(levels), Access.WRITE)]
-    if pattern == "/v1/tables/rename" and request.method == "POST":
+    if pattern in ("/v1/tables/rename", "/v1/views/rename") and request.method == "POST":
         body = await json_body(request)
         source = identifier_from_json(body.get("source"), "rename: source")
         destination = identifier_from_json(body.get("destination"), "rename: destination")

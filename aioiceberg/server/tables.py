@@ -35,6 +35,7 @@ from aioiceberg.spec.metadata_json import new_table_metadata, table_metadata_to_
 from aioiceberg.spec.partitioning import PartitionSpec
 from aioiceberg.spec.schema_json import partition_spec_from_json, schema_from_json, sort_order_from_json
 from aioiceberg.spec.sorting import UNSORTED, SortOrder
+from aioiceberg.view import ViewCatalog
 
 __all__ = ["require_namespace", "table_response", "table_routes", "where_new_table_goes"]
 
@@ -123,6 +124,10 @@ async def create_table(request: web.Request) -> web.Response:
             )
     if stage:
         # Nothing is written: the commit carrying assert-create creates the table.
+        if isinstance(catalog, ViewCatalog) and await catalog.view_exists(identifier):
+            raise TableAlreadyExistsError(
+                f"cannot create table {'.'.join(identifier)}: a view of that name exists"
+            )
         where = where_new_table_goes(catalog, identifier, "stage-create")
         if await catalog.table_exists(identifier):
             raise TableAlreadyExistsError(f"table {'.'.join(identifier)} already exists")
