@@ -19,7 +19,6 @@ from aioiceberg.commit.manifest_merge import ManifestSink, merge_manifests
 from aioiceberg.commit.requirements import AssertTableUUID, TableRequirement
 from aioiceberg.commit.snapshot_producer import delete_quietly
 from aioiceberg.commit.updates import TableUpdate
-from aioiceberg.errors import UnsupportedError
 from aioiceberg.io.base import FileIO
 from aioiceberg.maintenance.reachable import ManifestWalker
 from aioiceberg.maintenance.rewrite import ReplaceSnapshot
@@ -41,11 +40,6 @@ __all__ = [
 MANIFEST_TARGET_SIZE = TableProperties.manifest_target_size.key
 MANIFEST_MIN_MERGE_COUNT = TableProperties.manifest_min_count_to_merge.key
 MANIFEST_MERGE_ENABLED = TableProperties.manifest_merge_enabled.key
-
-
-def _check_version(md: TableMetadata) -> None:
-    if md.format_version >= 3:
-        raise UnsupportedError("rewriting manifests of v3 tables (row lineage) is not supported yet")
 
 
 @dataclass
@@ -89,7 +83,6 @@ class RewriteManifestsChange:
     async def build(
         self, io: FileIO, base: TableMetadata, attempt: int
     ) -> tuple[list[TableUpdate], list[TableRequirement]]:
-        _check_version(base)
         parent = base.current_snapshot()
         target = self.target or TableProperties(base.properties).manifest_target_size
         if self._walker is None:
@@ -147,7 +140,6 @@ async def plan_rewrite_manifests(
     """The change merging the current snapshot's small data manifests and its result (complete
     once committed); no change when there are fewer than two, unless ``after_changes`` (changes
     staged before it in a transaction may add manifests: it decides when it is built)."""
-    _check_version(md)
     snap = md.current_snapshot()
     walker = ManifestWalker(io)
     if not after_changes:

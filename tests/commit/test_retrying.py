@@ -22,6 +22,7 @@ from aioiceberg.io.obstore_s3 import ObstoreS3FileIO
 from aioiceberg.io.s3 import S3FileIO
 from aioiceberg.io.s3_client import S3Options
 from aioiceberg.retrying import Backoff, FailedAttempt, Retries, RetryCounts, retry
+from aioiceberg.runtime import default_runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -167,6 +168,7 @@ async def test_the_s3_layer_counts_the_slowdown_retries_it_made(
     bucket = await create_bucket(moto_endpoint)
     options = S3Options.from_storage_options(s3_storage_options(fault_proxy.url))
     io = backend(options=dataclasses.replace(options, backoff=dataclasses.replace(QUICK, max_attempts=30)))
+    io.bind_runtime(default_runtime())
     fault_proxy.configure(slowdown_rate=0.3, seed=3)
     try:
         for i in range(20):
