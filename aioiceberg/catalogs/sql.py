@@ -486,6 +486,7 @@ class SqlCatalog(PointerCatalog):
             raise ValidationError("the SQL catalog's name must not be empty")
         self.db: SqlDatabase
         if database is not None and _is_postgres(database):
+            # asyncpg: optional (the postgres extra)
             from aioiceberg.catalogs.sql_postgres import PostgresDatabase, PostgresUri
 
             parsed = PostgresUri.parse(database)
@@ -520,6 +521,7 @@ class SqlCatalog(PointerCatalog):
         runtime: Runtime | None,
     ) -> SqlCatalog:
         if _is_postgres(uri):
+            # asyncpg: optional (the postgres extra)
             from aioiceberg.catalogs.sql_postgres import PostgresUri
 
             catalog = PostgresUri.parse(uri).catalog or "default"

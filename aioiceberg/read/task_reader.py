@@ -31,7 +31,7 @@ from aioiceberg.expressions.evaluators import InclusiveMetricsEvaluator
 from aioiceberg.expressions.tree import AlwaysFalse, AlwaysTrue, Expression, and_
 from aioiceberg.expressions.visitor import is_bound, referenced_field_ids
 from aioiceberg.io.base import FileIO
-from aioiceberg.read.column_projection import project_columns
+from aioiceberg.read.column_projection import field_ids_in, project_columns
 from aioiceberg.read.deletes import DeleteCache, TaskDeletes, deleted_mask
 from aioiceberg.read.formats import decode_file, decoding
 from aioiceberg.read.late import LatePayoff, LateSplit, read_late
@@ -469,8 +469,6 @@ class _Reader:
 
 
 def _any_id(field: pa.Field) -> set[int]:
-    from aioiceberg.read.column_projection import field_ids_in
-
     own = field_id_of(field)
     return field_ids_in(field.type) | ({own} if own is not None else set())
 

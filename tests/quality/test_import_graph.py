@@ -102,14 +102,7 @@ LATE_ON_PURPOSE = frozenset(
 LAZY_FACES = frozenset({"aioiceberg.cli.app"})
 # Function-level imports that break the rule, as "module -> imported"; remove an entry when
 # its import moves to the top.
-KNOWN_LATE: frozenset[str] = frozenset(
-    {
-        # both modules are being reworked by their owners (the reader's filter, the SQL
-        # catalog on PostgreSQL): the imports move with that work
-        "aioiceberg.read.task_reader -> aioiceberg.read.column_projection",
-        "aioiceberg.catalogs.sql -> aioiceberg.catalogs.sql_postgres",
-    }
-)
+KNOWN_LATE: frozenset[str] = frozenset()
 
 
 def _name(path: Path) -> str:
