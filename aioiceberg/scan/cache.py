@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -37,6 +37,7 @@ __all__ = [
     "ManifestCache",
     "ManifestListCache",
     "estimate_size",
+    "min_size",
 ]
 
 # the view key a whole decoded manifest is kept under (a filter's view key is a digest)
@@ -106,6 +107,11 @@ def _row_bytes(row: Row) -> int:
     return total
 
 
+def min_size(n: int) -> int:
+    """At most what :func:`estimate_size` says of ``n`` entries, without reading them."""
+    return 64 + (8 + _ROW_OVERHEAD) * n
+
+
 def estimate_size(entries: Sequence[ManifestEntry]) -> int:
     """Approximate bytes held by ``entries`` (cheap: no deep traversal of values).
 
@@ -114,15 +120,12 @@ def estimate_size(entries: Sequence[ManifestEntry]) -> int:
     """
     n = len(entries)
     total = 64 + 8 * n
-    items: Sequence[Any] = entries
-    measure: Callable[[Any], int] = _entry_bytes
-    if isinstance(entries, EntryRows):  # measured as rows, without building entries
-        items, measure = entries.rows, _row_bytes
-    if n <= _SAMPLE:
-        return total + sum(measure(e) for e in items)
-    step = n / _SAMPLE
-    sampled = sum(measure(items[int(i * step)]) for i in range(_SAMPLE))
-    return total + sampled * n // _SAMPLE
+    positions = range(n) if n <= _SAMPLE else [int(i * n / _SAMPLE) for i in range(_SAMPLE)]
+    if isinstance(entries, EntryRows):  # measured as rows, without building entries (or all rows)
+        sampled = sum(_row_bytes(row) for row in entries.rows_at(positions))
+    else:
+        sampled = sum(_entry_bytes(entries[i]) for i in positions)
+    return total + sampled * n // len(positions) if positions else total
 
 
 @dataclass(slots=True)

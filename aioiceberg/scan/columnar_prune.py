@@ -41,7 +41,7 @@ from aioiceberg.scan.bound_arrays import (
     starts_with,
     surely_in,
 )
-from aioiceberg.spec.manifest.columnar import BoundColumn, ColumnarManifest
+from aioiceberg.spec.manifest.columnar import BoundColumn, ColumnarManifest, ColumnarRows
 from aioiceberg.spec.manifest.entry_rows import EntryRows
 from aioiceberg.spec.types import (
     DateType,
@@ -537,11 +537,31 @@ def prune_rows(
     dropped_metrics = rows[~may]
     rows = rows[may]
     candidates = cm.entry_rows(rows, columns)
-    data_file = candidates.data_file  # built only for the rows the evaluator must see
-    verdicts = np.fromiter(
-        (s or metrics.eval(data_file(i)) for i, s in enumerate(sure)),
-        dtype=bool,
-        count=len(candidates),
-    )
-    kept = candidates.select(verdicts.tolist())
+    verdicts = settle(candidates, np.asarray(sure, dtype=bool), metrics)
+    kept = unbuilt_where(candidates, verdicts)
     return Pruned(kept, rows[verdicts], dropped_part, np.concatenate([dropped_metrics, rows[~verdicts]]))
+
+
+def settle(
+    candidates: EntryRows, sure: np.ndarray[Any, Any], metrics: InclusiveMetricsEvaluator
+) -> np.ndarray[Any, Any]:
+    """Per candidate: kept? ``sure`` ones are; the others go through the per-entry evaluator,
+    their rows (and data files) built for them alone."""
+    verdicts = sure.copy()
+    doubtful = np.flatnonzero(~sure).tolist()
+    if len(doubtful) == len(candidates):  # every row: built once, and kept built
+        data_file = candidates.data_file
+        for i in doubtful:
+            verdicts[i] = metrics.eval(data_file(i))
+    elif doubtful:
+        built = EntryRows(candidates.rows_at(doubtful), candidates.spec_id)
+        for j, i in enumerate(doubtful):
+            verdicts[i] = metrics.eval(built.data_file(j))
+    return verdicts
+
+
+def unbuilt_where(candidates: EntryRows, keep: np.ndarray[Any, Any]) -> EntryRows:
+    """The candidates ``keep`` says, left unbuilt when they are."""
+    if isinstance(candidates, ColumnarRows) and not candidates.built:
+        return candidates.where(keep)
+    return candidates.select(keep.tolist())

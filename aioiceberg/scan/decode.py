@@ -29,7 +29,7 @@ import multiprocessing
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,7 +59,9 @@ from aioiceberg.spec.manifest import (
 )
 from aioiceberg.spec.manifest.columnar import (
     AvroLayout,
+    ColumnarRows,
     avro_layout,
+    joined_rows,
     open_columnar,
     open_columnar_batch,
     split_blocks,
@@ -295,16 +297,16 @@ def prune_decoded(decoded: DecodedManifest, manifest: ManifestFile, ctx: PruneCo
         ev = ctx.evaluators()
         part_ev = ev.partition(manifest.partition_spec_id)
         columns = stats_columns_for(ctx, manifest)
-        rows: list[Row] = []
+        pieces: list[EntryRows] = []
         spec_id: int | None = None
         by_part = by_metrics = 0
         for cm, part_rows in decoded.parts:
             pruned = prune_rows(cm, part_ev, ev.metrics, ctx.vectorized, part_rows, columns)
-            rows.extend(pruned.entries.rows)
+            pieces.append(pruned.entries)
             spec_id = pruned.entries.spec_id if spec_id is None else spec_id
             by_part += len(pruned.by_partition)
             by_metrics += len(pruned.by_metrics)
-        entries = EntryRows(rows, spec_id if spec_id is not None else manifest.partition_spec_id)
+        entries = joined_rows(pieces, spec_id if spec_id is not None else manifest.partition_spec_id)
         return DecodeResult(entries, decoded.entries_read, by_part, by_metrics, columnar=True)
 
 
@@ -342,7 +344,7 @@ def joined(first: DecodeResult, second: DecodeResult) -> DecodeResult:
     a, b = first.entries, second.entries
     entries: Sequence[ManifestEntry] | EntryRows
     if isinstance(a, EntryRows) and isinstance(b, EntryRows) and a.spec_id == b.spec_id:
-        entries = EntryRows(a.rows + b.rows, a.spec_id)
+        entries = joined_rows([a, b], a.spec_id)
     else:
         entries = [*a, *b]
     decoded = None
@@ -421,13 +423,20 @@ def _decode_group(
     live = np.bincount(live_owner, minlength=k)
     by_part = np.bincount(owner[pruned.by_partition], minlength=k)
     by_metrics = np.bincount(owner[pruned.by_metrics], minlength=k)
-    kept: list[list[Row]] = [[] for _ in range(k)]
-    for row, m in zip(pruned.entries.rows, owner[pruned.rows].tolist(), strict=True):
-        kept[m].append(row)
     spec = pruned.entries.spec_id
+    kept: list[EntryRows]
+    found = pruned.entries
+    if isinstance(found, ColumnarRows) and not found.built:  # split unbuilt, by manifest
+        kept_owner = owner[pruned.rows]
+        kept = [found.where(kept_owner == m) for m in range(k)]
+    else:
+        by_manifest: list[list[Row]] = [[] for _ in range(k)]
+        for row, m in zip(found.rows, owner[pruned.rows].tolist(), strict=True):
+            by_manifest[m].append(row)
+        kept = [EntryRows(rows, spec) for rows in by_manifest]
     return [
         DecodeResult(
-            EntryRows(kept[m], spec),
+            kept[m],
             int(live[m]),
             int(by_part[m]),
             int(by_metrics[m]),
@@ -622,11 +631,15 @@ class Decoder:
         processes: bool,
         thread_lane: anyio.CapacityLimiter,
         columnar: bool = False,
+        threads: ThreadPoolExecutor | None = None,
     ) -> DecodeResult:
         """Decode in a worker process when the pool is warm, else in a thread of ``thread_lane``.
 
-        ``columnar`` decodes in the thread (the columnar decoder releases the GIL).
+        ``columnar`` decodes in the thread (the columnar decoder releases the GIL), one of
+        ``threads`` when given (a plan's decode threads, see ``Lanes.decode_threads``).
         """
+        if columnar and threads is not None:
+            return await asyncio.wrap_future(threads.submit(decode_and_prune, data, manifest, ctx, True))
         pool = self._pool
         if not columnar and processes and pool is not None and self._warm.is_set():
             fut = pool.submit(decode_and_prune, data, manifest, ctx, False)

@@ -19,7 +19,7 @@ import numpy as np
 
 from aioiceberg.expressions import InclusiveMetricsEvaluator, PartitionEvaluator
 from aioiceberg.scan.cache import DecodedPart
-from aioiceberg.scan.columnar_prune import Bounds, certain, partition_keep, prefilter
+from aioiceberg.scan.columnar_prune import Bounds, certain, partition_keep, prefilter, settle, unbuilt_where
 from aioiceberg.spec.manifest.columnar import BoundColumn, ColumnarManifest
 from aioiceberg.spec.manifest.entry_rows import EntryRows
 
@@ -188,10 +188,8 @@ def prune_merged(
         if metrics is None:
             out.append(PartPruned(candidates, int(by_partition[i]), int(by_metrics[i])))
             continue
-        certain_here = sure[here].tolist()
-        data_file = candidates.data_file
-        verdicts = [s or metrics.eval(data_file(j)) for j, s in enumerate(certain_here)]
-        dropped = verdicts.count(False)
-        entries = candidates.select(verdicts) if dropped else candidates
+        verdicts = settle(candidates, sure[here], metrics)
+        dropped = int((~verdicts).sum())
+        entries = unbuilt_where(candidates, verdicts) if dropped else candidates
         out.append(PartPruned(entries, int(by_partition[i]), int(by_metrics[i]) + dropped))
     return out

@@ -94,6 +94,8 @@ class PlanContext(LoadState):
         self.error: BaseException | None = None  # what ended the stages, if not an item
 
     def finish(self) -> None:
+        if self.lanes is not None:
+            self.lanes.close()
         m = self.metrics
         if m.planning_time_s is None:
             m.planning_time_s = time.perf_counter() - self.started

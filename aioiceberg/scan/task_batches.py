@@ -2,10 +2,12 @@
 
 A ``FileScanTask`` costs a ``DataFile`` and a task object per file (~40-50 us each to
 build); a caller that hands the file list to Arrow, DuckDB, Polars or Spark needs neither.
-A delete-free, unsplit manifest's tasks are built here straight from its decoded rows
-(plain tuples, see :mod:`aioiceberg.spec.manifest.entry_rows`), with the partition and
-residual of each distinct partition tuple rendered once; other tasks (with deletes, or
-split) are read off the task objects the plan built anyway.
+A delete-free, unsplit manifest's tasks are built here straight from its decoded Arrow
+columns (:class:`~aioiceberg.spec.manifest.columnar.ColumnarRows`: a take of the kept
+rows, no row tuple per entry), or from its decoded rows (plain tuples, see
+:mod:`aioiceberg.spec.manifest.entry_rows`) when only rows are held, with the partition
+and residual of each distinct partition tuple rendered once; other tasks (with deletes,
+or split) are read off the task objects the plan built anyway.
 
 Partition values are the Appendix C JSON object keyed by partition field id; residuals
 are the filter's JSON (``"true"`` when the partition decides everything), bound to the
@@ -18,19 +20,30 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from aioiceberg.expressions.serde import expression_to_json
 from aioiceberg.expressions.tree import Expression
 from aioiceberg.scan.pipeline import LazyTasks
+from aioiceberg.spec.manifest.columnar import ColumnarManifest, ColumnarRows
 from aioiceberg.spec.manifest.data_file import DataFile, FileFormat
 from aioiceberg.spec.manifest.entry_rows import ROW_FIELDS, EntryRows
 from aioiceberg.spec.scan_tasks import FileScanTask, partition_to_json
+from aioiceberg.spec.types import StructType
 
 if TYPE_CHECKING:
     from aioiceberg.scan.planner import Planner
 
-__all__ = ["DELETE_FILE_TYPE", "TASK_SCHEMA", "batch_of_rows", "batch_of_tasks", "task_batch"]
+__all__ = [
+    "DELETE_FILE_TYPE",
+    "TASK_SCHEMA",
+    "batch_of_columns",
+    "batch_of_rows",
+    "batch_of_tasks",
+    "task_batch",
+]
 
 DELETE_FILE_TYPE = pa.struct(
     [
@@ -76,13 +89,16 @@ class _Rendered:
         # by id of the residual object (the planner shares one per partition), kept alive here
         self._residuals: dict[int, tuple[Expression, str]] = {}
         self._formats: dict[str, str] = {}
+        self._types: dict[int, StructType] = {}
 
     def partition(self, spec_id: int, partition: tuple[Any, ...], file_path: str) -> str:
         key = (spec_id, partition)
         found = self._partitions.get(key)
         if found is None:
-            planner = self._planner
-            ptype = planner.spec(spec_id).partition_type(planner.schema)
+            ptype = self._types.get(spec_id)
+            if ptype is None:
+                planner = self._planner
+                ptype = self._types[spec_id] = planner.spec(spec_id).partition_type(planner.schema)
             found = json.dumps(partition_to_json(partition, ptype, file_path, spec_id), sort_keys=True)
             self._partitions[key] = found
         return found
@@ -140,6 +156,67 @@ def batch_of_rows(planner: Planner, entries: EntryRows) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=TASK_SCHEMA)
 
 
+def _taken(cm: ColumnarManifest, idx: pa.Array, name: str, typ: pa.DataType) -> pa.Array:
+    found = cm.data_file_column(name)
+    if found is None:
+        return pa.nulls(len(idx), typ)
+    return found.take(idx).cast(typ)
+
+
+def batch_of_columns(planner: Planner, entries: ColumnarRows) -> pa.RecordBatch:
+    """Delete-free, unsplit tasks of a manifest's decoded columns: its kept rows taken from
+    the Arrow arrays, partition and residual rendered per distinct partition tuple and
+    spread by index (no Python object per file)."""
+    spec_id = entries.spec_id
+    rendered = _Rendered(planner)
+    residual_of = planner.residual_of
+    delete_type = TASK_SCHEMA.field("delete_files").type
+    no_deletes = pa.array([], delete_type.value_type)
+    pieces: list[list[pa.Array]] = []
+    for cm, at, _ in entries.parts:
+        n = len(at)
+        if n == 0:
+            continue
+        idx = pa.array(at, pa.int64())
+        paths = _taken(cm, idx, "file_path", pa.string())
+        raw_formats = _taken(cm, idx, "file_format", pa.string())
+        format_set = pc.unique(raw_formats)
+        formats = pa.array([rendered.file_format(f) for f in format_set.to_pylist()], pa.string())
+        codes, tuples = cm.partition_keys(at)
+        firsts = np.zeros(len(tuples), dtype=np.int64)
+        firsts[codes[::-1]] = np.arange(n - 1, -1, -1)  # each tuple's first row: for messages
+        first_paths = paths.take(pa.array(firsts)).to_pylist()
+        partition_text = [
+            rendered.partition(spec_id, p, path) for p, path in zip(tuples, first_paths, strict=True)
+        ]
+        residual_text = [rendered.residual(residual_of(spec_id, p)) for p in tuples]
+        by_code = pa.array(codes)
+        row_ids = cm.first_row_ids
+        pieces.append(
+            [
+                paths,
+                formats.take(pc.index_in(raw_formats, value_set=format_set)),
+                pa.array(np.full(n, spec_id, dtype=np.int32)),
+                pa.array(partition_text, pa.string()).take(by_code),
+                _taken(cm, idx, "record_count", pa.int64()),
+                _taken(cm, idx, "file_size_in_bytes", pa.int64()),
+                pa.array(np.zeros(n, dtype=np.int64)),
+                pa.nulls(n, pa.int64()),
+                pa.array(residual_text, pa.string()).take(by_code),
+                pa.nulls(n, pa.int64()) if row_ids is None else row_ids.take(idx).cast(pa.int64()),
+                pa.ListArray.from_arrays(
+                    pa.array(np.zeros(n + 1, dtype=np.int32)), no_deletes, type=delete_type
+                ),
+            ]
+        )
+    if not pieces:
+        return _empty()
+    if len(pieces) == 1:
+        return pa.RecordBatch.from_arrays(pieces[0], schema=TASK_SCHEMA)
+    arrays = [pa.concat_arrays([piece[i] for piece in pieces]) for i in range(len(TASK_SCHEMA))]
+    return pa.RecordBatch.from_arrays(arrays, schema=TASK_SCHEMA)
+
+
 def _empty() -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist([], schema=TASK_SCHEMA)
 
@@ -187,6 +264,8 @@ def batch_of_tasks(planner: Planner, tasks: Sequence[FileScanTask]) -> pa.Record
 
 def task_batch(planner: Planner, tasks: Sequence[FileScanTask]) -> pa.RecordBatch:
     """One of a plan's task sequences (see ``PlanStream.batches``) as a record batch."""
+    if isinstance(tasks, LazyTasks) and isinstance(tasks.entries, ColumnarRows):
+        return batch_of_columns(planner, tasks.entries)
     if isinstance(tasks, LazyTasks) and isinstance(tasks.entries, EntryRows):
         return batch_of_rows(planner, tasks.entries)
     return batch_of_tasks(planner, tasks)

@@ -21,7 +21,7 @@ import io
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import numpy as np
 import pyarrow as pa  # pyarrow.compute is imported where used: metadata-only work never loads it
@@ -32,7 +32,7 @@ from aioiceberg.spec.manifest.avro_blocks import reblock
 from aioiceberg.spec.manifest.data_file import FileFormat
 from aioiceberg.spec.manifest.decoded_manifest import ManifestMetadata
 from aioiceberg.spec.manifest.entry import ManifestEntry, ManifestEntryStatus
-from aioiceberg.spec.manifest.entry_rows import STAT_FIELDS, EntryRows
+from aioiceberg.spec.manifest.entry_rows import STAT_FIELDS, EntryRows, Row
 from aioiceberg.spec.manifest.fastavro_reader import open_manifest
 from aioiceberg.spec.manifest.manifest_file import ManifestContent, ManifestFile
 from aioiceberg.spec.manifest.writer_schema import partition_field_types
@@ -41,8 +41,10 @@ __all__ = [
     "AvroLayout",
     "BoundColumn",
     "ColumnarManifest",
+    "ColumnarRows",
     "avro_layout",
     "columnar_available",
+    "joined_rows",
     "open_columnar",
     "open_columnar_batch",
 ]
@@ -345,12 +347,28 @@ class ColumnarManifest:
     ) -> EntryRows:
         """The entries of ``rows`` as :class:`EntryRows` (built into objects as they are read),
         with the metrics of ``columns_needed`` (None: all; by default what it was opened with:
-        a manifest cached for every filter is opened with all and trimmed per plan)."""
+        a manifest cached for every filter is opened with all and trimmed per plan). Their
+        rows are built when first read (:class:`ColumnarRows`)."""
         wanted_stats: frozenset[int] | None = (
             self.columns_needed if columns_needed == "as opened" else columns_needed
         )
-        n = len(rows)
         rows_np = np.asarray(rows, dtype=np.int64)
+        meta, manifest = self.meta, self._manifest
+        if manifest is not None:
+            spec_id = manifest.partition_spec_id
+        else:
+            spec_id = meta.partition_spec_id if meta.partition_spec_id is not None else 0
+        if self.owner is not None and self.manifests:
+            spec_id = self.manifests[0].partition_spec_id
+        if len(rows_np) == 0:
+            return EntryRows([], spec_id)
+        return ColumnarRows(((self, rows_np, wanted_stats),), spec_id)
+
+    def built_rows(self, rows_np: np.ndarray[Any, Any], wanted_stats: frozenset[int] | None) -> list[Row]:
+        """The rows of ``rows_np`` built as :mod:`~aioiceberg.spec.manifest.entry_rows` tuples."""
+        n = len(rows_np)
+        if n == 0:
+            return []
         # every row, in order (no filter, nothing deleted): the columns need no take
         whole = n == self.entries_read and bool((rows_np == np.arange(n)).all())
         idx = pa.array(rows_np)
@@ -359,17 +377,11 @@ class ColumnarManifest:
         if manifest is not None:
             inherit_snapshot: int | None = manifest.added_snapshot_id
             inherit_seq: int | None = manifest.sequence_number
-            spec_id = manifest.partition_spec_id
         else:
             inherit_snapshot = None
             inherit_seq = 0 if v1 else None
-            spec_id = meta.partition_spec_id if meta.partition_spec_id is not None else 0
         if v1 and inherit_seq is None:
             inherit_seq = 0
-        if self.owner is not None and self.manifests:
-            spec_id = self.manifests[0].partition_spec_id
-        if n == 0:
-            return EntryRows([], spec_id)
         inherit: Iterable[tuple[int | None, int | None, bool]]
         if self.owner is not None and self.manifests:
             per_manifest = [
@@ -424,7 +436,56 @@ class ColumnarManifest:
             strict=True,
         )
 
-        return EntryRows(list(columns), spec_id)  # enums and formats were checked at open
+        return list(columns)  # enums and formats were checked at open
+
+    # -- columns for task batches --------------------------------------------------------------
+
+    def data_file_column(self, name: str) -> pa.Array | None:
+        """The ``data_file`` field ``name`` of every decoded row (None: not in the manifest)."""
+        return self._df.get(name)
+
+    @property
+    def first_row_ids(self) -> pa.Array | None:
+        """Each decoded row's first row id, inherited ones assigned (None: no such column)."""
+        return self._first_row_ids
+
+    def partition_keys(
+        self, rows: np.ndarray[Any, Any]
+    ) -> tuple[np.ndarray[Any, Any], list[tuple[Any, ...]]]:
+        """Each of ``rows``' partition tuple as an index into the distinct tuples among them,
+        and those tuples: grouped on the columns (dictionary codes), so only one tuple per
+        distinct partition is built, not one per row."""
+        n = len(rows)
+        if not self._partition or n == 0:
+            return np.zeros(n, dtype=np.int64), [()] if n else []
+        if self._groups is not None:  # a cached manifest's, built for pruning
+            index, uniques = self._groups
+            present, inverse = np.unique(index[rows], return_inverse=True)
+            return inverse.reshape(-1).astype(np.int64), [uniques[i] for i in present.tolist()]
+        idx = pa.array(rows)
+        try:
+            codes = [
+                np.asarray(
+                    pc.dictionary_encode(c.take(idx), null_encoding="encode").indices.to_numpy(
+                        zero_copy_only=False
+                    ),
+                    dtype=np.int64,
+                )
+                for c in self._partition
+            ]
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid):  # a type Arrow cannot hash: per row
+            ids: dict[tuple[Any, ...], int] = {}
+            every = self.partitions(rows)
+            index = np.fromiter((ids.setdefault(p, len(ids)) for p in every), dtype=np.int64, count=n)
+            return index, list(ids)
+        key = codes[0]
+        for more in codes[1:]:  # one int64 key per row (mixed radix over the columns' codes)
+            span = int(more.max()) + 1
+            if int(key.max()) >= (1 << 62) // span:  # too many to pack: renumber what is packed
+                key = np.unique(key, return_inverse=True)[1].reshape(-1).astype(np.int64)
+            key = key * span + more
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        return inverse.reshape(-1).astype(np.int64), self.partitions(rows[first])
 
     def _partitions_of(self, rows: np.ndarray[Any, Any]) -> list[tuple[Any, ...]]:
         """The partition tuples of ``rows``: shared from :meth:`partition_groups` once built
@@ -457,6 +518,130 @@ class ColumnarManifest:
         if valid is None:
             return maps
         return [m if ok else None for m, ok in zip(maps, valid, strict=True)]
+
+
+# a columnar manifest, the rows of it taken (in file order) and the stats their entries keep
+RowsPart = tuple[ColumnarManifest, "np.ndarray[Any, Any]", frozenset[int] | None]
+
+
+class ColumnarRows(EntryRows):
+    """Entries of decoded columns whose row tuples are built when first read as rows.
+
+    A consumer that takes a manifest's entries as columns (a plan's task batches, see
+    :mod:`aioiceberg.scan.task_batches`) reads :attr:`parts` and never builds a tuple per
+    entry; any other read builds them all once, as :meth:`ColumnarManifest.entry_rows` did.
+    Slicing and joining keep them unbuilt.
+    """
+
+    __slots__ = ("_built", "parts")
+
+    def __init__(self, parts: Iterable[RowsPart], spec_id: int) -> None:
+        self.parts: tuple[RowsPart, ...] = tuple(parts)
+        self.spec_id = spec_id
+        self._built: list[Row] | None = None
+
+    @property  # type: ignore[override]
+    def rows(self) -> list[Row]:
+        built = self._built
+        if built is None:
+            built = [r for cm, at, wanted in self.parts for r in cm.built_rows(at, wanted)]
+            self._built = built
+        return built
+
+    @rows.setter
+    def rows(self, value: list[Row]) -> None:
+        self._built = value
+
+    @property
+    def built(self) -> bool:
+        return self._built is not None
+
+    def __len__(self) -> int:
+        if self._built is not None:
+            return len(self._built)
+        return sum(len(at) for _, at, _ in self.parts)
+
+    def rows_at(self, positions: Sequence[int]) -> list[Row]:
+        if self._built is not None:
+            return super().rows_at(positions)
+        wanted_at = np.asarray(positions, dtype=np.int64)
+        if len(wanted_at) == 0:
+            return []
+        order = np.argsort(wanted_at, kind="stable")
+        built: list[Row | None] = [None] * len(wanted_at)
+        offset = 0
+        for cm, at, wanted in self.parts:  # one build per part, of the positions in it
+            here = order[(wanted_at[order] >= offset) & (wanted_at[order] < offset + len(at))]
+            if len(here):
+                for i, row in zip(
+                    here.tolist(), cm.built_rows(at[wanted_at[here] - offset], wanted), strict=True
+                ):
+                    built[i] = row
+            offset += len(at)
+        if any(row is None for row in built):
+            raise IndexError("entry index out of range")
+        return [row for row in built if row is not None]
+
+    def _one_row(self, i: int) -> Row:
+        return self.rows_at([i])[0]
+
+    @overload
+    def __getitem__(self, index: int) -> ManifestEntry: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> EntryRows: ...
+
+    def __getitem__(self, index: int | slice) -> ManifestEntry | EntryRows:
+        if self._built is not None:
+            return super().__getitem__(index)
+        n = len(self)
+        if isinstance(index, slice):
+            start, stop, step = index.indices(n)
+            if step != 1:
+                return super().__getitem__(index)
+            return self.between(start, max(start, stop))
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError("entry index out of range")
+        return EntryRows([self._one_row(index)], self.spec_id)[0]
+
+    def between(self, start: int, stop: int) -> ColumnarRows:
+        """Entries ``start`` to ``stop`` (unbuilt)."""
+        parts: list[RowsPart] = []
+        offset = 0
+        for cm, at, wanted in self.parts:
+            a, b = max(start - offset, 0), min(stop - offset, len(at))
+            if a < b:
+                parts.append((cm, at[a:b], wanted))
+            offset += len(at)
+        return ColumnarRows(parts, self.spec_id)
+
+    def where(self, keep: np.ndarray[Any, Any]) -> ColumnarRows:
+        """The entries where the boolean array ``keep`` is true (unbuilt)."""
+        parts: list[RowsPart] = []
+        offset = 0
+        for cm, at, wanted in self.parts:
+            mask = keep[offset : offset + len(at)]
+            parts.append((cm, at[mask], wanted))
+            offset += len(at)
+        return ColumnarRows(parts, self.spec_id)
+
+    def __repr__(self) -> str:
+        return f"ColumnarRows({len(self)} entries, spec_id={self.spec_id}, built={self.built})"
+
+
+def joined_rows(pieces: Sequence[EntryRows], spec_id: int) -> EntryRows:
+    """Several manifests' (or parts') entries as one, in order: unbuilt when every piece is."""
+    pieces = [p for p in pieces if len(p)]
+    if not pieces:
+        return EntryRows([], spec_id)
+    if len(pieces) == 1:
+        return pieces[0]
+    unbuilt = [p for p in pieces if isinstance(p, ColumnarRows) and not p.built]
+    if len(unbuilt) == len(pieces):
+        return ColumnarRows([part for p in unbuilt for part in p.parts], spec_id)
+    return EntryRows([r for p in pieces for r in p.rows], spec_id)
 
 
 def _read_map(col: pa.Array | None, keys_wanted: frozenset[int] | None) -> _Items | None:

@@ -142,6 +142,11 @@ class EntryRows(Sequence[ManifestEntry]):
         for row in self.rows:
             yield _data_file(row, spec_id)
 
+    def rows_at(self, positions: Sequence[int]) -> list[Row]:
+        """The rows at ``positions`` (a sample to size them by: see ``ColumnarRows``)."""
+        rows = self.rows
+        return [rows[i] for i in positions]
+
     def select(self, keep: Iterable[bool]) -> EntryRows:
         """The rows where ``keep`` is true, in order."""
         return EntryRows([r for r, k in zip(self.rows, keep, strict=True) if k], self.spec_id)
