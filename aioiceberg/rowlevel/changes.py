@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from aioiceberg.commit.dangling_deletes import file_scoped_target
 from aioiceberg.commit.overwrite import RemovedFile, RowLevelChange
 from aioiceberg.commit.snapshot_producer import delete_quietly
 from aioiceberg.commit.validate import ConflictDetection
@@ -27,7 +28,7 @@ from aioiceberg.expressions.arrow_filter import field_paths, filter_table, to_ar
 from aioiceberg.expressions.tree import AlwaysTrue, EqualTo, Expression, and_, in_, or_
 from aioiceberg.io.base import FileIO
 from aioiceberg.read import read_to_table
-from aioiceberg.read.deletes import DELETE_FILE_PATH_ID, DeleteCache
+from aioiceberg.read.deletes import DeleteCache
 from aioiceberg.rowlevel.touched_files import (
     PartialFile,
     Selection,
@@ -159,17 +160,6 @@ async def _position_deletes(
     return out
 
 
-def _file_scoped_to(f: DataFile, data_path: str) -> bool:
-    """Does the position delete file ``f`` name only ``data_path`` (a DV, or a v2 file whose
-    ``referenced_data_file`` or equal ``file_path`` bounds say so)? Such a file can be
-    dropped once its positions are folded into a new DV; others may name more files."""
-    if f.referenced_data_file is not None:
-        return f.referenced_data_file == data_path
-    lower = (f.lower_bounds or {}).get(DELETE_FILE_PATH_ID)
-    upper = (f.upper_bounds or {}).get(DELETE_FILE_PATH_ID)
-    return lower is not None and lower == upper and lower == data_path.encode()
-
-
 async def _deletion_vectors(
     io: FileIO, md: TableMetadata, selection: Selection, expr: Expression
 ) -> tuple[list[DataFile], list[RemovedFile]]:
@@ -198,7 +188,7 @@ async def _deletion_vectors(
         old = (await cache.for_task(p.file, previous)).positions if previous else None
         vectors.append((p.file, new if old is None else np.union1d(old, new)))
         for d in previous:
-            if _file_scoped_to(d, p.file.file_path):
+            if file_scoped_target(d) == p.file.file_path:
                 entry = selection.delete_entries.get((d.file_path, d.content_offset))
                 if entry is None:
                     raise ValidationError(f"{d.file_path}: delete file of {p.file.file_path} not found")
