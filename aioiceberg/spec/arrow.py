@@ -67,6 +67,7 @@ from aioiceberg.spec.types import (
     TimeType,
     UnknownType,
     UUIDType,
+    VariantType,
 )
 
 __all__ = [
@@ -79,6 +80,7 @@ __all__ = [
     "arrow_type_for",
     "field_id_of",
     "schema_to_arrow",
+    "variant_arrow_type",
 ]
 
 # ---------------------------------------------------------------------------
@@ -127,6 +129,19 @@ def arrow_type_for(
     return _arrow_type(iceberg_type, include_field_ids, large_types)
 
 
+def variant_arrow_type(large_types: bool = False) -> pa.DataType:
+    """The Arrow form of an unshredded variant: the Parquet group's two binaries, by name.
+
+    pyarrow's Parquet code knows the ``arrow.parquet.variant`` extension in C++ only;
+    a Python-side registration of that name crashes its writer, so the bare storage
+    struct is what we read and write (Java reads such a group as a variant by field id).
+    """
+    binary = pa.large_binary() if large_types else pa.binary()
+    return pa.struct(
+        [pa.field("metadata", binary, nullable=False), pa.field("value", binary, nullable=False)]
+    )
+
+
 def _arrow_field(field: NestedField, include_field_ids: bool, large_types: bool) -> pa.Field:
     metadata: dict[bytes, bytes] = {}
     if field.doc:
@@ -153,6 +168,8 @@ def _arrow_type(t: IcebergType, ids: bool, large: bool) -> pa.DataType:
         return pa.decimal128(t.precision, t.scale)
     if isinstance(t, FixedType):
         return pa.binary(t.length)
+    if isinstance(t, VariantType):
+        return variant_arrow_type(large)
     if isinstance(t, StructType):
         return pa.struct([_arrow_field(f, ids, large) for f in t.fields])
     if isinstance(t, ListType):

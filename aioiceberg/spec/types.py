@@ -37,6 +37,7 @@ __all__ = [
     "TimestamptzType",
     "UUIDType",
     "UnknownType",
+    "VariantType",
     "parse_primitive",
 ]
 
@@ -141,6 +142,18 @@ class UnknownType(PrimitiveType):
     min_format_version = 3
 
 
+class VariantType(PrimitiveType):
+    """v3 semi-structured value: a (metadata, value) pair of binaries in the Variant encoding.
+
+    The spec calls it neither primitive nor nested; it is a leaf here because, like a
+    primitive, it has no child field ids and serializes as a bare name in schema JSON.
+    Files hold it as a group of ``metadata`` and ``value`` binaries (maybe shredded).
+    """
+
+    name = "variant"
+    min_format_version = 3
+
+
 class DecimalType(PrimitiveType):
     name = "decimal"
     __slots__ = ("precision", "scale")
@@ -206,6 +219,7 @@ _SIMPLE: dict[str, PrimitiveType] = {
         UUIDType,
         BinaryType,
         UnknownType,
+        VariantType,
     )
 }
 _DECIMAL = re.compile(r"decimal\s*\(\s*(\d+)\s*,\s*(-?\d+)\s*\)")

@@ -56,6 +56,7 @@ from aioiceberg.spec.types import (
     TimestamptzNanoType,
     UnknownType,
     UUIDType,
+    VariantType,
 )
 
 __all__ = [
@@ -170,13 +171,30 @@ def metrics_modes(
 
 def _file_leaf_ids(
     file_schema: pa.Schema, table_schema: Schema, name_mapping: NameMapping | None
-) -> list[int | None]:
-    """Field id of each Parquet leaf column, in column order (depth first, as Parquet lays them out).
+) -> list[tuple[int | None, bool]]:
+    """Field id of each Parquet leaf column, in column order (depth first, as Parquet lays them out),
+    and whether its values and nulls count for that field.
 
     Ids come from the file; a file without them takes them from ``name_mapping``, and
     with neither, from the table schema by name (our own files always carry ids).
+    A variant is one field stored as a group: every leaf of the group adds to its size,
+    and its required ``metadata`` leaf, null exactly where the variant is, gives its counts.
     """
-    out: list[int | None] = []
+    out: list[tuple[int | None, bool]] = []
+    variant_ids = {fid for fid, leaf in _leaves(table_schema).items() if isinstance(leaf.type, VariantType)}
+
+    def variant(t: pa.DataType, fid: int, counted: bool) -> None:
+        if pa.types.is_struct(t):
+            for i in range(t.num_fields):
+                child = t.field(i)
+                variant(child.type, fid, counted and child.name == "metadata")
+        elif pa.types.is_map(t):
+            variant(t.key_field.type, fid, False)
+            variant(t.item_field.type, fid, False)
+        elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            variant(t.value_field.type, fid, False)
+        else:
+            out.append((fid, counted))
 
     def lookup(f: pa.Field, path: tuple[str, ...]) -> int | None:
         fid = field_id_of(f)
@@ -188,7 +206,9 @@ def _file_leaf_ids(
         return table_schema.find_field_id(".".join(path))
 
     def visit(t: pa.DataType, fid: int | None, path: tuple[str, ...]) -> None:
-        if pa.types.is_struct(t):
+        if fid in variant_ids and pa.types.is_struct(t):
+            variant(t, fid, True)
+        elif pa.types.is_struct(t):
             for i in range(t.num_fields):
                 child = t.field(i)
                 cpath = (*path, child.name)
@@ -201,7 +221,7 @@ def _file_leaf_ids(
             epath = (*path, "element")
             visit(t.value_field.type, lookup(t.value_field, epath), epath)
         else:
-            out.append(fid)
+            out.append((fid, True))
 
     for f in file_schema:
         visit(f.type, lookup(f, (f.name,)), (f.name,))
@@ -252,14 +272,14 @@ def metrics_from_parquet(
     for rg_index in range(parquet_metadata.num_row_groups):
         rg = parquet_metadata.row_group(rg_index)
         for col_index in range(rg.num_columns):
-            fid = column_ids[col_index] if col_index < len(column_ids) else None
+            fid, counted = column_ids[col_index] if col_index < len(column_ids) else (None, False)
             leaf = leaves.get(fid) if fid is not None else None
             if fid is None or leaf is None:
                 continue  # not a column of this table schema
             col = rg.column(col_index)
             result.column_sizes[fid] = result.column_sizes.get(fid, 0) + col.total_compressed_size
             mode = modes[fid]
-            if not mode.counts:
+            if not mode.counts or not counted:
                 continue
             result.value_counts[fid] = result.value_counts.get(fid, 0) + col.num_values
             stats = col.statistics if col.is_stats_set else None
@@ -267,8 +287,8 @@ def metrics_from_parquet(
                 no_stats.add(fid)
                 continue
             result.null_value_counts[fid] = result.null_value_counts.get(fid, 0) + stats.null_count
-            if not mode.bounds or leaf.repeated or isinstance(leaf.type, UnknownType):
-                continue
+            if not mode.bounds or leaf.repeated or isinstance(leaf.type, UnknownType | VariantType):
+                continue  # variant bounds are optional (spec); unshredded files give none
             if not stats.has_min_max:
                 # Values but no bounds: unknown, unless they are NaNs (Parquet bounds skip NaN).
                 if stats.null_count < col.num_values and not isinstance(leaf.type, FloatType | DoubleType):
