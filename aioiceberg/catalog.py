@@ -208,7 +208,9 @@ class WarehouseCatalog(Catalog):
         format_version: int = 2,
         sort_order: SortOrder = UNSORTED,
     ) -> Table:
-        """A new table (version 1); its namespace need not have been created first."""
+        """A new table (version 1). Its name makes its namespace, which need not have been
+        created first (as in Java's HadoopCatalog): tables written by other tools or older
+        versions have no namespace file."""
         location = self.table_location(identifier)
         metadata = first_metadata(schema, partition_by, properties, format_version, sort_order)(location)
         await self.check_new_table(identifier, location)
@@ -261,7 +263,8 @@ class WarehouseCatalog(Catalog):
         return Table(_name(identifier), location, state, self.io, self.protocol)
 
     async def list_tables(self, namespace: str | Sequence[str]) -> list[str]:
-        """Tables directly in ``namespace`` (dotted identifiers, sorted)."""
+        """Tables directly in ``namespace`` (dotted identifiers, sorted); a namespace with
+        neither a properties file nor anything below it does not exist (``NamespaceNotFoundError``)."""
         parts = _parts(namespace, "namespace")
         prefix = "/".join([self.root, *parts]) + "/"
         names: set[str] = set()
@@ -269,6 +272,8 @@ class WarehouseCatalog(Catalog):
             pieces = key.split("/")
             if len(pieces) == 3 and pieces[1] == "metadata" and _VERSION_FILE.match(pieces[2]):
                 names.add(".".join([*parts, pieces[0]]))
+        if not names and not await self.namespace_exists(parts):
+            raise NamespaceNotFoundError(f"namespace {_name(namespace)!r} does not exist")
         return sorted(names)
 
     async def drop_table(self, identifier: str | Sequence[str], purge: bool = False) -> str | None:

@@ -25,6 +25,7 @@ from aioiceberg.errors import (
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
     NamespaceNotFoundError,
+    NotAuthorizedError,
     TableAlreadyExistsError,
     TableNotFoundError,
     UnsupportedError,
@@ -76,6 +77,12 @@ class Subject:
     namespace_properties: bool = True
     #: ``register_table`` adopts an existing metadata file (S3 Tables cannot)
     registers: bool = True
+    #: the catalog knows where its tables may live (a REST client does not: its server decides,
+    #: and refuses a place outside its roots as 403 ForbiddenException, ``NotAuthorizedError``)
+    names_roots: bool = True
+    #: a table's name makes its namespace (the warehouse, as Java's HadoopCatalog): a create
+    #: or rename into a namespace never created makes it, while listing one refuses
+    implicit_namespaces: bool = False
     #: an odd but legal table name here (a namespace name gets ``odd_namespace``)
     odd_table: str = "odd t-é+%~$=€ 1"
     odd_namespace: str = "odd ns-é+%~"
@@ -245,9 +252,17 @@ class CatalogContract:
         await catalog.create_namespace(ns)
         await catalog.create_table(f"{ns}.t", SCHEMA)
         with pytest.raises(NamespaceNotFoundError, match=missing):
-            await catalog.create_table(f"{missing}.t", SCHEMA)
-        with pytest.raises(NamespaceNotFoundError, match=missing):
             await catalog.list_tables(missing)
+        if subject.implicit_namespaces:  # the name makes the namespace, which then is listed
+            await catalog.create_table(f"{missing}.t", SCHEMA)
+            assert await catalog.namespace_exists(missing) and missing in await catalog.list_namespaces()
+            assert await catalog.list_tables(missing) == [f"{missing}.t"]
+            moved = subject.ns("moved")
+            await catalog.rename_table(f"{ns}.t", f"{moved}.t")
+            assert await catalog.list_tables(moved) == [f"{moved}.t"] and await catalog.list_tables(ns) == []
+            return
+        with pytest.raises(NamespaceNotFoundError, match=missing):
+            await catalog.create_table(f"{missing}.t", SCHEMA)
         with pytest.raises(NamespaceNotFoundError, match=missing):
             await catalog.rename_table(f"{ns}.t", f"{missing}.t")
         assert await catalog.table_exists(f"{ns}.t") and not await catalog.namespace_exists(missing)
@@ -333,13 +348,23 @@ class CatalogContract:
         catalog, ns = subject.catalog, subject.ns("db")
         await catalog.create_namespace(ns)
         table = await catalog.create_table(f"{ns}.t", SCHEMA)
-        assert catalog.roots, f"{subject.name} names no roots"
-        assert catalog.roots.contains(table.location)
         outside = "s3://elsewhere-bucket/t" if "://" in table.location else "/elsewhere/t"
-        for location in (outside, f"{table.location}/../../../escaped"):
+        if subject.names_roots:
+            assert catalog.roots.contains(table.location)
+            refused: type[Exception] = LocationNotAllowedError
+        else:  # vouches for no place, its own tables' included; the server judges
+            assert not catalog.roots and not catalog.roots.contains(table.location)
+            refused = NotAuthorizedError
+        for location in (outside, f"{table.location}/../../../escaped", table.location):
             with pytest.raises(LocationNotAllowedError):
                 await catalog.check_new_table(f"{ns}.u", location)
         assert not await catalog.table_exists(f"{ns}.u")
+        # a commit that would put the table's files outside is refused, typed, and lands nothing
+        with pytest.raises(refused, match="elsewhere"):
+            await table.set_properties({"write.data.path": f"{outside}/data"})
+        again = await catalog.load_table(f"{ns}.t")
+        assert again.metadata_location == table.metadata_location
+        assert "write.data.path" not in again.metadata.properties
 
     @pytest.mark.anyio
     async def test_check_new_table_refuses_a_place_inside_or_around_a_table(self, subject: Subject) -> None:

@@ -52,7 +52,7 @@ from aioiceberg.errors import (
 )
 from aioiceberg.io.aws_calls import AwsAnswer, AwsService
 from aioiceberg.io.aws_connection import AwsConnection, service_connection
-from aioiceberg.io.locations import normalized_location
+from aioiceberg.io.locations import Roots, normalized_location
 
 if TYPE_CHECKING:
     from aioiceberg.runtime import Runtime
@@ -368,6 +368,12 @@ class S3TablesCatalog(PointerCatalog):
         """The storage S3 Tables assigned the tables this catalog has seen: the service, not
         a client, decides where a table's files go."""
         return tuple(sorted(set(self.service.assigned.values())))
+
+    @property
+    def roots(self) -> Roots:
+        """Each root is one table's own storage, so a table's location (equal to its root)
+        lies inside them."""
+        return Roots(self.root_locations(), tables_at_roots=True)
 
     async def check_new_table(self, identifier: str | Sequence[str], location: str) -> str:
         """Only the storage the service has just assigned the table."""

@@ -73,32 +73,41 @@ def is_within(location: str, root: str) -> bool:
 class Roots:
     """The locations a catalog may write and delete under, normalized once."""
 
-    def __init__(self, roots: Iterable[str]) -> None:
+    def __init__(self, roots: Iterable[str], *, tables_at_roots: bool = False) -> None:
         self.locations: tuple[str, ...] = tuple(
             dict.fromkeys(normalized_location(r, "catalog root") for r in roots if r)
         )
+        #: each root is one table's own storage (S3 Tables assigns it), so a root itself is
+        #: inside; elsewhere a table at a root would own the whole catalog
+        self.tables_at_roots = tables_at_roots
 
     def __repr__(self) -> str:
-        return f"Roots({list(self.locations)!r})"
+        at = ", tables_at_roots=True" if self.tables_at_roots else ""
+        return f"Roots({list(self.locations)!r}{at})"
+
+    def _inside(self, normal: str) -> bool:
+        return any(
+            is_within(normal, root) and (normal != root or self.tables_at_roots) for root in self.locations
+        )
 
     def __bool__(self) -> bool:
         return bool(self.locations)
 
     def contains(self, location: str) -> bool:
-        """Whether ``location`` lies strictly below one of the roots (never a root itself: a
-        table or namespace at a root would own the whole catalog). False for any location
-        that cannot be normalized."""
+        """Whether ``location`` lies strictly below one of the roots (a root itself only with
+        ``tables_at_roots``: elsewhere a table or namespace at a root would own the whole
+        catalog). False for any location that cannot be normalized."""
         try:
             normal = normalized_location(location)
         except LocationNotAllowedError:
             return False
-        return any(normal != root and is_within(normal, root) for root in self.locations)
+        return self._inside(normal)
 
     def require(self, location: str, what: str) -> str:
         """``location`` normalized, or ``LocationNotAllowedError`` naming ``what`` when it lies
         outside every root."""
         normal = normalized_location(location, what)
-        if not any(normal != root and is_within(normal, root) for root in self.locations):
+        if not self._inside(normal):
             allowed = ", ".join(self.locations) or "none: this catalog has no warehouse"
             raise LocationNotAllowedError(
                 f"{what} {location!r} is outside this catalog's roots ({allowed})", location=location

@@ -30,33 +30,8 @@ CATALOGS = ("warehouse", "sql", "postgres", "glue", "s3tables", "rest")
 #: odd characters every S3 Tables name refuses: its names are lowercase letters, digits and '_'
 S3TABLES_ODD = "0_odd__name_9"
 
-# -- the gaps: what a catalog does not meet, by test ------------------------------------------
-IMPLICIT_NAMESPACES = (
-    "the warehouse has no namespace registry: a table's name makes its namespace, so a table "
-    "can be created in, listed from (empty) or renamed into a namespace never created"
-)
-NO_ROOTS = (
-    "the REST client names no roots (catalog.roots is empty and check_new_table refuses every "
-    "location): where tables may live is decided by the server, which the client cannot ask"
-)
-GAPS: dict[str, dict[str, str]] = {
-    "warehouse": {
-        "test_tables_live_only_in_existing_namespaces": IMPLICIT_NAMESPACES,
-    },
-    "sql": {},
-    "postgres": {},
-    "glue": {},
-    "s3tables": {
-        "test_tables_lie_inside_the_catalogs_roots": (
-            "S3 Tables' roots are the storage the service assigned each table, which is the "
-            "table's location itself: Roots.contains is strictly below a root, so no S3 Tables "
-            "table lies inside its catalog's roots"
-        ),
-    },
-    "rest": {
-        "test_tables_lie_inside_the_catalogs_roots": NO_ROOTS,
-    },
-}
+# -- the gaps: what a catalog does not meet, by test (none open) -------------------------------
+GAPS: dict[str, dict[str, str]] = {name: {} for name in CATALOGS}
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +94,7 @@ def _kept_by_the_server(server: RestServer) -> Callable[[Table], Awaitable[str |
 
 async def _subject(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> Subject:
     if name == "warehouse":
-        return Subject(name, aioiceberg.connect(str(tmp_path / "wh")))
+        return Subject(name, aioiceberg.connect(str(tmp_path / "wh")), implicit_namespaces=True)
     if name == "sql":
         return Subject(
             name, aioiceberg.connect(f"sqlite:///{tmp_path / 'c.db'}", warehouse=str(tmp_path / "wh"))
@@ -131,7 +106,10 @@ async def _subject(name: str, request: pytest.FixtureRequest, tmp_path: Path) ->
     if name == "rest":
         server: RestServer = request.getfixturevalue("contract_rest_server")
         return Subject(
-            name, aioiceberg.connect(f"rest+{server.url}"), kept_after_drop=_kept_by_the_server(server)
+            name,
+            aioiceberg.connect(f"rest+{server.url}"),
+            kept_after_drop=_kept_by_the_server(server),
+            names_roots=False,
         )
     endpoint: str = request.getfixturevalue("moto_endpoint")
     options = s3_storage_options(endpoint)
