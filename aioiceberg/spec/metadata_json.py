@@ -470,8 +470,8 @@ def table_metadata_to_dict(md: TableMetadata) -> dict[str, Any]:
         order_json["fields"] = _source_ids_for(order_json["fields"], version)
         out["sort-orders"].append(order_json)
     out["default-sort-order-id"] = md.default_sort_order_id
-    if version >= 3 and md.next_row_id is not None:
-        out["next-row-id"] = md.next_row_id
+    if version >= 3:  # required in v3 (Java refuses a v3 table without it): 0 before any row
+        out["next-row-id"] = md.next_row_id if md.next_row_id is not None else 0
     return out
 
 
@@ -631,6 +631,7 @@ def new_table_metadata(
         properties=dict(properties or {}),
         sort_orders=(fresh_order,),
         default_sort_order_id=fresh_order.order_id,
+        next_row_id=0 if format_version >= 3 else None,  # v3 row lineage starts at 0
     )
     md.validate()
     return md
