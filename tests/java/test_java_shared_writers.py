@@ -227,11 +227,10 @@ async def test_java_and_our_writers_race_through_our_rest_server(
             )
             table = await through_server.load_table(f"{ns}.shared")
             await check_shared_table(java_spark, f"{cat}.{ns}.shared", table, ledger)
-        # commits that lost the race were refused 409 (clients rebase on it), none failed 500
+        # commits that lost a race (if one did) were refused 409 (clients rebase on it), none failed 500
         # (Java reads that as CommitStateUnknownException and its INSERT would have failed)
         statuses = re.findall(r"^.*POST /v1/namespaces/[^ ]+/tables/shared -> (\d+)", server.stderr(), re.M)
-        assert "409" in statuses
-        assert set(statuses) <= {"200", "409"}, statuses
+        assert statuses and set(statuses) <= {"200", "409"}, statuses
 
 
 @pytest.mark.anyio

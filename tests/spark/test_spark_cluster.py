@@ -152,7 +152,8 @@ def test_reads_on_two_executors_apart_from_the_driver_with_s3_options(spark: Any
     driver_jvm = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     executors = {jvm: executor for _pid, jvm, executor, _n, _env in seen}
     assert len(executors) == 2, seen  # both executors took part
-    assert executors == executor_processes(spark.sparkContext.applicationId)  # this app's executor JVMs
+    # this app's executor JVMs (a lost executor's JVM may still be listed beside its replacement)
+    assert executors.items() <= executor_processes(spark.sparkContext.applicationId).items()
     assert driver_jvm not in executors
     python_pids = {pid for pid, *_ in seen}
     assert os.getpid() not in python_pids and len(python_pids) >= 2
@@ -253,7 +254,7 @@ def test_read_table_on_the_cluster_local_files_by_spark_s3_files_by_executors(
     spark: Any, moto_endpoint: str, tmp_path: Path
 ) -> None:
     """``read_table``: Spark's executors read the local files themselves, and the S3 table's files
-    through aioiceberg with the options given (the executors' environment names the other moto)."""
+    through S3A with the options given (the executors' environment names the other moto)."""
     import aioiceberg.spark
 
     local = sync.connect(str(tmp_path / "wh")).create_table("db.t", schema=SCHEMA, partition_by=["region"])
@@ -266,7 +267,8 @@ def test_read_table_on_the_cluster_local_files_by_spark_s3_files_by_executors(
     table = s3_table(moto_endpoint)
     options = s3_storage_options(moto_endpoint)
     df = aioiceberg.spark.read_table(spark, table.location, options)
-    assert df.inputFiles() == []
+    files = df.inputFiles()  # S3A is on the session's classpath: Spark's reader takes them
+    assert files and all(f.startswith("s3a://") for f in files), files
     assert spark_rows(df) == sorted_rows(table.scan().to_arrow())
 
 
