@@ -86,6 +86,21 @@ class ViewAlreadyExistsError(AlreadyExistsError):
     """A view of that name exists, or a table does (tables and views share one name space)."""
 
 
+class ViewDialectDroppedError(ValidationError):
+    """A replace would give a view a current version without a SQL dialect its current one
+    has (an engine reading that dialect would lose the view); refused unless the view's
+    ``replace.drop-dialect.allowed`` property is true, as Java's view builder does."""
+
+    def __init__(self, view: str, dropped: list[str], previous: list[str], new: list[str]) -> None:
+        self.view = view
+        self.dropped = dropped
+        super().__init__(
+            f"cannot replace view {view}: the new version drops SQL dialect(s) {', '.join(dropped)} "
+            f"(previous dialects: {', '.join(previous) or 'none'}; new: {', '.join(new) or 'none'}); "
+            "set the view property replace.drop-dialect.allowed=true to allow it"
+        )
+
+
 class InvalidPropertyError(ValidationError):
     """A setting holds a value this library cannot use: a table property, or an option of a
     ``lock=`` URI. Names the key, the value and what is allowed. A table property is checked

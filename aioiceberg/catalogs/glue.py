@@ -13,6 +13,12 @@ which closes the race between that read and the update; a Glue that ignores Vers
 (moto does) leaves it open between writers that do not share a runtime. Writers sharing
 one (one catalog, or catalogs handed the same runtime) take turns per table either way.
 
+Views are kept as Java's Hive catalog keeps them (and as the Glue view support proposed for
+Java's GlueCatalog does): a Glue table of type ``VIRTUAL_VIEW`` whose Parameters say
+``table_type=ICEBERG-VIEW`` (read case-blind) and name the view's metadata file, with the
+current SQL as its view text. Tables and views share the database's one name space; a view's
+commit is guarded like a table's (the file it was read from, then Glue's VersionId).
+
 Options come from the ``glue://?...`` URI, then the ``glue.*`` storage options (PyIceberg's
 names), then the standard AWS configuration (environment, including
 ``AWS_ENDPOINT_URL_GLUE`` / ``AWS_ENDPOINT_URL``, profiles, the credential chain).
@@ -20,9 +26,12 @@ names), then the standard AWS configuration (environment, including
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -31,6 +40,7 @@ from aioiceberg.catalogs.pointer_catalog import PointerCatalog, TablePlaces, spl
 from aioiceberg.commit.protocols.commit_point import parse_boolean, uri_options
 from aioiceberg.commit.protocols.pointer_swap import MetadataPointer, Pointer
 from aioiceberg.errors import (
+    CommitConflictError,
     CommitFailedError,
     CommitStateUnknownError,
     IcebergError,
@@ -40,14 +50,19 @@ from aioiceberg.errors import (
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
     NamespaceNotFoundError,
+    ObjectNotFoundError,
     StoreError,
     TableAlreadyExistsError,
     TableNotFoundError,
     ValidationError,
+    ViewAlreadyExistsError,
+    ViewNotFoundError,
     WriteOutcomeUnknownError,
 )
 from aioiceberg.io.aws_calls import AwsAnswer, AwsService
 from aioiceberg.io.aws_connection import AwsConnection, service_connection
+from aioiceberg.spec.schema import Schema
+from aioiceberg.spec.sorting import UNSORTED, SortOrder
 from aioiceberg.spec.types import (
     BinaryType,
     BooleanType,
@@ -61,6 +76,7 @@ from aioiceberg.spec.types import (
     ListType,
     LongType,
     MapType,
+    NestedField,
     StringType,
     StructType,
     TimestampType,
@@ -68,10 +84,22 @@ from aioiceberg.spec.types import (
     TimeType,
     UUIDType,
 )
+from aioiceberg.spec.view_metadata import (
+    SqlRepresentation,
+    ViewMetadata,
+    ViewVersion,
+    parse_view_metadata,
+    serialize_view_metadata,
+)
+from aioiceberg.spec.view_updates import LAST_ADDED, ViewChanges, check_dialects_kept, new_view_metadata
+from aioiceberg.view import View
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from aioiceberg.runtime import Runtime
     from aioiceberg.spec.metadata import TableMetadata
+    from aioiceberg.spec.partitioning import PartitionSpec
     from aioiceberg.table import Table
 
 __all__ = ["GLUE_URI_OPTIONS", "GlueCatalog", "GlueOptions", "GluePointer"]
@@ -93,6 +121,11 @@ PREVIOUS_METADATA_LOCATION = "previous_metadata_location"
 EXTERNAL_TABLE = "EXTERNAL_TABLE"
 LOCATION = "location"
 DESCRIPTION = "Description"
+# Views as Java's Hive catalog writes them (Java's proposed Glue views write "iceberg-view").
+VIRTUAL_VIEW = "VIRTUAL_VIEW"
+ICEBERG_VIEW = "ICEBERG-VIEW"
+
+_NUMBERED_FILE = re.compile(r"/(\d+)-[^/]*\.metadata\.json$")
 
 
 # What GetTable returns that TableInput takes back (UpdateTable replaces the whole definition:
@@ -269,6 +302,21 @@ def glue_type(t: IcebergType) -> str:
     return _PRIMITIVES.get(type(t)) or str(t)
 
 
+def _column(f: NestedField, is_current: bool) -> dict[str, Any]:
+    column: dict[str, Any] = {
+        "Name": f.name,
+        "Type": glue_type(f.field_type),
+        "Parameters": {
+            "iceberg.field.id": str(f.field_id),
+            "iceberg.field.optional": str(f.optional).lower(),
+            "iceberg.field.current": str(is_current).lower(),
+        },
+    }
+    if f.doc:
+        column["Comment"] = f.doc
+    return column
+
+
 def glue_columns(metadata: TableMetadata) -> list[dict[str, Any]]:
     """The current schema's columns, then columns only older schemas have (marked not current)."""
     columns: dict[str, dict[str, Any]] = {}
@@ -276,20 +324,8 @@ def glue_columns(metadata: TableMetadata) -> list[dict[str, Any]]:
     others = [s for s in metadata.schemas if s.schema_id != current.schema_id]
     for schema, is_current in [(current, True), *((s, False) for s in others)]:
         for f in schema.fields:
-            if f.name in columns:
-                continue
-            column: dict[str, Any] = {
-                "Name": f.name,
-                "Type": glue_type(f.field_type),
-                "Parameters": {
-                    "iceberg.field.id": str(f.field_id),
-                    "iceberg.field.optional": str(f.optional).lower(),
-                    "iceberg.field.current": str(is_current).lower(),
-                },
-            }
-            if f.doc:
-                column["Comment"] = f.doc
-            columns[f.name] = column
+            if f.name not in columns:
+                columns[f.name] = _column(f, is_current)
     return list(columns.values())
 
 
@@ -328,6 +364,48 @@ def table_input(
 
 def is_iceberg(table: Mapping[str, Any]) -> bool:
     return str((table.get("Parameters") or {}).get(TABLE_TYPE, "")).lower() == ICEBERG.lower()
+
+
+def is_iceberg_view(table: Mapping[str, Any]) -> bool:
+    return str((table.get("Parameters") or {}).get(TABLE_TYPE, "")).lower() == ICEBERG_VIEW.lower()
+
+
+def view_input(
+    name: str,
+    metadata_location: str,
+    metadata: ViewMetadata,
+    current: Mapping[str, Any] | None = None,
+    previous_metadata_location: str | None = None,
+    removed_properties: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The TableInput for a version of an Iceberg view: the current Glue entry's other settings
+    kept, its Parameters updated with the pointer and the view's properties (those the view
+    no longer has removed), its view text the current SQL, so Glue consumers see the query."""
+    found = current or {}
+    parameters = dict(found.get("Parameters") or {})
+    for key in removed_properties:
+        parameters.pop(key, None)
+    parameters.update({TABLE_TYPE: ICEBERG_VIEW, METADATA_LOCATION: metadata_location})
+    if previous_metadata_location:
+        parameters[PREVIOUS_METADATA_LOCATION] = previous_metadata_location
+    parameters.update({k: str(v) for k, v in metadata.properties.items()})
+    storage = _carried(found.get("StorageDescriptor") or {}, _STORAGE_FIELDS)
+    storage.update(
+        Columns=[_column(f, True) for f in metadata.current_schema.fields], Location=metadata.location
+    )
+    out: dict[str, Any] = {
+        **_carried(found, _TABLE_FIELDS),
+        "Name": name,
+        "TableType": VIRTUAL_VIEW,
+        "Parameters": parameters,
+        "StorageDescriptor": storage,
+    }
+    sql = next(
+        (r.sql for r in metadata.current_version.representations if isinstance(r, SqlRepresentation)), None
+    )
+    if sql is not None:
+        out["ViewOriginalText"] = out["ViewExpandedText"] = sql
+    return out
 
 
 def pointed_metadata(table: Mapping[str, Any], subject: str) -> str:
@@ -475,6 +553,14 @@ class GluePointer(MetadataPointer):
 
 
 # -- the catalog ---------------------------------------------------------------------------------
+def _view_label(database: str, name: str) -> str:
+    return f"glue view {database}.{name}"
+
+
+def _kind(entry: Mapping[str, Any]) -> str:
+    return "view" if is_iceberg_view(entry) else "table"
+
+
 def _warehouse(warehouse: str) -> str:
     if "://" not in warehouse and not warehouse.startswith("file:"):
         return os.path.abspath(warehouse).rstrip("/")
@@ -587,6 +673,9 @@ class GlueCatalog(PointerCatalog):
                     if location:
                         places = (*places, *await self.places_of(str(metadata_location)))
                     out.append(TablePlaces(f"glue table {database}.{name}", (database, name), places))
+                elif is_iceberg_view(table) and metadata_location:
+                    places = await self.places_of(str(metadata_location), str(location or "") or None)
+                    out.append(TablePlaces(_view_label(database, name), None, places))
                 elif location:
                     out.append(
                         TablePlaces(
@@ -596,6 +685,26 @@ class GlueCatalog(PointerCatalog):
         return out
 
     # -- tables --------------------------------------------------------------------------------
+    async def create_table(
+        self,
+        identifier: str | Sequence[str],
+        schema: pa.Schema | Schema,
+        partition_by: Sequence[str] | PartitionSpec | None = None,
+        properties: Mapping[str, str] | None = None,
+        format_version: int = 2,
+        sort_order: SortOrder = UNSORTED,
+    ) -> Table:
+        """Refused when a view has the name (tables and views share one name space)."""
+        database, name = self._split(identifier)
+        found = await self.glue.get_table(database, name)
+        if found is not None and is_iceberg_view(found):
+            raise TableAlreadyExistsError(
+                f"cannot create table {database}.{name}: a view of that name exists"
+            )
+        return await super().create_table(
+            identifier, schema, partition_by, properties, format_version, sort_order
+        )
+
     async def table_exists(self, identifier: str | Sequence[str]) -> bool:
         """False for a missing table and for a Glue table that is not an Iceberg table."""
         try:
@@ -741,3 +850,275 @@ class GlueCatalog(PointerCatalog):
         except WriteOutcomeUnknownError as exc:
             if await self.namespace_exists(database):
                 raise StoreError(f"glue database {database!r}: no answer to DeleteDatabase") from exc
+
+    # -- views ---------------------------------------------------------------------------------
+    async def _view_entry(self, database: str, name: str) -> tuple[dict[str, Any], str]:
+        """A view's Glue entry and the metadata file it points at (``ViewNotFoundError`` when
+        the name holds nothing, or a table)."""
+        label = _view_label(database, name)
+        found = await self.glue.get_table(database, name)
+        if found is None:
+            raise ViewNotFoundError(f"{label} does not exist")
+        if not is_iceberg_view(found):
+            kind = (found.get("Parameters") or {}).get(TABLE_TYPE)
+            raise ViewNotFoundError(
+                f"{label} does not exist: the name holds a table (table_type={kind!r}, not {ICEBERG_VIEW!r})"
+            )
+        location = (found.get("Parameters") or {}).get(METADATA_LOCATION)
+        if not location:
+            raise InvalidMetadataError(f"{label} is an Iceberg view without a {METADATA_LOCATION} parameter")
+        return found, str(location)
+
+    async def _read_view(self, identifier: str, metadata_location: str) -> View:
+        try:
+            data = await self.io_for(metadata_location).read(metadata_location)
+        except ObjectNotFoundError as exc:
+            raise ViewNotFoundError(
+                f"view {identifier} points at {metadata_location}, which does not exist"
+            ) from exc
+        return View(identifier, metadata_location, parse_view_metadata(data, metadata_location))
+
+    async def _write_view_metadata(self, metadata: ViewMetadata, version: int) -> str:
+        location = f"{metadata.location.rstrip('/')}/metadata/{version:05d}-{uuid.uuid4()}.metadata.json"
+        await self.io_for(location).write_if_absent(location, serialize_view_metadata(metadata))
+        return location
+
+    async def _forget_file(self, location: str) -> None:
+        with contextlib.suppress(StoreError):
+            await self.io_for(location).delete(location)
+
+    async def check_view_location(self, identifier: str | Sequence[str], location: str) -> None:
+        """A view's files go where a table's may: inside the roots, nesting with no table or
+        other view (``LocationNotAllowedError``)."""
+        database, name = self._split(identifier)
+        what = f"the location of view {database}.{name}"
+        if not self.roots:
+            raise self._no_roots(what)
+        normal = self.roots.require(location, what)
+        itself = _view_label(database, name)
+        await self._refuse_nesting(normal, what, location, lambda other: other.name == itself)
+
+    async def create_view(
+        self,
+        identifier: str | Sequence[str],
+        schema: Schema,
+        version: ViewVersion,
+        properties: Mapping[str, str] | None = None,
+        location: str | None = None,
+    ) -> View:
+        """A new view; refused when a table or view has the name. Without ``location`` it goes
+        where a table of that name would."""
+        database, name = self._split(identifier)
+        shown, label = f"{database}.{name}", _view_label(database, name)
+        await self.glue.get_database(database)  # NamespaceNotFoundError
+        found = await self.glue.get_table(database, name)
+        if found is not None:
+            raise ViewAlreadyExistsError(f"cannot create view {shown}: a {_kind(found)} of that name exists")
+        where = (location or await self.new_table_location((database,), name)).rstrip("/")
+        await self.check_view_location(identifier, where)
+        metadata = new_view_metadata(str(uuid.uuid4()), where, schema, version, properties)
+        _check_values(metadata.properties, label)
+        metadata_location = await self._write_view_metadata(metadata, 0)
+        try:
+            await self.glue.write(
+                "create_table",
+                DatabaseName=database,
+                TableInput=view_input(name, metadata_location, metadata),
+            )
+        except _Answer as answer:
+            await self._forget_file(metadata_location)
+            if answer.code == "AlreadyExistsException":
+                raise ViewAlreadyExistsError(f"cannot create view {shown}: the name was just taken") from None
+            if answer.code == "EntityNotFoundException":
+                raise NamespaceNotFoundError(f"glue database {database!r} does not exist") from None
+            raise answer.fallback(label) from None
+        except WriteOutcomeUnknownError as exc:
+            await self._settle_view_create(database, name, metadata_location, exc)
+        except BaseException:
+            await self._forget_file(metadata_location)
+            raise
+        return View(shown, metadata_location, metadata)
+
+    async def _settle_view_create(
+        self, database: str, name: str, metadata_location: str, exc: WriteOutcomeUnknownError
+    ) -> None:
+        """CreateTable got no answer: done if the entry points at our file, taken by another
+        writer if at another; absent, it may still be applied, so unknown."""
+        label = _view_label(database, name)
+        try:
+            found = await self.glue.get_table(database, name)
+        except StoreError as again:
+            raise CommitStateUnknownError(
+                f"{label}: no answer to CreateTable ({exc}) and it cannot be read back ({again})"
+            ) from exc
+        if found is None:
+            raise CommitStateUnknownError(
+                f"{label}: no answer to CreateTable ({exc}); the view does not exist yet but the "
+                "request may still be applied"
+            ) from exc
+        if (found.get("Parameters") or {}).get(METADATA_LOCATION) != metadata_location:
+            await self._forget_file(metadata_location)
+            raise ViewAlreadyExistsError(
+                f"cannot create view {database}.{name}: the name was just taken"
+            ) from exc
+
+    async def load_view(self, identifier: str | Sequence[str]) -> View:
+        database, name = self._split(identifier)
+        _, metadata_location = await self._view_entry(database, name)
+        return await self._read_view(f"{database}.{name}", metadata_location)
+
+    async def view_exists(self, identifier: str | Sequence[str]) -> bool:
+        found = await self.glue.get_table(*self._split(identifier))
+        return found is not None and is_iceberg_view(found)
+
+    async def list_views(self, namespace: str | Sequence[str]) -> list[str]:
+        """The database's Iceberg views (tables and other Glue views are not listed)."""
+        database = self._database(namespace)
+        return sorted(
+            f"{database}.{t['Name']}" for t in await self.glue.tables(database) if is_iceberg_view(t)
+        )
+
+    async def drop_view(self, identifier: str | Sequence[str]) -> None:
+        """Forget the view; its metadata files stay (as Java's catalogs leave them)."""
+        database, name = self._split(identifier)
+        label = _view_label(database, name)
+        await self._view_entry(database, name)
+        try:
+            await self.glue.write("delete_table", DatabaseName=database, Name=name)
+        except _Answer as answer:
+            if answer.code == "EntityNotFoundException":
+                raise ViewNotFoundError(f"{label} does not exist") from None
+            raise answer.fallback(label) from None
+        except WriteOutcomeUnknownError as exc:
+            if await self.glue.get_table(database, name) is not None:
+                raise StoreError(f"{label}: no answer to DeleteTable and the view is still there") from exc
+
+    async def rename_view(
+        self, from_identifier: str | Sequence[str], to_identifier: str | Sequence[str]
+    ) -> View:
+        """Another name for the view; refused when a table or view has it. Glue has no rename:
+        a new entry with the same definition, then the old one deleted (as for tables)."""
+        source_db, source_name = self._split(from_identifier)
+        target_db, target_name = self._split(to_identifier)
+        source_label, target_label = _view_label(source_db, source_name), _view_label(target_db, target_name)
+        found, location = await self._view_entry(source_db, source_name)
+        entry = {
+            **_carried(found, (*_TABLE_FIELDS, "ViewOriginalText", "ViewExpandedText")),
+            "Name": target_name,
+            "TableType": found.get("TableType") or VIRTUAL_VIEW,
+            "Parameters": dict(found.get("Parameters") or {}),
+            "StorageDescriptor": _carried(found.get("StorageDescriptor") or {}, _STORAGE_FIELDS),
+        }
+        try:
+            await self.glue.write("create_table", DatabaseName=target_db, TableInput=entry)
+        except _Answer as answer:
+            if answer.code == "AlreadyExistsException":
+                raise ViewAlreadyExistsError(
+                    f"cannot rename view {source_db}.{source_name} to {target_db}.{target_name}: "
+                    "a table or view of that name exists"
+                ) from None
+            if answer.code == "EntityNotFoundException":
+                raise NamespaceNotFoundError(f"glue database {target_db!r} does not exist") from None
+            raise answer.fallback(target_label) from None
+        try:
+            now = await self.glue.get_table(source_db, source_name)
+            if now is None or (now.get("Parameters") or {}).get(METADATA_LOCATION) != location:
+                raise CommitFailedError(f"{source_label} changed during the rename; try again")
+            await self.glue.write("delete_table", DatabaseName=source_db, Name=source_name)
+        except BaseException as exc:
+            try:
+                await self.glue.write("delete_table", DatabaseName=target_db, Name=target_name)
+            except (_Answer, IcebergError) as undo:
+                exc.add_note(f"{target_label} could not be removed again ({undo}): delete it by hand")
+            if isinstance(exc, _Answer):
+                raise exc.fallback(source_label) from None
+            raise
+        return await self.load_view((target_db, target_name))
+
+    async def replace_view(
+        self,
+        identifier: str | Sequence[str],
+        schema: Schema,
+        version: ViewVersion,
+        properties: Mapping[str, str] | None = None,
+    ) -> View:
+        """A new current version (or an earlier one again, when the query is the same)."""
+        view = await self.load_view(identifier)
+        changes = ViewChanges(view.metadata, view.identifier)
+        changes.properties.update(properties or {})
+        changes.add_schema(schema)
+        changes.set_current(changes.add_version(replace(version, schema_id=LAST_ADDED)))
+        return await self.commit_view(view, changes.build())
+
+    async def commit_view(self, view: View, metadata: ViewMetadata) -> View:
+        """Write ``metadata`` as the view's next file and point the Glue entry at it, guarded by
+        the file ``view`` was read from and the entry's VersionId (``CommitFailedError`` when
+        another writer moved it)."""
+        database, name = self._split(view.identifier)
+        if metadata.view_uuid != view.metadata.view_uuid:
+            raise CommitConflictError(f"view {view.identifier}: the new metadata is of another view")
+        check_dialects_kept(
+            view.identifier, view.metadata.current_version, metadata.current_version, metadata.properties
+        )
+        _check_values(metadata.properties, _view_label(database, name))
+        if metadata.location.rstrip("/") != view.metadata.location.rstrip("/"):
+            await self.check_view_location(view.identifier, metadata.location)
+        m = _NUMBERED_FILE.search(view.metadata_location)
+        number = (int(m.group(1)) if m else len(view.metadata.version_log)) + 1
+        metadata_location = await self._write_view_metadata(metadata, number)
+        try:
+            await self._swap_view(view, database, name, metadata_location, metadata)
+        except CommitStateUnknownError:
+            raise  # the file may be the view's now: kept
+        except BaseException:
+            await self._forget_file(metadata_location)
+            raise
+        return View(view.identifier, metadata_location, metadata)
+
+    async def _swap_view(
+        self, view: View, database: str, name: str, metadata_location: str, metadata: ViewMetadata
+    ) -> None:
+        label = _view_label(database, name)
+        based = f"this commit was based on {view.metadata_location}"
+        try:
+            current = await self.glue.get_table(database, name)
+        except StoreError as exc:  # nothing sent yet: a refusal
+            raise CommitFailedError(f"{label}: cannot read the view before the swap: {exc}") from exc
+        if current is None or not is_iceberg_view(current):
+            raise CommitFailedError(f"{label} was dropped or renamed ({based})")
+        found = (current.get("Parameters") or {}).get(METADATA_LOCATION)
+        if found != view.metadata_location:
+            raise CommitFailedError(f"{label} moved on to {found} ({based})")
+        removed = sorted(set(view.metadata.properties) - set(metadata.properties))
+        kwargs: dict[str, Any] = {
+            "DatabaseName": database,
+            "TableInput": view_input(name, metadata_location, metadata, current, found, removed),
+            "SkipArchive": self.glue.options.skip_archive,
+        }
+        version_id = current.get("VersionId")
+        if version_id:  # Glue's optimistic lock: refused if the entry changed since that read
+            kwargs["VersionId"] = version_id
+        try:
+            await self.glue.write("update_table", **kwargs)
+        except _Answer as answer:
+            if answer.code == "ConcurrentModificationException" or (
+                answer.code == "InvalidInputException" and "version" in answer.message.lower()
+            ):
+                raise CommitFailedError(
+                    f"{label} changed since version {version_id} was read: {answer.message}"
+                ) from None
+            if answer.code == "EntityNotFoundException":
+                raise CommitFailedError(f"{label} was dropped ({based})") from None
+            raise answer.fallback(label) from None
+        except WriteOutcomeUnknownError as exc:
+            with contextlib.suppress(StoreError):
+                again = await self.glue.get_table(database, name)
+                if (
+                    again is not None
+                    and (again.get("Parameters") or {}).get(METADATA_LOCATION) == metadata_location
+                ):
+                    return
+            raise CommitStateUnknownError(
+                f"{label}: no answer to UpdateTable ({exc}); the view may or may not point at "
+                f"{metadata_location}"
+            ) from exc

@@ -58,6 +58,7 @@ from aioiceberg.spec.view_metadata import (
     view_metadata_to_dict,
     view_version_to_json,
 )
+from aioiceberg.spec.view_updates import check_dialects_kept
 from aioiceberg.table import Table
 from aioiceberg.view import View
 
@@ -931,6 +932,8 @@ class RestCatalog(Catalog):
     ) -> View:
         """A new current version, its ids chosen by the server (Java's replace)."""
         view = await self.load_view(identifier)
+        after = {**view.metadata.properties, **(properties or {})}
+        check_dialects_kept(view.identifier, view.metadata.current_version, version, after)
         version_json = {**view_version_to_json(version), "schema-id": -1}
         updates: list[dict[str, Any]] = [
             {"action": "add-schema", "schema": schema_to_json(schema)},
@@ -946,6 +949,9 @@ class RestCatalog(Catalog):
         base, new = view_metadata_to_dict(view.metadata), view_metadata_to_dict(metadata)
         if base["view-uuid"] != new["view-uuid"]:
             raise ValidationError(f"view {view.identifier}: the new metadata is of another view")
+        check_dialects_kept(
+            view.identifier, view.metadata.current_version, metadata.current_version, metadata.properties
+        )
         updates: list[dict[str, Any]] = []
         if base["location"] != new["location"]:
             updates.append({"action": "set-location", "location": new["location"]})

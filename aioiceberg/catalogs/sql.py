@@ -65,7 +65,7 @@ from aioiceberg.spec.view_metadata import (
     parse_view_metadata,
     serialize_view_metadata,
 )
-from aioiceberg.spec.view_updates import LAST_ADDED, ViewChanges, new_view_metadata
+from aioiceberg.spec.view_updates import LAST_ADDED, ViewChanges, check_dialects_kept, new_view_metadata
 from aioiceberg.table import Table
 from aioiceberg.view import View
 
@@ -1012,7 +1012,7 @@ class SqlCatalog(PointerCatalog):
     ) -> View:
         """A new current version (or an earlier one again, when the query is the same)."""
         view = await self.load_view(identifier)
-        changes = ViewChanges(view.metadata)
+        changes = ViewChanges(view.metadata, view.identifier)
         changes.properties.update(properties or {})
         changes.add_schema(schema)
         changes.set_current(changes.add_version(replace(version, schema_id=LAST_ADDED)))
@@ -1024,6 +1024,9 @@ class SqlCatalog(PointerCatalog):
         namespace, name = self._view_key(view.identifier)
         if metadata.view_uuid != view.metadata.view_uuid:
             raise CommitConflictError(f"view {view.identifier}: the new metadata is of another view")
+        check_dialects_kept(
+            view.identifier, view.metadata.current_version, metadata.current_version, metadata.properties
+        )
         if metadata.location.rstrip("/") != view.metadata.location.rstrip("/"):
             await self.check_view_location(view.identifier, metadata.location)
         m = _NUMBERED_FILE.search(view.metadata_location)

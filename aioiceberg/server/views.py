@@ -149,7 +149,7 @@ async def commit_view(request: web.Request) -> web.Response:
         raise bad_request(f"{what}: more than {_MAX_UPDATES} updates and requirements")
     view = await catalog.load_view(identifier)
     _check_requirements(view, requirements)
-    changes = ViewChanges(view.metadata)
+    changes = ViewChanges(view.metadata, ".".join(identifier))
     try:
         changes.apply_all(updates)
         metadata = changes.build()

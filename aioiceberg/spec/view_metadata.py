@@ -5,11 +5,14 @@ produces; ``current-version-id`` picks one, and ``version-log`` records when eac
 current. Reading checks what the spec requires (every id a version or schema names exists,
 one SQL text per dialect), so a damaged document fails here, naming the field, instead of in
 an engine later. Representations of a type other than ``sql`` are kept as read, unread.
+A gzip-compressed file (``.gz.metadata.json``, what Java writes for views by default) reads too.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -297,7 +300,12 @@ def view_metadata_from_dict(obj: Any) -> ViewMetadata:
 
 
 def parse_view_metadata(data: bytes | str, location: str | None = None) -> ViewMetadata:
-    """A view metadata file's bytes; errors name ``location`` when given."""
+    """A view metadata file's bytes (plain or gzip JSON); errors name ``location`` when given."""
+    if isinstance(data, bytes) and data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise CorruptFileError(f"view metadata: damaged gzip stream: {exc}", location=location) from exc
     try:
         text = data.decode("utf-8-sig") if isinstance(data, bytes) else data
         obj = json.loads(text)

@@ -5,7 +5,9 @@ Ids follow Java's view builder, so both sides agree on what a replace did: a sch
 version equal to one the view has reuses its id, a new one gets the highest id plus one,
 and ``-1`` in ``add-view-version`` / ``set-current-view-version`` means "the one added in
 these changes". Old versions beyond ``version.history.num-entries`` (default 10) are dropped
-with their log entries; the current one always stays.
+with their log entries; the current one always stays. A new current version must keep every
+SQL dialect the previous one had unless ``replace.drop-dialect.allowed`` is true (Java's rule:
+an engine that reads only that dialect would otherwise lose the view).
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from aioiceberg.errors import InvalidMetadataError, ValidationError
+from aioiceberg.errors import InvalidMetadataError, ValidationError, ViewDialectDroppedError
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.schema_json import schema_from_json
 from aioiceberg.spec.view_metadata import (
     VIEW_FORMAT_VERSION,
+    SqlRepresentation,
     ViewHistoryEntry,
     ViewMetadata,
     ViewVersion,
@@ -26,7 +29,14 @@ from aioiceberg.spec.view_metadata import (
     view_version_from_json,
 )
 
-__all__ = ["LAST_ADDED", "VIEW_UPDATE_ACTIONS", "ViewChanges", "new_view_metadata"]
+__all__ = [
+    "DROP_DIALECT_ALLOWED",
+    "LAST_ADDED",
+    "VIEW_UPDATE_ACTIONS",
+    "ViewChanges",
+    "check_dialects_kept",
+    "new_view_metadata",
+]
 
 LAST_ADDED = -1
 """A schema or version id meaning "the one added earlier in the same changes"."""
@@ -45,6 +55,27 @@ VIEW_UPDATE_ACTIONS = (
 _HISTORY_PROPERTY = "version.history.num-entries"
 _HISTORY_DEFAULT = 10
 
+DROP_DIALECT_ALLOWED = "replace.drop-dialect.allowed"
+"""The view property that lets a replace drop a SQL dialect (Java's name; false when unset)."""
+
+
+def _sql_dialects(version: ViewVersion) -> set[str]:
+    return {r.dialect.lower() for r in version.representations if isinstance(r, SqlRepresentation)}
+
+
+def check_dialects_kept(
+    view: str, previous: ViewVersion, current: ViewVersion, properties: Mapping[str, str]
+) -> None:
+    """Refuse (``ViewDialectDroppedError``) a current version lacking a SQL dialect (compared
+    case-blind) the previous current version had, unless ``properties`` (the view's, after
+    the change) set ``replace.drop-dialect.allowed`` to true (case-blind, as Java reads it)."""
+    if properties.get(DROP_DIALECT_ALLOWED, "").strip().lower() == "true":
+        return
+    before, after = _sql_dialects(previous), _sql_dialects(current)
+    dropped = before - after
+    if dropped:
+        raise ViewDialectDroppedError(view, sorted(dropped), sorted(before), sorted(after))
+
 
 def _refuse(message: str) -> ValidationError:
     return ValidationError(f"view update: {message}")
@@ -60,8 +91,9 @@ def _field(update: Mapping[str, Any], key: str, kind: type, action: str) -> Any:
 class ViewChanges:
     """A view being changed: apply updates one by one, then :meth:`build` the new metadata."""
 
-    def __init__(self, base: ViewMetadata | None = None) -> None:
+    def __init__(self, base: ViewMetadata | None = None, view: str = "") -> None:
         self.base = base
+        self.view = view  # the name errors give
         self.uuid = base.view_uuid if base else None
         self.location = base.location if base else None
         self.properties: dict[str, str] = dict(base.properties) if base else {}
@@ -210,6 +242,10 @@ class ViewChanges:
             check_view_metadata(md)
         except InvalidMetadataError as exc:
             raise _refuse(str(exc)) from None
+        if self.base is not None:
+            check_dialects_kept(
+                self.view or self.base.location, self.base.current_version, md.current_version, md.properties
+            )
         return md
 
 

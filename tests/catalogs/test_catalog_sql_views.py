@@ -4,6 +4,7 @@ commits guarded like a table's, and the failures a shared database can show."""
 
 from __future__ import annotations
 
+import gzip
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -128,3 +129,18 @@ async def test_damaged_view_file_and_old_schema(tmp_path: Path) -> None:
         assert await catalog.list_views("ns") == []
         with pytest.raises(UnsupportedError, match="iceberg_type"):
             await catalog.create_view("ns.v", SCHEMA, version("SELECT 1"))
+
+
+@pytest.mark.anyio
+async def test_gzip_view_metadata_reads(tmp_path: Path) -> None:
+    """Java writes view metadata gzip-compressed by default (``write.metadata.compression-codec``)."""
+    catalog = SqlCatalog(str(tmp_path / "catalog.db"), warehouse=str(tmp_path / "wh"))
+    async with catalog:
+        await catalog.create_namespace("ns")
+        view = await catalog.create_view("ns.v", SCHEMA, version("SELECT 1"))
+        plain = Path(view.metadata_location).read_bytes()
+        Path(view.metadata_location).write_bytes(gzip.compress(plain))
+        assert (await catalog.load_view("ns.v")).metadata == view.metadata
+        Path(view.metadata_location).write_bytes(gzip.compress(plain)[:-12])
+        with pytest.raises(CorruptFileError, match="gzip"):
+            await catalog.load_view("ns.v")
