@@ -27,6 +27,7 @@ from aioiceberg.spec.manifest import (
 )
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
 from aioiceberg.spec.name_mapping import unmapped_field_ids
+from aioiceberg.spec.row_lineage import LINEAGE_IDS
 
 __all__ = ["ConflictDetection", "snapshots_since", "validate_concurrent_changes"]
 
@@ -83,7 +84,8 @@ class ConflictDetection:
                     schema,
                     self.row_filter,
                     self.case_sensitive,
-                    untrusted=unmapped_field_ids(schema, metadata.properties),
+                    # stored row lineage stats leave out the rows that derive their values
+                    untrusted=unmapped_field_ids(schema, metadata.properties) | LINEAGE_IDS,
                 )
             )
         return self._metrics_evaluator[0].eval(f)

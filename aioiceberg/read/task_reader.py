@@ -28,6 +28,7 @@ from aioiceberg.errors import UnsupportedError, ValidationError
 from aioiceberg.expressions.arrow_filter import RowMask, field_paths
 from aioiceberg.expressions.binding import bind_row_filter, reject_null_rows
 from aioiceberg.expressions.evaluators import InclusiveMetricsEvaluator
+from aioiceberg.expressions.lineage import lineage_fields_named
 from aioiceberg.expressions.tree import AlwaysFalse, AlwaysTrue, Expression, and_
 from aioiceberg.expressions.visitor import is_bound, referenced_field_ids
 from aioiceberg.io.base import FileIO
@@ -41,7 +42,13 @@ from aioiceberg.scan.plan_metrics import ReadMetrics
 from aioiceberg.spec.arrow import field_id_of, schema_to_arrow
 from aioiceberg.spec.manifest.data_file import FileFormat
 from aioiceberg.spec.name_mapping import NameMapping, apply_name_mapping
-from aioiceberg.spec.row_lineage import LAST_UPDATED_SEQUENCE_NUMBER_ID, LINEAGE_IDS, ROW_ID_ID, with_lineage
+from aioiceberg.spec.row_lineage import (
+    LAST_UPDATED_SEQUENCE_NUMBER_ID,
+    LINEAGE_FIELDS,
+    LINEAGE_IDS,
+    ROW_ID_ID,
+    with_lineage,
+)
 from aioiceberg.spec.scan_tasks import FileScanTask
 from aioiceberg.spec.schema import Schema, prune_columns
 from aioiceberg.spec.transforms import IdentityTransform
@@ -319,7 +326,11 @@ class _Reader:
         of a scan shares one schema."""
         assert self.row_filter is not None
         if self._bound_row_filter is None or self._bound_row_filter[0] is not schema:
-            self._bound_row_filter = schema, bind_row_filter(schema, self.row_filter, self.case_sensitive)
+            # the row lineage columns it names bind as metadata columns (a scan's planner checks
+            # the format version; here a file without lineage reads them as null)
+            named = lineage_fields_named(schema, self.row_filter, self.case_sensitive)
+            bound_to = with_lineage(schema, named) if named else schema
+            self._bound_row_filter = schema, bind_row_filter(bound_to, self.row_filter, self.case_sensitive)
         return self._bound_row_filter[1]
 
     def plan(self, task: FileScanTask) -> tuple[_FilePlan, Expression]:
@@ -329,7 +340,8 @@ class _Reader:
         wanted = {f.field_id for f in self.projected.all_fields()} | referenced_field_ids(expr) | eq_ids
         read_schema = prune_columns(schema, wanted & schema.field_ids(), select_full_types=True)
         lineage = None
-        asked = [f for f in self.projected.fields if f.field_id in LINEAGE_IDS]
+        # selected, or named by the filter (then computed, filtered on and projected away)
+        asked = [f for f in LINEAGE_FIELDS if f.field_id in wanted]
         if asked:  # read as stored where the file has them, derived in _process where not
             read_schema = with_lineage(read_schema, asked)
             at = {f.field_id: i for i, f in enumerate(read_schema.fields)}
@@ -404,8 +416,9 @@ class _Reader:
         evaluator = None
         filtered: frozenset[int] = frozenset()
         if not isinstance(expr, AlwaysTrue):
+            # a stored lineage column's stats leave out the rows whose values are derived
             evaluator = InclusiveMetricsEvaluator(
-                schema, expr, self.case_sensitive, include_empty_files=False
+                schema, expr, self.case_sensitive, include_empty_files=False, untrusted=LINEAGE_IDS
             )
             filtered = frozenset(referenced_field_ids(expr))
         row_groups = source.select_row_groups(task.start, task.length, evaluator, schema, filtered)

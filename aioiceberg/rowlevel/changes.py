@@ -32,6 +32,7 @@ from aioiceberg.read.deletes import DeleteCache
 from aioiceberg.rowlevel.touched_files import (
     PartialFile,
     Selection,
+    delete_schema,
     select_by_filter,
     select_by_partitions,
     sql_filter,
@@ -39,6 +40,7 @@ from aioiceberg.rowlevel.touched_files import (
 from aioiceberg.scan import Planner
 from aioiceberg.spec.manifest import DataFile, DataFileContent, ManifestContent, snapshot_manifests
 from aioiceberg.spec.metadata import MAIN_BRANCH, Operation, TableMetadata
+from aioiceberg.spec.name_mapping import schema_as_read
 from aioiceberg.spec.properties import COPY_ON_WRITE, MERGE_ON_READ, TableProperties
 from aioiceberg.spec.row_lineage import LAST_UPDATED_SEQUENCE_NUMBER, LINEAGE_FIELDS, ROW_ID, with_lineage
 from aioiceberg.spec.scan_tasks import FileScanTask
@@ -91,25 +93,56 @@ def _task(md: TableMetadata, p: PartialFile, residual: Expression) -> FileScanTa
     if spec is None:
         raise ValidationError(f"{p.file.file_path}: partition spec {p.file.spec_id} is not in the table")
     return FileScanTask(
-        p.file, p.deletes, residual, spec, md.schema(), data_sequence_number=p.removed.entry.sequence_number
+        p.file, p.deletes, residual, spec, _as_read(md), data_sequence_number=p.removed.entry.sequence_number
     )
+
+
+def _as_read(md: TableMetadata) -> Schema:
+    """The schema rows are read with, as a scan reads them (see ``delete_schema``)."""
+    return schema_as_read(md.schema(), md.properties)
 
 
 async def _kept_rows(
     io: FileIO, md: TableMetadata, partial: Sequence[PartialFile], expr: Expression
-) -> pa.Table:
-    """The live rows of ``partial`` for which ``expr`` is false or null (copy-on-write), with
-    their row lineage columns from v3 on."""
-    schema = md.schema()
+) -> tuple[pa.Table, frozenset[str]]:
+    """The live rows of the files of ``partial`` with a row matching ``expr`` for which
+    ``expr`` is false or null (copy-on-write), with their row lineage columns from v3 on;
+    and those files' paths (a file none of whose rows matches stays as it is)."""
+    schema = _as_read(md)
+    projection = with_lineage(schema, LINEAGE_FIELDS) if md.format_version >= 3 else schema
     rows = await read_to_table(
         io,
         [_task(md, p, AlwaysTrue()) for p in partial],
-        with_lineage(schema, LINEAGE_FIELDS) if md.format_version >= 3 else schema,
+        projection,
         table_schema=schema,
         name_mapping=TableProperties(md.properties).name_mapping,
+        include_file_column=True,
     )
-    matches = to_arrow_expression(expr, field_paths(schema))
-    return filter_table(rows, ~matches | matches.is_null())
+    files = rows.column("_file")
+    rows = rows.drop_columns(["_file"])
+    at = pa.array(np.arange(rows.num_rows, dtype=np.int64))
+    matched = filter_table(
+        rows.append_column("\x00row", at), to_arrow_expression(expr, field_paths(projection))
+    )
+    hit = pc.is_in(at, matched.column("\x00row"))
+    touched = frozenset(pc.unique(files.filter(hit)).to_pylist())
+    keep = pc.and_(pc.invert(hit), pc.is_in(files, pa.array(sorted(touched), pa.string())))
+    return rows.filter(keep), touched
+
+
+def _check_required(md: TableMetadata, kept: pa.Table) -> None:
+    """Kept rows are written back under the table's schema: a required column that no field
+    id and no name mapping resolves reads as NULL and cannot be (``schema_as_read``)."""
+    as_read = _as_read(md)
+    for f in md.schema().fields:
+        if not f.required or as_read.find_field(f.field_id).required or f.name not in kept.column_names:
+            continue
+        if kept.column(f.name).null_count:
+            raise ValidationError(
+                f"cannot rewrite rows of table {md.location} (copy-on-write): required column "
+                f"{f.name!r} is resolved by no field id and no name mapping entry, so its values "
+                "read as NULL; delete with write.delete.mode=merge-on-read (v2 on) or map the column"
+            )
 
 
 async def _hits(io: FileIO, md: TableMetadata, partial: Sequence[PartialFile], expr: Expression) -> pa.Table:
@@ -118,7 +151,7 @@ async def _hits(io: FileIO, md: TableMetadata, partial: Sequence[PartialFile], e
         io,
         [_task(md, p, expr) for p in partial],
         Schema(),
-        table_schema=md.schema(),
+        table_schema=_as_read(md),
         name_mapping=TableProperties(md.properties).name_mapping,
         include_file_column=True,
         include_pos_column=True,
@@ -227,8 +260,7 @@ async def plan_delete(
     the table says ``write.delete.mode=merge-on-read``, get position delete files (v2) or
     one deletion vector each (v3), merged with the DV and position deletes they had.
     """
-    schema = md.schema()
-    expr = sql_filter(schema, delete_filter, case_sensitive)
+    expr = sql_filter(delete_schema(md, delete_filter, case_sensitive), delete_filter, case_sensitive)
     snapshot = md.snapshot_by_ref(branch)
     selection = await select_by_filter(io, md, snapshot, expr, case_sensitive)
     props = TableProperties(md.properties)
@@ -248,8 +280,9 @@ async def plan_delete(
                 added_deletes = await _position_deletes(io, md, selection.partial, expr)
                 referenced = {p.file.file_path for p in selection.partial}
             else:
-                kept = await _kept_rows(io, md, selection.partial, expr)
-                removed += [p.removed for p in selection.partial]
+                kept, touched = await _kept_rows(io, md, selection.partial, expr)
+                _check_required(md, kept)
+                removed += [p.removed for p in selection.partial if p.file.file_path in touched]
                 added_data = await _write_rows(io, md, kept, lineage=md.format_version >= 3)
         if new_rows is not None:
             added_data += await _write_rows(io, md, new_rows)

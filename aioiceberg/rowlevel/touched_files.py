@@ -21,6 +21,7 @@ from aioiceberg.expressions.evaluators import (
     PartitionEvaluator,
     StrictMetricsEvaluator,
 )
+from aioiceberg.expressions.lineage import LineageEvaluator, filter_schema
 from aioiceberg.expressions.partition_projection import strict_projection
 from aioiceberg.expressions.rows import compile_row_filter
 from aioiceberg.expressions.tree import (
@@ -39,10 +40,18 @@ from aioiceberg.spec.manifest import (
     snapshot_manifests,
 )
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
-from aioiceberg.spec.name_mapping import unmapped_field_ids
+from aioiceberg.spec.name_mapping import schema_as_read, unmapped_field_ids
+from aioiceberg.spec.row_lineage import LINEAGE_IDS
 from aioiceberg.spec.schema import Schema
 
-__all__ = ["PartialFile", "Selection", "select_by_filter", "select_by_partitions", "sql_filter"]
+__all__ = [
+    "PartialFile",
+    "Selection",
+    "delete_schema",
+    "select_by_filter",
+    "select_by_partitions",
+    "sql_filter",
+]
 
 PartitionKey = tuple[int, tuple[Any, ...]]
 
@@ -51,6 +60,14 @@ def sql_filter(schema: Schema, expr: Expression | str, case_sensitive: bool = Tr
     """Bind ``expr`` and make it true exactly where SQL says the filter is true
     (``bind_row_filter``): ``id != 3`` does not delete a null ``id``."""
     return bind_row_filter(schema, expr, case_sensitive)
+
+
+def delete_schema(metadata: TableMetadata, expr: Expression | str, case_sensitive: bool = True) -> Schema:
+    """The schema a delete's filter binds to, as a scan's does (``Planner``): the table's
+    schema as read (a column that no field id and no name mapping resolves reads as NULL:
+    ``schema_as_read``), with the v3 row lineage columns the filter names appended."""
+    schema = schema_as_read(metadata.schema(), metadata.properties)
+    return filter_schema(schema, expr, case_sensitive, metadata.format_version, metadata.location)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,11 +155,15 @@ async def select_by_filter(
     """Classify the snapshot's live data files against ``expr`` (from ``sql_filter``)."""
     if isinstance(expr, AlwaysFalse):
         return await _walk(io, None, lambda mf: False, lambda e: False)
-    schema = metadata.schema()
+    schema = schema_as_read(metadata.schema(), metadata.properties)
     specs = metadata.specs_by_id()
     manifest_evals: dict[int, ManifestEvaluator] = {}
     partition_evals: dict[int, tuple[PartitionEvaluator, Callable[[Any], bool]]] = {}
     untrusted = unmapped_field_ids(schema, metadata.properties)
+    # the row lineage columns' stats leave out the rows whose values are derived
+    lineage = LineageEvaluator(expr) if LineageEvaluator.wanted(expr) else None
+    if lineage is not None:
+        untrusted |= LINEAGE_IDS
     inclusive = InclusiveMetricsEvaluator(
         schema, expr, case_sensitive, include_empty_files=True, untrusted=untrusted
     )
@@ -175,6 +196,8 @@ async def select_by_filter(
                 return False
             if evs[1](f.partition):
                 return True
+        if lineage is not None and not lineage.eval(f, entry.sequence_number):
+            return False
         if not inclusive.eval(f):
             return False
         if strict.eval(f):

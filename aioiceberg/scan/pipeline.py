@@ -143,9 +143,10 @@ def decide_from_cache(ctx: PlanContext) -> tuple[list[Sequence[FileScanTask]] | 
     limit, rows = parts.limit, 0
     batches: list[Sequence[FileScanTask]] = []
     for view in views:
-        if not view.entries:
+        entries = parts.tasks.kept(view.entries)
+        if not entries:
             continue
-        tasks: Sequence[FileScanTask] = LazyTasks(parts.tasks, view.entries)
+        tasks: Sequence[FileScanTask] = LazyTasks(parts.tasks, entries)
         if limit is not None:
             tasks, rows = _up_to_limit(tuple(tasks), rows, limit)
         batches.append(tasks)
@@ -358,8 +359,9 @@ async def _build(
     async for item in decoded:
         if isinstance(item, Failed):
             raise item.error
+        entries = builder.kept(item.entries)
         if plain:
-            tasks: Sequence[FileScanTask] = LazyTasks(builder, item.entries)
+            tasks: Sequence[FileScanTask] = LazyTasks(builder, entries)
             if limit is not None:  # counted and cut here, so built here, once
                 tasks, rows = _up_to_limit(tuple(tasks), rows, limit)
             await out.send(tasks)
@@ -371,7 +373,7 @@ async def _build(
             if ctx.index_error is not None:
                 raise ctx.index_error
         batch: list[FileScanTask] = []
-        for entry in item.entries:
+        for entry in entries:
             found: tuple[DataFile, ...] = ()
             if ctx.max_delete_seq is not None and (entry.sequence_number or 0) <= ctx.max_delete_seq:
                 found = ctx.index.for_data_file(entry.sequence_number, entry.data_file)

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from aioiceberg.errors import ValidationError
 from aioiceberg.expressions import parse
 from aioiceberg.expressions.binding import bind_row_filter
+from aioiceberg.expressions.lineage import LineageEvaluator, filter_schema
 from aioiceberg.expressions.tree import AlwaysTrue, Expression
 from aioiceberg.expressions.visitor import referenced_field_ids
 from aioiceberg.io.base import FileIO
@@ -45,7 +46,7 @@ from aioiceberg.spec.manifest.columnar import columnar_available
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
 from aioiceberg.spec.name_mapping import schema_as_read, unmapped_field_ids
 from aioiceberg.spec.partitioning import PartitionSpec
-from aioiceberg.spec.row_lineage import lineage_field
+from aioiceberg.spec.row_lineage import LINEAGE_IDS, lineage_field
 from aioiceberg.spec.schema import Schema
 
 __all__ = ["AHEAD_MIN_ENTRIES", "AHEAD_ROWS", "Lanes", "Planner", "manifest_cache_key"]
@@ -99,8 +100,12 @@ class Planner:
         if isinstance(row_filter, str):
             row_filter = parse(row_filter) if row_filter.strip() else AlwaysTrue()
         self.row_filter: Expression = row_filter
+        # v3 row lineage columns a filter names are bound as metadata columns after the table's
+        filtering = filter_schema(
+            self.schema, row_filter, case_sensitive, metadata.format_version, metadata.location
+        )
         # SQL's rule for NULLs: a row for which the filter is NULL is not returned
-        self.bound_filter: Expression = bind_row_filter(self.schema, row_filter, case_sensitive)
+        self.bound_filter: Expression = bind_row_filter(filtering, row_filter, case_sensitive)
         self.runtime = io.runtime
         self.columnar = options.columnar and columnar_available() and self.runtime.columnar_usable
         self.cache = options.cache if options.cache is not None else self.runtime.manifest_cache
@@ -110,13 +115,19 @@ class Planner:
             else self.runtime.manifest_list_cache
         )
         stats = None if options.include_column_stats else referenced_field_ids(self.bound_filter)
+        # the stats of stored lineage columns leave out the rows that derive theirs: never pruned
+        # on (LineageEvaluator prunes on what can be known of them)
+        untrusted = unmapped_field_ids(self.schema, metadata.properties)
+        lineage_filter = LineageEvaluator.wanted(self.bound_filter)
+        if lineage_filter:
+            untrusted |= LINEAGE_IDS
         self.prune_context = PruneContext.build(
-            self.schema,
+            filtering,
             self.specs,
             self.bound_filter,
             case_sensitive,
             stats,
-            unmapped_field_ids(self.schema, metadata.properties),
+            untrusted,
             self.runtime.pause_gc,
             options.vectorized,
         )
@@ -132,11 +143,13 @@ class Planner:
             self.manifest_list_cache,
         )
         self.tasks = TaskBuilder(bound, options.split_size)
-        self.tasks.lineage = any(
+        self.tasks.lineage = lineage_filter or any(
             lineage_field(n, case_sensitive) is not None
             and self.schema.find_field_id(n, case_sensitive) is None
             for n in self.selected_fields
         )
+        if lineage_filter:
+            self.tasks.lineage_filter = LineageEvaluator(self.bound_filter)
         # the builder's, named here for those holding the planner (task batches, streaming)
         self.residual = self.tasks.residual
         self.residual_of = self.tasks.residual_of

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from aioiceberg.expressions import ResidualEvaluator
+from aioiceberg.expressions.lineage import LineageEvaluator
 from aioiceberg.expressions.tree import AlwaysTrue, Expression
 from aioiceberg.scan.bound_filter import BoundFilter
 from aioiceberg.spec.manifest import DataFile, ManifestEntry
@@ -65,6 +66,8 @@ class TaskBuilder:
         # v3 row lineage read: tasks carry their file's data sequence number (built from
         # whole entries, which the plain path otherwise skips)
         self.lineage = False
+        # a filter on the row lineage columns: files it proves hold no matching row are dropped
+        self.lineage_filter: LineageEvaluator | None = None
         self._residuals: dict[int, ResidualEvaluator] = {}
         self._residual_keys: dict[int, Callable[[tuple[Any, ...]], Any]] = {}
         self._unknown_specs: dict[int, PartitionSpec] = {}
@@ -119,6 +122,22 @@ class TaskBuilder:
             if spec is None:
                 spec = self._unknown_specs[spec_id] = PartitionSpec(spec_id, ())
         return spec
+
+    def kept(self, entries: Sequence[ManifestEntry]) -> Sequence[ManifestEntry]:
+        """``entries`` without the files a filter on the row lineage columns rules out (their
+        values are not in the stats the metrics evaluators read: see LineageEvaluator)."""
+        ev = self.lineage_filter
+        if ev is None or not entries:
+            return entries
+        if isinstance(entries, EntryRows):
+            rows = [
+                r
+                for r, e in zip(entries.rows, entries, strict=True)
+                if ev.eval(e.data_file, e.sequence_number)
+            ]
+            return entries if len(rows) == len(entries) else EntryRows(rows, entries.spec_id)
+        found = [e for e in entries if ev.eval(e.data_file, e.sequence_number)]
+        return entries if len(found) == len(entries) else found
 
     def iter_plain_tasks(self, entries: Sequence[ManifestEntry]) -> Iterator[FileScanTask]:
         """One delete-free, unsplit task per entry, built as taken (of :class:`EntryRows`,
