@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from aioiceberg.errors import ValidationError
+from aioiceberg.read.shredded_variant import is_shredded_variant, unshred_variant
 from aioiceberg.spec.arrow import arrow_type_for, field_id_of, schema_to_arrow
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.types import (
@@ -32,6 +33,7 @@ from aioiceberg.spec.types import (
     TimestamptzType,
     TimeType,
     UUIDType,
+    VariantType,
 )
 
 __all__ = ["arrow_scalar", "field_ids_in", "project_batch", "project_columns"]
@@ -158,6 +160,9 @@ def _project(
     st = source.type
     if pa.types.is_dictionary(st):
         arr = arr.dictionary_decode()
+        st = arr.type
+    if isinstance(t, VariantType) and is_shredded_variant(st):
+        arr = unshred_variant(arr, f"{path}: field {source.name!r}")
         st = arr.type
     if isinstance(t, StructType):
         if not pa.types.is_struct(st):

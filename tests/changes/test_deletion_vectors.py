@@ -19,14 +19,24 @@ import random
 import struct
 import zlib
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pytest
+from dv_differential import (
+    MOR,
+    PARTS,
+    Row,
+    duckdb_rows,
+    make_rows,
+    matches,
+    new_table,
+    our_rows,
+    random_filter,
+    rows_of,
+    to_arrow,
+)
 from pyiceberg.table import StaticTable
 from pyroaring import BitMap64
-from read_helpers import duckdb_connection
 
 import aioiceberg
 from aioiceberg.errors import CommitConflictError
@@ -42,58 +52,6 @@ from aioiceberg.spec.manifest import (
 from aioiceberg.spec.puffin import read_footer
 from aioiceberg.table import Table
 from aioiceberg.write.deletion_vectors import encode_deletion_vector
-
-SCHEMA = pa.schema(
-    [
-        pa.field("id", pa.int64(), nullable=False),
-        pa.field("part", pa.string()),
-        pa.field("v", pa.int64()),
-    ]
-)
-PARTS = ("a", "b", "c")
-Row = tuple[Any, ...]
-MOR = {"write.delete.mode": "merge-on-read"}
-
-
-def make_rows(n: int, seed: int = 7) -> list[Row]:
-    rnd = random.Random(seed)
-    return [(i, PARTS[i % 3], None if i % 11 == 5 else rnd.randrange(1000)) for i in range(n)]
-
-
-def to_arrow(rows: list[Row]) -> pa.Table:
-    cols = list(zip(*rows, strict=True))
-    return pa.table({f.name: list(c) for f, c in zip(SCHEMA, cols, strict=True)}, schema=SCHEMA)
-
-
-def rows_of(table: pa.Table) -> list[Row]:
-    return sorted(zip(*(table.column(f.name).to_pylist() for f in SCHEMA), strict=True))
-
-
-async def our_rows(table: Table) -> list[Row]:
-    return rows_of(await table.scan().to_arrow())
-
-
-async def new_table(
-    path: Path,
-    rows: list[Row],
-    *,
-    version: int,
-    props: dict[str, str],
-    batches: int = 3,
-    partitioned: bool = True,
-) -> Table:
-    catalog = aioiceberg.connect(str(path / "wh"))
-    table = await catalog.create_table(
-        "db.t",
-        schema=SCHEMA,
-        partition_by=["part"] if partitioned else None,
-        format_version=version,
-        properties=props,
-    )
-    step = max(1, len(rows) // batches)
-    for start in range(0, len(rows), step):
-        await table.append(to_arrow(rows[start : start + step]))
-    return table
 
 
 async def live_files(table: Table) -> list[tuple[ManifestEntry, str]]:
@@ -139,29 +97,6 @@ async def check_dv_entries(table: Table) -> None:
         assert len(decode_deletion_vector(raw, dv.file_path)) == dv.record_count
 
 
-def random_filter(rnd: random.Random, n: int) -> str:
-    kind = rnd.randrange(4)
-    if kind == 0:
-        return "id IN (" + ", ".join(str(rnd.randrange(n)) for _ in range(rnd.randint(1, 12))) + ")"
-    if kind == 1:
-        return f"v < {rnd.randrange(60)}"
-    if kind == 2:
-        lo = rnd.randrange(n)
-        return f"part = '{rnd.choice(PARTS)}' AND id >= {lo} AND id < {lo + rnd.randint(1, 15)}"
-    return f"v > {rnd.randrange(900, 1000)} OR id = {rnd.randrange(n)}"
-
-
-def matches(r: Row, text: str) -> bool:
-    """Plain-Python meaning of ``random_filter``'s output (SQL: NULL never matches)."""
-    i, part, v = r
-    expr = text.replace(" IN (", " in (").replace(" AND ", " and ").replace(" OR ", " or ")
-    expr = expr.replace(" = ", " == ").replace("part", "p_").replace("id", "i_")
-    if v is None:  # every comparison on v is null: only the other disjunct can hold
-        expr = expr.replace("v < ", "False and 0 < ").replace("v > ", "False and 0 > ")
-        return bool(eval(expr, {}, {"i_": i, "p_": part}))
-    return bool(eval(expr, {}, {"i_": i, "p_": part, "v": v}))
-
-
 def test_encoding_is_javas_portable_64_bit_layout() -> None:
     """pyroaring's BitMap64 portable serialization is RoaringPositionBitmap's: an 8-byte LE
     count of 32-bit bitmaps, then per bitmap a 4-byte LE key and the portable 32-bit form."""
@@ -178,11 +113,6 @@ def test_encoding_is_javas_portable_64_bit_layout() -> None:
     assert decode_deletion_vector(blob).tolist() == sorted(positions.tolist())
     with pytest.raises(aioiceberg.errors.ValidationError):
         encode_deletion_vector(np.array([-1]))
-
-
-def duckdb_rows(metadata_location: str) -> list[Row]:
-    got = duckdb_connection().execute(f"SELECT id, part, v FROM iceberg_scan('{metadata_location}')")
-    return rows_of(got.to_arrow_table())
 
 
 @pytest.mark.anyio
