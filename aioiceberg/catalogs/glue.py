@@ -50,7 +50,6 @@ from aioiceberg.errors import (
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
     NamespaceNotFoundError,
-    ObjectNotFoundError,
     StoreError,
     TableAlreadyExistsError,
     TableNotFoundError,
@@ -88,8 +87,6 @@ from aioiceberg.spec.view_metadata import (
     SqlRepresentation,
     ViewMetadata,
     ViewVersion,
-    parse_view_metadata,
-    serialize_view_metadata,
 )
 from aioiceberg.spec.view_updates import LAST_ADDED, ViewChanges, check_dialects_kept, new_view_metadata
 from aioiceberg.view import View
@@ -869,34 +866,11 @@ class GlueCatalog(PointerCatalog):
             raise InvalidMetadataError(f"{label} is an Iceberg view without a {METADATA_LOCATION} parameter")
         return found, str(location)
 
-    async def _read_view(self, identifier: str, metadata_location: str) -> View:
-        try:
-            data = await self.io_for(metadata_location).read(metadata_location)
-        except ObjectNotFoundError as exc:
-            raise ViewNotFoundError(
-                f"view {identifier} points at {metadata_location}, which does not exist"
-            ) from exc
-        return View(identifier, metadata_location, parse_view_metadata(data, metadata_location))
-
-    async def _write_view_metadata(self, metadata: ViewMetadata, version: int) -> str:
-        location = f"{metadata.location.rstrip('/')}/metadata/{version:05d}-{uuid.uuid4()}.metadata.json"
-        await self.io_for(location).write_if_absent(location, serialize_view_metadata(metadata))
-        return location
-
-    async def _forget_file(self, location: str) -> None:
-        with contextlib.suppress(StoreError):
-            await self.io_for(location).delete(location)
-
     async def check_view_location(self, identifier: str | Sequence[str], location: str) -> None:
         """A view's files go where a table's may: inside the roots, nesting with no table or
         other view (``LocationNotAllowedError``)."""
         database, name = self._split(identifier)
-        what = f"the location of view {database}.{name}"
-        if not self.roots:
-            raise self._no_roots(what)
-        normal = self.roots.require(location, what)
-        itself = _view_label(database, name)
-        await self._refuse_nesting(normal, what, location, lambda other: other.name == itself)
+        await self._check_view_place(f"{database}.{name}", _view_label(database, name), location)
 
     async def create_view(
         self,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -28,14 +29,18 @@ from aioiceberg.errors import (
     IcebergError,
     LocationNotAllowedError,
     NamespaceNotFoundError,
+    ObjectNotFoundError,
     StoreError,
     TableNotFoundError,
     ValidationError,
+    ViewNotFoundError,
 )
 from aioiceberg.io.base import FileIO
 from aioiceberg.io.locations import is_within, normalized_location
 from aioiceberg.spec.sorting import UNSORTED, SortOrder
+from aioiceberg.spec.view_metadata import ViewMetadata, parse_view_metadata, serialize_view_metadata
 from aioiceberg.table import Table
+from aioiceberg.view import View
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -158,6 +163,34 @@ class PointerCatalog(Catalog):
             "pass warehouse='./dir' or 's3://bucket/prefix' to aioiceberg.connect (--tables-in for "
             "aioiceberg serve)"
         )
+
+    # -- view files (the catalogs that keep views point at them as at tables' metadata) ------
+    async def _read_view(self, identifier: str, metadata_location: str) -> View:
+        try:
+            data = await self.io_for(metadata_location).read(metadata_location)
+        except ObjectNotFoundError as exc:
+            raise ViewNotFoundError(
+                f"view {identifier} points at {metadata_location}, which does not exist"
+            ) from exc
+        return View(identifier, metadata_location, parse_view_metadata(data, metadata_location))
+
+    async def _write_view_metadata(self, metadata: ViewMetadata, version: int) -> str:
+        location = f"{metadata.location.rstrip('/')}/metadata/{version:05d}-{uuid.uuid4()}.metadata.json"
+        await self.io_for(location).write_if_absent(location, serialize_view_metadata(metadata))
+        return location
+
+    async def _forget_file(self, location: str) -> None:
+        with contextlib.suppress(StoreError):
+            await self.io_for(location).delete(location)
+
+    async def _check_view_place(self, shown: str, itself: str, location: str) -> None:
+        """A view's files go where a table's may: inside the roots, nesting with no table or
+        other view (``LocationNotAllowedError``); ``itself`` is its own name in ``table_places``."""
+        what = f"the location of view {shown}"
+        if not self.roots:
+            raise self._no_roots(what)
+        normal = self.roots.require(location, what)
+        await self._refuse_nesting(normal, what, location, lambda other: other.name == itself)
 
     def check_namespace_location(self, namespace: str, location: str) -> None:
         """A namespace's ``location`` property places its new tables, so it must lie inside
