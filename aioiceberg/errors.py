@@ -221,6 +221,11 @@ class PlanInterruptedError(IcebergError):
     retryable = True
 
 
+class RewriteFailedError(IcebergError):
+    """A data file rewrite (compaction) lost a group without partial progress: nothing was
+    committed and the files written for it were deleted."""
+
+
 class SparkSetupError(IcebergError):
     """Spark's Python workers cannot run aioiceberg (another Python, or a missing package):
     said once, when the data source is registered, instead of in every query."""

@@ -25,7 +25,16 @@ from aioiceberg.commit.updates import RemoveProperties, SetProperties
 from aioiceberg.errors import ReadOnlyTableError, UnsupportedError
 from aioiceberg.expressions import AlwaysTrue
 from aioiceberg.io.base import FileIO
-from aioiceberg.maintenance.compaction import plan_rewrite_data_files
+from aioiceberg.maintenance.compaction import (
+    RewriteDataFilesChange,
+    RewriteDataFilesResult,
+    commit_rewritten_groups,
+    group_job,
+    plan_file_groups,
+    plan_rewrite_data_files,
+    rewrite_groups_here,
+    rewrite_options,
+)
 from aioiceberg.maintenance.expire import plan_expire_snapshots, preview_expire_snapshots
 from aioiceberg.maintenance.manifests import plan_rewrite_manifests
 from aioiceberg.maintenance.orphans import remove_orphan_files
@@ -59,7 +68,6 @@ if TYPE_CHECKING:
     from aioiceberg.expressions.tree import Expression
     from aioiceberg.maintenance import (
         ExpireResult,
-        RewriteDataFilesResult,
         RewriteManifestsResult,
     )
     from aioiceberg.scan.options import ScanOptions
@@ -368,11 +376,37 @@ class Table(_Evolution):
         filter: str | Expression | None = None,
         *,
         min_input_files: int = 2,
+        strategy: str | None = None,
+        sort_order: str | Sequence[str] | None = None,
+        zorder_by: Sequence[str] | None = None,
+        options: Mapping[str, str] | None = None,
     ) -> RewriteDataFilesResult:
-        """Compact small data files per partition (a replace snapshot; rows unchanged)."""
+        """Compact data files per partition (rows unchanged): ``strategy`` bin-pack (default),
+        sort (by ``sort_order`` or the table's) or z-order (``zorder_by``); ``options`` take
+        Java's ``rewrite_data_files`` names (``partial-progress.enabled``...). One replace
+        snapshot, or with partial progress one per batch of groups."""
+        self._writer()
+        md = self.metadata
+        opts = rewrite_options(
+            md,
+            target_file_size,
+            strategy=strategy,
+            sort_order=sort_order,
+            zorder_by=zorder_by,
+            options=options,
+            min_input_files=min_input_files,
+        )
+        start = md.current_snapshot()
+        groups = await plan_file_groups(self.io, md, opts, filter)
+        if start is None or not groups:
+            return RewriteDataFilesResult()
+        rewritten = await rewrite_groups_here(self.io, group_job(md, opts), groups)
+        return await commit_rewritten_groups(self.io, self.commit_rewrite, start, rewritten, opts)
+
+    async def commit_rewrite(self, change: RewriteDataFilesChange) -> None:
+        """Commit one rewrite change on its own (a batch of rewritten groups)."""
         async with self.transaction() as tx:
-            result = await tx.rewrite_data_files(target_file_size, filter, min_input_files=min_input_files)
-        return result
+            tx._stage_planned(change)
 
     async def compute_statistics(
         self, columns: Sequence[str] | None = None, snapshot_id: int | None = None
@@ -656,15 +690,23 @@ class Transaction(_Evolution):
         filter: str | Expression | None = None,
         *,
         min_input_files: int = 2,
+        strategy: str | None = None,
+        sort_order: str | Sequence[str] | None = None,
+        zorder_by: Sequence[str] | None = None,
+        options: Mapping[str, str] | None = None,
     ) -> RewriteDataFilesResult:
-        """Compact small data files per partition; the new files are written now (and deleted
-        if the transaction fails)."""
+        """Compact data files per partition (options as ``Table.rewrite_data_files``, partial
+        progress excepted); the new files are written now (and deleted if the transaction fails)."""
         change, result = await plan_rewrite_data_files(
             self.table.io,
             self._planned_base("rewrite_data_files"),
             target_file_size,
             filter,
             min_input_files=min_input_files,
+            strategy=strategy,
+            sort_order=sort_order,
+            zorder_by=zorder_by,
+            options=options,
         )
         self._stage_planned(change)
         return result

@@ -33,6 +33,7 @@ __all__ = [
     "MIN_SNAPSHOTS_TO_KEEP",
     "ExpireResult",
     "ExpireSnapshotsChange",
+    "expiry_millis",
     "plan_expire_snapshots",
     "plan_expiry",
     "preview_expire_snapshots",
@@ -69,7 +70,7 @@ class ExpireResult:
         )
 
 
-def _millis(value: dt.datetime | int | None) -> int | None:
+def expiry_millis(value: dt.datetime | int | None) -> int | None:
     if value is None or isinstance(value, int):
         return value
     if value.tzinfo is None:
@@ -264,7 +265,9 @@ async def plan_expire_snapshots(
     change when nothing expires, unless ``after_changes`` (changes staged before it in a
     transaction may add snapshots or retention properties: it decides when it is built)."""
     walker = ManifestWalker(io) if clean_files else None
-    change = ExpireSnapshotsChange(_millis(older_than), retain_last, snapshot_ids, now_ms, walker=walker)
+    change = ExpireSnapshotsChange(
+        expiry_millis(older_than), retain_last, snapshot_ids, now_ms, walker=walker
+    )
     ids, refs = change.plan(md)
     if not ids and not refs and not after_changes:
         return None, change.result
@@ -289,7 +292,7 @@ async def preview_expire_snapshots(
 ) -> ExpireResult:
     """A dry run of the expiry of ``md``: the snapshots, refs and files it would remove, by
     the same plan and the same file walk as the expiry; nothing is committed nor deleted."""
-    change = ExpireSnapshotsChange(_millis(older_than), retain_last, snapshot_ids, now_ms)
+    change = ExpireSnapshotsChange(expiry_millis(older_than), retain_last, snapshot_ids, now_ms)
     ids, refs = change.plan(md)
     result = ExpireResult(expired_snapshot_ids=sorted(ids), removed_refs=refs, dry_run=True)
     if not clean_files or not ids:

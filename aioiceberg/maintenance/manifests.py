@@ -35,6 +35,7 @@ __all__ = [
     "RewriteManifestsResult",
     "append_for",
     "plan_rewrite_manifests",
+    "small_groups",
 ]
 
 MANIFEST_TARGET_SIZE = TableProperties.manifest_target_size.key
@@ -50,7 +51,7 @@ class RewriteManifestsResult:
     kept_manifests: int = 0
 
 
-def _small_groups(manifests: Sequence[ManifestFile], target: int) -> dict[int, list[ManifestFile]]:
+def small_groups(manifests: Sequence[ManifestFile], target: int) -> dict[int, list[ManifestFile]]:
     """Per partition spec, the data manifests below ``target`` when there are two or more."""
     groups: dict[int, list[ManifestFile]] = {}
     for m in manifests:
@@ -89,7 +90,7 @@ class RewriteManifestsChange:
             self._walker = ManifestWalker(io)
         walker = self._walker
         manifests = await walker.manifests(parent) if parent is not None else []
-        groups = _small_groups(manifests, target)
+        groups = small_groups(manifests, target)
         result = self.result
         self._adds_snapshot = parent is not None and bool(groups)
         if parent is None or not groups:
@@ -135,19 +136,25 @@ class RewriteManifestsChange:
 
 
 async def plan_rewrite_manifests(
-    io: FileIO, md: TableMetadata, target_size_bytes: int | None = None, *, after_changes: bool = False
+    io: FileIO,
+    md: TableMetadata,
+    target_size_bytes: int | None = None,
+    *,
+    after_changes: bool = False,
+    walker: ManifestWalker | None = None,
 ) -> tuple[RewriteManifestsChange | None, RewriteManifestsResult]:
     """The change merging the current snapshot's small data manifests and its result (complete
     once committed); no change when there are fewer than two, unless ``after_changes`` (changes
-    staged before it in a transaction may add manifests: it decides when it is built)."""
+    staged before it in a transaction may add manifests: it decides when it is built).
+    ``walker``: one whose manifests were read already (elsewhere: on Spark executors)."""
     snap = md.current_snapshot()
-    walker = ManifestWalker(io)
+    walker = walker if walker is not None else ManifestWalker(io)
     if not after_changes:
         if snap is None:
             return None, RewriteManifestsResult()
         target = target_size_bytes or TableProperties(md.properties).manifest_target_size
         manifests = await walker.manifests(snap)
-        if not _small_groups(manifests, target):
+        if not small_groups(manifests, target):
             return None, RewriteManifestsResult(kept_manifests=len(manifests))
     change = RewriteManifestsChange(target_size_bytes, walker)
     return change, change.result

@@ -10,11 +10,18 @@ days) are deleted, so files of commits still in flight are left alone.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import anyio.to_thread
 
 from aioiceberg.commit.protocols.base import version_hint_path
-from aioiceberg.errors import ObjectNotFoundError, StoreError, ValidationError
+from aioiceberg.errors import LocationNotAllowedError, ObjectNotFoundError, StoreError, ValidationError
+from aioiceberg.io.base import FileIO, ObjectInfo
+from aioiceberg.io.local import LocalFileIO, local_path
+from aioiceberg.io.locations import is_within, normalized_location
 from aioiceberg.maintenance.reachable import (
     MaintainedTable,
     ManifestWalker,
@@ -22,15 +29,28 @@ from aioiceberg.maintenance.reachable import (
     normalize,
     statistics_paths,
 )
-from aioiceberg.spec.metadata import TableMetadata
+from aioiceberg.spec.metadata import Snapshot, TableMetadata
 from aioiceberg.spec.metadata_json import parse_table_metadata
 
-__all__ = ["DEFAULT_ORPHAN_AGE", "referenced_files", "remove_orphan_files"]
+__all__ = [
+    "DEFAULT_ORPHAN_AGE",
+    "ReferenceRoots",
+    "deletable",
+    "list_candidates",
+    "old_enough",
+    "orphan_cutoff",
+    "owned",
+    "reference_roots",
+    "referenced_files",
+    "remove_orphan_files",
+    "scan_prefix",
+    "split_entries",
+]
 
 DEFAULT_ORPHAN_AGE = dt.timedelta(days=3)
 
 
-def _cutoff_seconds(older_than: dt.datetime | dt.timedelta | int | None, now: float) -> float:
+def orphan_cutoff(older_than: dt.datetime | dt.timedelta | int | None, now: float) -> float:
     if older_than is None:
         return now - DEFAULT_ORPHAN_AGE.total_seconds()
     if isinstance(older_than, dt.timedelta):
@@ -42,9 +62,21 @@ def _cutoff_seconds(older_than: dt.datetime | dt.timedelta | int | None, now: fl
     return older_than / 1000
 
 
-async def referenced_files(table: MaintainedTable, kept: Iterable[str] = ()) -> set[str]:
-    """Normalized locations of every file the table's retained metadata files reference,
-    and of ``kept`` (what the commit protocol writes for other readers)."""
+@dataclass
+class ReferenceRoots:
+    """Where the referenced set starts: files named by metadata alone (metadata files, the
+    version hint, statistics, ``kept``), the current metadata's snapshots (their files must
+    all be readable) and older metadata files' other snapshots (expired since: their files
+    may be gone)."""
+
+    fixed: set[str] = field(default_factory=set)
+    current: list[Snapshot] = field(default_factory=list)
+    older: list[Snapshot] = field(default_factory=list)
+
+
+async def reference_roots(table: MaintainedTable, kept: Iterable[str] = ()) -> ReferenceRoots:
+    """The metadata half of :func:`referenced_files` (metadata files only: manifests are read
+    by whoever walks the snapshots, in one process or on Spark executors)."""
     current = table.metadata
     metadata_files: dict[str, TableMetadata | None] = {table.metadata_location: current}
     for entry in current.metadata_log:
@@ -57,22 +89,139 @@ async def referenced_files(table: MaintainedTable, kept: Iterable[str] = ()) -> 
             versions.append(parse_table_metadata(await table.io.read(path), path))
         except ObjectNotFoundError:
             continue  # already cleaned up: it references nothing now
-    walker = ManifestWalker(table.io)
-    refs = {normalize(p) for p in metadata_files}
-    refs.add(normalize(version_hint_path(table.location)))
-    refs |= {normalize(p) for p in kept}
-    # The current snapshots' files must all be readable: skipping one that is missing would
-    # take the files only it references for orphans. Older versions' snapshots may have been
-    # expired since, their files deleted.
-    refs |= set((await walker.reach(current.snapshots)).all())
+    fixed = {normalize(p) for p in metadata_files}
+    fixed.add(normalize(version_hint_path(table.location)))
+    fixed |= {normalize(p) for p in kept}
+    for md in versions:
+        fixed |= set(statistics_paths(md))
     current_ids = {s.snapshot_id for s in current.snapshots}
     older = {
         s.snapshot_id: s for md in versions[1:] for s in md.snapshots if s.snapshot_id not in current_ids
     }
-    refs |= set((await walker.reach(older.values(), missing_ok=True)).all())
-    for md in versions:
-        refs |= set(statistics_paths(md))
+    return ReferenceRoots(fixed, list(current.snapshots), list(older.values()))
+
+
+async def referenced_files(table: MaintainedTable, kept: Iterable[str] = ()) -> set[str]:
+    """Normalized locations of every file the table's retained metadata files reference,
+    and of ``kept`` (what the commit protocol writes for other readers)."""
+    roots = await reference_roots(table, kept)
+    walker = ManifestWalker(table.io)
+    refs = set(roots.fixed)
+    # The current snapshots' files must all be readable: skipping one that is missing would
+    # take the files only it references for orphans. Older versions' snapshots may have been
+    # expired since, their files deleted.
+    refs |= set((await walker.reach(roots.current)).all())
+    refs |= set((await walker.reach(roots.older, missing_ok=True)).all())
     return refs
+
+
+def scan_prefix(table_location: str, location: str | None = None) -> str:
+    """The prefix orphan removal lists: the table's location, or ``location`` when it lies
+    inside it (``LocationNotAllowedError`` otherwise: nothing outside a table is its orphan)."""
+    prefix = table_location.rstrip("/") + "/"
+    if location is None:
+        return prefix
+    inner = normalized_location(location, "orphan scan location")
+    if not is_within(inner, normalized_location(table_location, "table location")):
+        raise LocationNotAllowedError(
+            f"orphan scan location {location!r} is outside the table location {table_location!r}",
+            location=location,
+        )
+    if normalize(location).rstrip("/") == normalize(table_location).rstrip("/"):
+        return prefix
+    return location.rstrip("/") + "/"
+
+
+def old_enough(info: ObjectInfo, cutoff: float) -> bool:
+    """Whether a listed object is older than the cutoff (unknown or recent: it may belong to
+    a commit in flight)."""
+    return info.last_modified is not None and info.last_modified < cutoff
+
+
+def deletable(location: str, prefix: str, normal_prefix: str | None) -> bool:
+    """Whether a listed object may be deleted: under ``prefix`` as a string and as a location
+    (``normal_prefix``, normalized: a key holding ``.``, ``..`` or empty segments is left
+    alone, as stores disagree on where such a key is; None: a prefix of a scheme with no
+    normal form, compared as a string only)."""
+    if not location.startswith(prefix):
+        return False
+    if normal_prefix is None:
+        return True
+    try:
+        return is_within(normalized_location(location), normal_prefix)
+    except LocationNotAllowedError:
+        return False
+
+
+def owned(entry: str, location: str) -> bool:
+    """Whether a listed object belongs to ``entry`` of a split (see :func:`split_entries`): a
+    folder entry (``.../``) owns everything below it, an object entry only itself."""
+    return location.startswith(entry) if entry.endswith("/") else location == entry
+
+
+# a folder with more objects right in it than this is listed whole, not split further: each
+# object entry costs a listing of its folder
+SPLIT_MAX_OBJECTS = 16
+SPLIT_MAX_DEPTH = 4
+
+
+async def split_entries(io: FileIO, prefix: str, want: int) -> list[str] | None:
+    """Entries that split the listing of ``prefix`` into disjoint parts (folders ending in
+    ``/``, objects without), at least ``want`` where the layout allows: the top level,
+    folders split further (breadth first) while there are fewer. None when the store cannot
+    name its folders without listing everything (object stores: one lister)."""
+    if not isinstance(io, LocalFileIO):
+        return None
+
+    def children(folder: str) -> list[str]:
+        try:
+            with os.scandir(local_path(folder)) as found:
+                # a link to a folder is an object entry: listings never follow it
+                return sorted(
+                    folder + e.name + ("/" if e.is_dir(follow_symlinks=False) else "") for e in found
+                )
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def split() -> list[str]:
+        entries = children(prefix)
+        for _ in range(SPLIT_MAX_DEPTH):
+            if len(entries) >= want:
+                break
+            expanded: list[str] = []
+            grew = False
+            for entry in entries:
+                inner = children(entry) if entry.endswith("/") else []
+                if inner and sum(not e.endswith("/") for e in inner) <= SPLIT_MAX_OBJECTS:
+                    expanded += inner
+                    grew = True
+                else:
+                    expanded.append(entry)
+            entries = expanded
+            if not grew:
+                break
+        return entries
+
+    return await anyio.to_thread.run_sync(split)
+
+
+async def list_candidates(
+    io: FileIO, prefix: str, cutoff: float, entries: Sequence[str] | None = None
+) -> AsyncIterator[ObjectInfo]:
+    """Objects under ``prefix`` old enough to be orphans (temp files of dead writers
+    included), before the referenced ones are taken out; of only ``entries`` of a split
+    when given (:func:`split_entries`), so several listers share one location without overlap."""
+    try:
+        normal_prefix: str | None = normalized_location(prefix, "orphan scan location")
+    except LocationNotAllowedError:
+        normal_prefix = None
+    for listed in [prefix] if entries is None else entries:
+        for source in (io.list(listed), io.list_incomplete(listed)):
+            async for info in source:
+                if entries is not None and not owned(listed, info.location):
+                    continue  # a sibling's object that shares the listed name as a prefix
+                if old_enough(info, cutoff) and deletable(info.location, prefix, normal_prefix):
+                    yield info
 
 
 async def remove_orphan_files(
@@ -82,26 +231,22 @@ async def remove_orphan_files(
     dry_run: bool = False,
     now: float | None = None,
     kept: Iterable[str] = (),
+    location: str | None = None,
 ) -> list[str]:
     """Delete (or with ``dry_run`` only list) unreferenced objects older than ``older_than``,
     and what writers that died mid-write left behind (temp files) as old.
 
     ``older_than`` is a point in time (datetime or epoch ms) or an age (timedelta); ``kept``
-    are objects the commit protocol keeps for other readers. Returns the orphan locations, sorted.
+    are objects the commit protocol keeps for other readers; ``location`` scans only that
+    folder of the table. Returns the orphan locations, sorted.
     """
     now_s = time.time() if now is None else now
-    cutoff = _cutoff_seconds(older_than, now_s)
+    cutoff = orphan_cutoff(older_than, now_s)
+    prefix = scan_prefix(table.location, location)
     referenced = await referenced_files(table, kept)
-    prefix = table.location.rstrip("/") + "/"
     orphans: list[str] = []
-    async for info in table.io.list(prefix):
-        if normalize(info.location) in referenced:
-            continue
-        if info.last_modified is None or info.last_modified >= cutoff:
-            continue  # unknown or recent: may belong to a commit in flight
-        orphans.append(info.location)
-    async for info in table.io.list_incomplete(prefix):
-        if info.last_modified is not None and info.last_modified < cutoff:
+    async for info in list_candidates(table.io, prefix, cutoff):
+        if normalize(info.location) not in referenced:
             orphans.append(info.location)
     orphans.sort()
     if dry_run or not orphans:

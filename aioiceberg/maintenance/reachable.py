@@ -95,6 +95,11 @@ class ManifestWalker:
             self._entries[manifest.manifest_path] = found
         return found
 
+    def prime(self, manifest_path: str, entries: list[ManifestEntry]) -> None:
+        """Hold ``entries`` as the decoded entries of ``manifest_path`` (read elsewhere: by
+        Spark executors), so walking it reads nothing."""
+        self._entries[manifest_path] = entries
+
     async def reach(self, snapshots: Iterable[Snapshot], *, missing_ok: bool = False) -> Reachable:
         """Everything ``snapshots`` reach. ``missing_ok`` skips files already gone (old metadata)."""
         out = Reachable()

@@ -1,0 +1,133 @@
+"""Orphan removal over a table location holding many objects: one process beside Spark
+(``aioiceberg.spark.actions.delete_orphan_files``, local[2]), beside the floor (a raw
+listing of the location through aioiceberg's store layer, in one process).
+
+    python benchmarks/orphans.py                    # 1,000,000 objects on the local disk
+    python benchmarks/orphans.py --objects 200000
+    python benchmarks/orphans.py --tiny             # smoke run (used by the tests)
+
+The table (a few snapshots, a few dozen referenced files) lives in a temporary folder;
+the orphans are ``--objects`` small files in 1,000-object partition folders under its
+``data/`` (the layout of a partitioned table whose writers died). Both versions run as
+dry runs (listing, referenced set, comparison; the orphans are the answer, not deleted), so
+each times the same work on the same objects; then Spark deletes them for real, timed.
+Spark's start is outside the clock (a warm-up job runs first). Answers must be equal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
+
+import pyarrow as pa  # noqa: E402
+
+from aioiceberg import sync  # noqa: E402
+from aioiceberg._sync import default_loop  # noqa: E402
+from aioiceberg.io.resolve import resolve_io  # noqa: E402
+from aioiceberg.runtime import default_runtime  # noqa: E402
+
+PER_FOLDER = 1000
+
+
+def make_table(root: Path, objects: int) -> sync.Table:
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("part", pa.string())])
+    table = sync.connect(str(root)).create_table("db.t", schema=schema, partition_by=["part"])
+    for k in range(4):
+        ids = list(range(k * 100, k * 100 + 100))
+        table.append(pa.table({"id": ids, "part": [f"p{i % 5}" for i in ids]}, schema=schema))
+    data = Path(table.location.removeprefix("file://")) / "data"
+    old = time.time() - 10 * 86400
+    for first in range(0, objects, PER_FOLDER):
+        folder = data / f"orphan={first // PER_FOLDER:05d}"
+        folder.mkdir(parents=True)
+        for i in range(first, min(objects, first + PER_FOLDER)):
+            path = folder / f"{i:08d}.parquet"
+            with open(path, "wb") as f:
+                f.write(b"x")
+            os.utime(path, (old, old))
+    return table.refresh()
+
+
+async def raw_listing(location: str) -> int:
+    io = resolve_io(location, runtime=default_runtime())
+    count = 0
+    async for _ in io.list(location.rstrip("/") + "/"):
+        count += 1
+    return count
+
+
+def timed(name: str, fn: Any) -> tuple[float, Any]:
+    start = time.perf_counter()
+    result = fn()
+    seconds = time.perf_counter() - start
+    print(f"{name}: {seconds:.2f} s", file=sys.stderr, flush=True)
+    return seconds, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--objects", type=int, default=1_000_000, help="orphan objects to create")
+    parser.add_argument("--tiny", action="store_true", help="2,000 objects (for the suite)")
+    args = parser.parse_args()
+    objects = 2000 if args.tiny else args.objects
+
+    # pyspark: optional (the spark extra); imported here so that --help works without it
+    from servers.spark_cluster import session_builder
+
+    from aioiceberg.spark.actions.delete_orphan_files import delete_orphan_files
+
+    with tempfile.TemporaryDirectory(prefix="orphans-bench-") as tmp:
+        started = time.perf_counter()
+        table = make_table(Path(tmp) / "wh", objects)
+        print(f"{objects:,} orphan objects written in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        location = table.location
+        spark = session_builder(
+            "local[2]", "orphans-bench", {"spark.ui.showConsoleProgress": "false"}
+        ).getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR")
+        spark.sparkContext.parallelize([0], 1).map(lambda x: x).collect()  # workers started
+
+        floor, listed = timed("raw listing", lambda: default_loop.run(raw_listing(location)))
+        age = dt.timedelta(days=3)
+        one, expected = timed(
+            "one process", lambda: sync.load_table(location).remove_orphan_files(age, dry_run=True)
+        )
+        dry, found = timed(
+            "Spark dry run", lambda: delete_orphan_files(spark, location, older_than=age, dry_run=True)
+        )
+        if found != expected or len(found) != objects:
+            raise SystemExit(
+                f"answers differ: one process {len(expected)}, Spark {len(found)}, made {objects}"
+            )
+        real, deleted = timed("Spark", lambda: delete_orphan_files(spark, location, older_than=age))
+        if deleted != expected:
+            raise SystemExit("Spark deleted other objects than the dry runs named")
+        spark.stop()
+
+    print(
+        f"\nOrphan removal, {objects:,} orphans among {listed:,} objects, local disk, {os.cpu_count()} cores"
+    )
+    print("| run | seconds | objects/s |")
+    print("|---|---|---|")
+    for name, seconds in (
+        ("raw listing, one process (floor)", floor),
+        ("remove_orphan_files, one process (dry run)", one),
+        ("delete_orphan_files, Spark local[2] (dry run)", dry),
+        ("delete_orphan_files, Spark local[2] (deleting)", real),
+    ):
+        print(f"| {name} | {seconds:.2f} | {listed / seconds:,.0f} |")
+    print(f"Load average at the end: {os.getloadavg()[0]:.1f}.")
+
+
+if __name__ == "__main__":
+    main()
