@@ -1,15 +1,20 @@
 """Spark reading and writing one Iceberg table on S3: aioiceberg beside Apache Iceberg's Java
 runtime and beside Spark's own Parquet reader on the same files.
 
-    python benchmarks/spark.py                   # 500k rows x 24 columns in 8 files, moto S3, median of 3
-    python benchmarks/spark.py --rows 3000000    # the issue's size
-    python benchmarks/spark.py --store local     # the same on the local file system
-    python benchmarks/spark.py --tiny            # smoke run (used by the tests): no Java peer
+    python benchmarks/spark.py --rows 3000000    # the issue's size: s3proxy, median of 3
+    python benchmarks/spark.py                   # 500k rows x 24 columns in 8 files
+    python benchmarks/spark.py --count-requests  # + one pass through a proxy counting requests
+    python benchmarks/spark.py --s3a input.stream.type=classic   # an S3A setting for the reads
+    python benchmarks/spark.py --store moto      # reads on moto; --store local: the local disk
+    python benchmarks/spark.py --tiny            # smoke run (used by the tests): moto, no Java peer
 
-Store: moto (started here), because the benchmark writes as well as reads, from two
-implementations (our writer, Java's S3FileIO); nginx (benchmarks/nginx_store.py) serves GETs
-only, and S3A's directory probes (LIST) get 404 there. moto costs CPU per request on the same
-cores, for every reader alike: the floor pays it too.
+Stores (benchmarks/s3_rig.py): the table is written on moto (started here), because our
+commits need conditional writes, which s3proxy ignores; for ``--store s3proxy`` (the default)
+it is then copied by PUTs to s3proxy (filesystem backend, a multithreaded Java server that
+keeps connections alive; moto serves one request at a time at 2-3 ms of CPU each and closes
+every connection), which both readers read. nginx (benchmarks/nginx_store.py) is no option:
+S3A's LIST probes get 404 there. Writes (both sides) go to moto. The store's own floor is
+printed: a plain parallel GET of every data file.
 
 Readers of the one table (``db.bench``, written by aioiceberg):
 - ``spark.read.parquet`` over the table's data files as ``s3a://`` (the floor: Spark's own
@@ -19,7 +24,7 @@ Readers of the one table (``db.bench``, written by aioiceberg):
 - the ``aioiceberg`` data source (``spark.read.format``): every row through a Python worker;
 - Java Iceberg 1.12 (``spark.table``-style SQL in its own Spark 4.1 session, another process
   and another Spark version than ours): its JdbcCatalog on a SQLite file of its own, the table
-  registered there from our metadata file, S3FileIO on the same moto endpoint.
+  registered there from our metadata file, S3FileIO on the same endpoint.
 
 Queries: every column (``count(*)`` and a sum over each of the 24 columns: strings by length,
 so every byte is decoded), one column, and a selective range inside one file. Writes: the same
@@ -40,6 +45,8 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,12 +61,27 @@ import pyarrow.parquet as pq  # noqa: E402
 import aioiceberg.spark  # noqa: E402
 from aioiceberg import sync  # noqa: E402
 from aioiceberg.spark.s3a import s3a_available, s3a_jars, s3a_location, s3a_read_options  # noqa: E402
+from benchmarks.s3_rig import CountingProxy, Counts, S3Proxy, copy_bucket, s3_client  # noqa: E402
 
 COLUMNS = 24
 S3A_SETUP = ROOT / "tests" / "spark_s3a" / "setup.sh"
 S3A_JARS = ROOT / ".spark-jars"
 PROPERTIES = {"write.parquet.compression-codec": "zstd"}
-JAVA_CATALOG = "jbench"
+JAVA_CATALOG = "jbench"  # reads, on the read store
+JAVA_WRITES = "jwrite"  # writes, on the write store (moto: our commits need conditional writes)
+
+
+@dataclass
+class Rig:
+    """Where the table lives: written through ``write`` (moto, or the local disk), read through
+    ``read`` (the same, or s3proxy serving a copy of the bucket, or a counting proxy in front)."""
+
+    name: str
+    root: str
+    write: dict[str, str] | None = None
+    read: dict[str, str] | None = None
+    mirror: Callable[[], None] | None = None  # copies the written bucket to the read store
+    counter: CountingProxy | None = None
 
 
 class Progress:
@@ -142,7 +164,7 @@ def start_java(conf: dict[str, str], box: dict[str, Any]) -> None:
         box["error"] = exc
 
 
-def java_catalog_conf(root: str, db: Path, storage: dict[str, str] | None) -> dict[str, str]:
+def java_catalog_conf(name: str, root: str, db: Path, storage: dict[str, str] | None) -> dict[str, str]:
     from servers.java_spark import catalog_conf
 
     props = {"type": "jdbc", "uri": f"jdbc:sqlite:{db}", "warehouse": f"{root}/java"}
@@ -158,7 +180,7 @@ def java_catalog_conf(root: str, db: Path, storage: dict[str, str] | None) -> di
             }
         )
     # catalog_conf turns underscores into dashes; these keys carry none
-    return catalog_conf(JAVA_CATALOG, **props)
+    return catalog_conf(name, **props)
 
 
 def main() -> None:
@@ -169,7 +191,24 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=500_000)
     parser.add_argument("--files", type=int, default=8)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--store", choices=("s3", "local"), default="s3")
+    parser.add_argument(
+        "--store",
+        choices=("s3proxy", "moto", "local"),
+        default=None,
+        help="where the readers read: s3proxy (default; moto in --tiny), moto, local",
+    )
+    parser.add_argument(
+        "--s3a",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an S3A setting (fs.s3a.KEY) for every Spark read, as the storage option s3a.KEY",
+    )
+    parser.add_argument(
+        "--count-requests",
+        action="store_true",
+        help="one more pass of every query and reader through a proxy that counts the requests",
+    )
     parser.add_argument(
         "--java", action=argparse.BooleanOptionalAction, default=None, help="default: not in --tiny"
     )
@@ -178,7 +217,7 @@ def main() -> None:
     with_java = args.java if args.java is not None else not args.tiny
     per_file = rows // files
     rows = per_file * files
-    on_s3 = args.store == "s3"
+    store = args.store or ("moto" if args.tiny else "s3proxy")
     progress = Progress()
 
     from pyspark.sql import SparkSession
@@ -186,17 +225,36 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
         moto: Any = None
-        storage: dict[str, str] | None = None
-        if on_s3:
+        s3proxy: S3Proxy | None = None
+        if store == "local":
+            rig = Rig("local FS", str(scratch / "store"))
+        else:
             subprocess.run(["bash", str(S3A_SETUP), str(S3A_JARS)], check=True, timeout=900)
             moto, storage, bucket = start_moto()
-            root = f"s3://{bucket}"
-        else:
-            root = str(scratch / "store")
+            rig = Rig("moto S3", f"s3://{bucket}", storage, storage)
+            if store == "s3proxy":
+                s3proxy = S3Proxy(scratch / "s3proxy").start()
+                rig.name = "s3proxy (filesystem backend; the table written on moto, copied there)"
+                rig.read = {**storage, "s3.endpoint": s3proxy.url}
+                url = s3proxy.url
+                # the AWS SDK v2 (S3A's and S3FileIO's) asks for checksums s3proxy refuses (501)
+                os.environ["AWS_REQUEST_CHECKSUM_CALCULATION"] = "WHEN_REQUIRED"
+                os.environ["AWS_RESPONSE_CHECKSUM_VALIDATION"] = "WHEN_REQUIRED"
+                rig.mirror = lambda: print(
+                    f"copied {copy_bucket(moto.url, url, bucket)} objects", file=sys.stderr
+                )
+            if args.count_requests:
+                assert rig.read is not None
+                rig.counter = CountingProxy(rig.read["s3.endpoint"])
+                rig.read = {**rig.read, "s3.endpoint": rig.counter.url}
+        if rig.read is not None and args.s3a:
+            extra = (kv.partition("=") for kv in args.s3a)
+            rig.read = {**rig.read, **{"s3a." + key: value for key, _, value in extra}}
         java_box: dict[str, Any] = {}
         java_thread = None
         if with_java:  # the peer's JVM starts while ours does and the table is written
-            conf = java_catalog_conf(root, scratch / "java.db", storage)
+            conf = java_catalog_conf(JAVA_CATALOG, rig.root, scratch / "java.db", rig.read)
+            conf |= java_catalog_conf(JAVA_WRITES, rig.root, scratch / "java-w.db", rig.write)
             java_thread = threading.Thread(target=start_java, args=(conf, java_box))
             java_thread.start()
         try:
@@ -206,8 +264,7 @@ def main() -> None:
                 runs,
                 per_file,
                 scratch,
-                root,
-                storage,
+                rig,
                 java_thread,
                 java_box,
                 SparkSession,
@@ -219,6 +276,10 @@ def main() -> None:
                 java_thread.join()
             if "java" in java_box:
                 java_box["java"].close()
+            if rig.counter is not None:
+                rig.counter.close()
+            if s3proxy is not None:
+                s3proxy.stop()
             if moto is not None:
                 moto.stop()
 
@@ -229,15 +290,16 @@ def run(
     runs: int,
     per_file: int,
     scratch: Path,
-    root: str,
-    storage: dict[str, str] | None,
+    rig: Rig,
     java_thread: threading.Thread | None,
     java_box: dict[str, Any],
     session: Any,
     progress: Progress,
     warm_up: bool,
 ) -> None:
-    opts = dict(storage or {})
+    opts = dict(rig.read or {})  # every read
+    write_opts = dict(rig.write or {})  # the table, and our writes
+    on_s3 = rig.read is not None
     os.environ["PYSPARK_PYTHON"] = sys.executable
     builder = (
         session.builder.master("local[2]")
@@ -246,11 +308,11 @@ def run(
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "2")
     )
-    if storage is not None:
+    if on_s3:
         builder = builder.config("spark.jars", s3a_jars(S3A_JARS))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    if storage is not None and not s3a_available(spark):
+    if on_s3 and not s3a_available(spark):
         raise SystemExit(f"Spark started without S3A ({S3A_JARS} holds no usable jars)")
     aioiceberg.spark.register(spark)
     progress("our Spark session is up")
@@ -258,7 +320,7 @@ def run(
     # the table every reader reads, and the Parquet files both writers append
     source = scratch / "source"
     source.mkdir()
-    catalog = sync.connect(f"{root}/ours", storage_options=storage)
+    catalog = sync.connect(f"{rig.root}/ours", storage_options=rig.write)
     table = catalog.create_table("db.bench", schema=wide_rows(0, 1).schema, properties=PROPERTIES)
     for f in range(files):
         chunk = wide_rows(f * per_file, per_file)
@@ -266,10 +328,20 @@ def run(
         pq.write_table(chunk, source / f"part-{f:03d}.parquet", compression="zstd")
     table.refresh()
     progress("table written")
+    if rig.mirror is not None:
+        rig.mirror()
+        progress("table copied to the read store")
     schema = wide_rows(0, 1).schema
+    notes: list[str] = []
     paths = [t.file.file_path for t in table.scan().plan_files()]
-    floor_paths = [s3a_location(p) or p for p in paths] if storage is not None else paths
-    floor_opts = (s3a_read_options({p.split("/")[2] for p in floor_paths}, opts) if storage else None) or {}
+    floor_paths = [s3a_location(p) or p for p in paths] if on_s3 else paths
+    floor_opts = (s3a_read_options({p.split("/")[2] for p in floor_paths}, opts) if on_s3 else None) or {}
+    if on_s3:  # what the store alone costs: every data file, whole, in parallel
+        get_secs, size = median(runs, lambda: raw_get(opts["s3.endpoint"], paths))
+        notes.append(
+            f"store floor: a parallel GET (boto3) of all {len(paths)} data files ({size / 1e6:.1f} MB) "
+            f"{get_secs:.2f}s"
+        )
 
     readers: dict[str, Callable[[list[str], str], Any]] = {}
 
@@ -284,7 +356,6 @@ def run(
         lambda: spark.read.format("aioiceberg").options(**opts).load(table.location)
     )
     java: Any = None
-    notes: list[str] = []
     if java_thread is not None:
         java_thread.join()
         if "error" in java_box:
@@ -303,6 +374,14 @@ def run(
 
     for read in readers.values() if warm_up else ():  # JVM code paths, Python workers, S3 connections
         read(["count(*)", "sum(c02)"], "true")
+
+    counted: list[tuple[str, str, Counts]] = []
+    if rig.counter is not None:  # one untimed pass per query and reader, counted
+        for query, (exprs, where) in queries(schema, rows, per_file).items():
+            for reader, read in readers.items():
+                rig.counter.reset()
+                read(exprs, where)
+                counted.append((query, reader, rig.counter.reset()))
 
     results: list[tuple[str, str, float, Any]] = []
     for query, (exprs, where) in queries(schema, rows, per_file).items():
@@ -330,7 +409,7 @@ def run(
         lambda: (
             spark.read.parquet(str(source))
             .write.format("aioiceberg")
-            .options(**opts)
+            .options(**write_opts)
             .mode("append")
             .save(ours_target.location)
         ),
@@ -342,7 +421,8 @@ def run(
     if java is not None:
         columns = ", ".join(f"{f.name} {sql_type(f.type)}" for f in schema)
         props = ", ".join(f"'{k}'='{v}'" for k, v in {"format-version": "2", **PROPERTIES}.items())
-        target = f"{JAVA_CATALOG}.db.java_target"
+        target = f"{JAVA_WRITES}.db.java_target"
+        java.sql(f"CREATE NAMESPACE IF NOT EXISTS {JAVA_WRITES}.db")
         java.sql(f"CREATE TABLE {target} ({columns}) USING iceberg TBLPROPERTIES ({props})")
         secs, _ = median(
             runs, lambda: java.sql(f"INSERT INTO {target} SELECT * FROM parquet.`file://{source}`")
@@ -351,8 +431,11 @@ def run(
         written["Java Iceberg (INSERT INTO)"] = int(java.sql(f"SELECT count(*) FROM {target}")[0][0])
     spark.stop()
 
-    where = "moto S3 (s3a:// for Spark's reader, S3FileIO for Java's)" if storage else "local FS"
+    where = f"{rig.name}: s3a:// for Spark's reader, S3FileIO for Java's" if on_s3 else rig.name
+    if rig.counter is not None:
+        where += "; every request through the counting proxy (times include it)"
     print(f"{rows} rows x {COLUMNS} columns in {files} files, {where}, local[2], median of {runs}")
+    print(f"writes: {'moto S3' if rig.write else 'local FS'}")
     print("load average at the end: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
     for note in notes:
         print(note)
@@ -374,6 +457,24 @@ def run(
             raise SystemExit(f"{writer} left {written[writer]} rows, not {rows * runs}")
         vs_java = f"{secs / java_write:.2f}x" if java_write else "-"
         print(f"| append {rows} rows | {writer} | {secs:.2f} | {written[writer]} | {vs_java} |")
+    if counted:
+        print("| query | reader | requests to the store |")
+        print("| --- | --- | --- |")
+        for query, reader, counts in counted:
+            print(f"| {query} | {reader} | {counts.line()} |")
+
+
+def raw_get(endpoint: str, paths: list[str]) -> int:
+    """GET every ``s3://bucket/key`` whole, all at once (one boto3 client, a thread per file);
+    the bytes read."""
+    client = s3_client(endpoint, pool=len(paths))
+
+    def one(path: str) -> int:
+        bucket, _, key = path.split("://", 1)[1].partition("/")
+        return len(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+
+    with ThreadPoolExecutor(len(paths)) as pool:
+        return sum(pool.map(one, paths))
 
 
 if __name__ == "__main__":

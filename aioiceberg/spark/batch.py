@@ -79,8 +79,8 @@ SNAPSHOT_PROPERTY_PREFIX = "snapshot-property."
 # snapshot summary key of a write's idempotency key: a job whose key is in the history is a no-op
 IDEMPOTENCY_KEY_PROPERTY = "aioiceberg.spark.idempotency-key"
 # storage options: aioiceberg's dotted ones, the S3 aliases; other undotted keys only for
-# fsspec stores (whose arguments they are)
-_STORAGE_PREFIXES = ("s3.", "dynamodb.", "local.", "client.", "gcs.", "adls.")
+# fsspec stores (whose arguments they are); s3a.<key>: S3A settings (read_table)
+_STORAGE_PREFIXES = ("s3.", "s3a.", "dynamodb.", "local.", "client.", "gcs.", "adls.")
 _S3_ALIASES = frozenset(a for names in S3_OPTION_ALIASES.values() for a in names)
 
 

@@ -7,7 +7,11 @@ from the table's storage options, as ``fs.s3a.bucket.<bucket>.*`` keys in the op
 that one Parquet read: Spark copies a file source's options into the Hadoop configuration
 of that read only, so nothing is set on the session or the process. A named profile
 becomes S3A's profile credential provider (the SDK's profile files, as botocore reads
-them); half a key keeps the files in aioiceberg's reader, which reports it.
+them); half a key keeps the files in aioiceberg's reader, which reports it. A storage
+option ``s3a.<key>`` is passed on as S3A's ``<key>`` for the read, after the rest: how a
+table tunes S3A (its input stream, read policy, vectored reads) without touching the session.
+S3A's defaults are kept otherwise (Hadoop 3.5's analytics input stream: more bytes than the
+classic one on narrow queries, not slower; measured in benchmarks/README.md).
 
 Hadoop caches one S3A file system per bucket per JVM, built with the settings of its first
 use: two tables in one bucket with different credentials in one Spark application read
@@ -24,9 +28,10 @@ from urllib.parse import urlsplit
 from aioiceberg.io.resolve import S3_SCHEMES, scheme_of
 from aioiceberg.io.s3_client import S3Options
 
-__all__ = ["S3A_CLASS", "s3a_available", "s3a_jars", "s3a_location", "s3a_read_options"]
+__all__ = ["S3A_CLASS", "S3A_PREFIX", "s3a_available", "s3a_jars", "s3a_location", "s3a_read_options"]
 
 S3A_CLASS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+S3A_PREFIX = "s3a."  # a storage option ``s3a.<key>`` is S3A's ``fs.s3a.<key>`` for the read
 _PROVIDERS = "org.apache.hadoop.fs.s3a"
 
 
@@ -89,4 +94,7 @@ def s3a_read_options(buckets: set[str], storage_options: Mapping[str, str]) -> d
     elif s3.profile:
         settings["aws.credentials.provider"] = f"{_PROVIDERS}.auth.ProfileAWSCredentialsProvider"
         settings["auth.profile.name"] = s3.profile
+    for key, value in storage_options.items():  # the table's own S3A settings come last
+        if key.startswith(S3A_PREFIX) and len(key) > len(S3A_PREFIX) and value is not None:
+            settings[key.removeprefix(S3A_PREFIX)] = str(value)
     return {f"fs.s3a.bucket.{b}.{k}": v for b in sorted(buckets) for k, v in settings.items()}

@@ -134,6 +134,24 @@ def test_s3a_settings_are_per_bucket_and_follow_the_storage_options() -> None:
     assert s3a_location("gs://b/f.parquet") is None
 
 
+def test_s3a_storage_options_tune_the_read_and_come_last() -> None:
+    options = s3a_read_options(
+        {"b"},
+        {
+            "s3.endpoint": "http://127.0.0.1:9000",
+            "s3a.input.stream.type": "classic",
+            "s3a.vectored.read.max.merged.size": "8M",
+            "s3a.endpoint": "http://127.0.0.1:9001",
+            "s3a.": "ignored: no key",
+        },
+    )
+    assert options is not None
+    assert options["fs.s3a.bucket.b.input.stream.type"] == "classic"
+    assert options["fs.s3a.bucket.b.vectored.read.max.merged.size"] == "8M"
+    assert options["fs.s3a.bucket.b.endpoint"] == "http://127.0.0.1:9001"
+    assert "fs.s3a.bucket.b." not in options
+
+
 def test_files_on_s3_are_read_by_sparks_parquet_reader_over_s3a(
     spark: Any, root: str, storage: dict[str, str]
 ) -> None:
