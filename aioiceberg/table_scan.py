@@ -18,7 +18,7 @@ from aioiceberg.scan.options import ScanOptions, split_scan_options
 from aioiceberg.scan.pipeline import PlanStream
 from aioiceberg.scan.plan_metrics import PlanMetrics, ReadMetrics
 from aioiceberg.scan.planner import Planner
-from aioiceberg.scan.task_batches import task_batch
+from aioiceberg.scan.task_batches import Rendered, task_batch
 from aioiceberg.spec.metadata import TableMetadata
 from aioiceberg.spec.name_mapping import NameMapping
 from aioiceberg.spec.properties import TableProperties
@@ -124,9 +124,10 @@ class TableScan:
         that takes the file list whole (Arrow, DuckDB, Polars, Spark), without a
         ``FileScanTask`` per file."""
         planner = self.planner
+        rendered = Rendered(planner)  # partition values rendered once for the plan
         async with aclosing(self.plan_files(metrics).batches()) as batches:
             async for tasks in batches:
-                yield task_batch(planner, tasks)
+                yield task_batch(planner, tasks, rendered)
 
     async def to_batches(self) -> AsyncIterator[pa.RecordBatch]:
         """Stream the matching rows as Arrow batches; memory stays bounded by the files in flight."""

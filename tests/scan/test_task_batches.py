@@ -78,6 +78,9 @@ async def test_batches_hold_what_the_tasks_hold(tmp_path: Path, split: int | Non
         expected = sorted((_expected(t) for t in tasks), key=lambda r: (r["file_path"], r["start"]))
         assert _rows(batches) == expected, text
         assert sum(b.num_rows for b in batches) == len(tasks) > 0
+        # plan_batches renders partition values once for the plan: the same batches
+        shared = [b async for b in TableScan(io, md, text, **kw).plan_batches()]
+        assert _rows(shared) == expected, text
     # a ts bound on whole days leaves nothing for the rows of files the partition decides
     assert any(r["residual"] == {"type": "true"} for r in _rows(batches))
 
@@ -107,6 +110,48 @@ async def test_delete_files_ride_with_their_data_files(tmp_path: Path) -> None:
     # the delete file's own fields come through, not only its path
     deletes = [d for b in batches for row in b.to_pylist() for d in row["delete_files"]]
     assert deletes and all(d["content"] == 1 and d["record_count"] >= 1 for d in deletes)
+
+
+@pytest.mark.anyio
+async def test_partition_values_rendered_once_a_plan_render_as_each_alone(tmp_path: Path) -> None:
+    """Values kept across a plan's batches (ints, strings, booleans) and values that are not
+    (floats: 0.0 equals -0.0) give each file the partition JSON its task gives it."""
+    catalog = aioiceberg.connect(str(tmp_path / "wh"))
+    schema = pa.schema(
+        [
+            pa.field("x", pa.float64()),
+            pa.field("s", pa.string()),
+            pa.field("b", pa.bool_()),
+            pa.field("n", pa.int64()),
+        ]
+    )
+    table = await catalog.create_table("db.t", schema=schema, partition_by=["x", "s", "b", "n"])
+    xs, ss, bs, ns = (
+        [0.0, -0.0, 1.5, None],
+        ["\u00e9t\u00e9", "a", None, '"q"'],
+        [True, False, None, True],
+        [1, 0, None, 1],
+    )
+    for k in range(3):  # three manifests: the values recur across batches
+        rows = [(xs[(i + k) % 4], ss[i % 4], bs[(i + 2 * k) % 4], ns[(i + k) % 4]) for i in range(8)]
+        await table.append(
+            pa.Table.from_pylist([dict(zip("xsbn", r, strict=True)) for r in rows], schema=schema)
+        )
+    tasks = [t async for t in table.scan().plan_files()]
+    batches = [b async for b in table.scan().plan_batches()]
+    expected = sorted((_expected(t) for t in tasks), key=lambda r: (r["file_path"], r["start"]))
+    assert len(batches) >= 3
+    assert _rows(batches) == expected
+    # and as text: what json.dumps writes for the task's partition object
+    by_path = {t.file.file_path: t for t in tasks}
+    for batch in batches:
+        for path, text in zip(
+            batch.column("file_path").to_pylist(), batch.column("partition").to_pylist(), strict=True
+        ):
+            t = by_path[path]
+            assert text == json.dumps(
+                content_file_to_json(t.file, t.spec, t.schema)["partition"], sort_keys=True
+            )
 
 
 def test_the_blocking_api_yields_the_same_batches(tmp_path: Path) -> None:

@@ -128,6 +128,11 @@ class BoundColumn:
     state: np.ndarray[Any, np.dtype[np.int8]]
 
 
+def _in_enum(values: np.ndarray[Any, Any]) -> bool:
+    """Every value is 0, 1 or 2 (status, content): two reductions, a quarter of ``np.isin``'s cost."""
+    return values.size == 0 or (int(values.min()) >= 0 and int(values.max()) <= 2)
+
+
 _Items = tuple[Any, list[Any], list[Any]]  # a map column's items: row index (numpy), keys, values
 
 
@@ -160,7 +165,7 @@ class ColumnarManifest:
         status = self._top["status"]
         assert status is not None
         status_np = status.to_numpy(zero_copy_only=False)
-        if not np.isin(status_np, (0, 1, 2)).all():
+        if not _in_enum(status_np):
             raise ValueError("status outside its enum")
         content_arr = self._df.get("content")
         content_np = (
@@ -168,7 +173,7 @@ class ColumnarManifest:
             if content_arr is None
             else content_arr.fill_null(0).to_numpy(zero_copy_only=False)
         )
-        if not np.isin(content_np, (0, 1, 2)).all():
+        if not _in_enum(content_np):
             raise ValueError("content outside its enum")
         formats = self._df["file_format"]
         for text in pc.unique(formats).to_pylist():
