@@ -89,7 +89,11 @@ def _data(start: int, n: int) -> pa.Table:
             "id": pa.array(list(ids), pa.int64()),
             "name": pa.array([f"n{i}" for i in ids]),
             "region": pa.array([["eu", "us", None, "ap"][i % 4] for i in ids]),
-            "ts": pa.array([base + dt.timedelta(minutes=97 * i) for i in ids], pa.timestamp("us", tz="UTC")),
+            # ten rows an hour, hours 8 apart: the hour layout holds 60 files, not one per row
+            "ts": pa.array(
+                [base + dt.timedelta(hours=8 * (i // 10), minutes=97 * i % 60) for i in ids],
+                pa.timestamp("us", tz="UTC"),
+            ),
             "v": pa.array([None if i % 11 == 0 else float("nan") if i % 13 == 0 else i * 0.5 for i in ids]),
             "d": pa.array([dt.date(2024, 5, 1) + dt.timedelta(days=i % 30) for i in ids], pa.date32()),
             "price": pa.array([Decimal(i) / 4 for i in ids], pa.decimal128(10, 2)),
