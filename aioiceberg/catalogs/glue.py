@@ -28,19 +28,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
-import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from aioiceberg.catalogs.base import dotted_namespace, identifier_text
-from aioiceberg.catalogs.pointer_catalog import PointerCatalog, TablePlaces, split_identifier
+from aioiceberg.catalogs.pointer_catalog import PointerViewCatalog, TablePlaces, split_identifier
 from aioiceberg.commit.protocols.commit_point import parse_boolean, uri_options
 from aioiceberg.commit.protocols.pointer_swap import MetadataPointer, Pointer
 from aioiceberg.errors import (
-    CommitConflictError,
     CommitFailedError,
     CommitStateUnknownError,
     IcebergError,
@@ -86,9 +83,7 @@ from aioiceberg.spec.types import (
 from aioiceberg.spec.view_metadata import (
     SqlRepresentation,
     ViewMetadata,
-    ViewVersion,
 )
-from aioiceberg.spec.view_updates import LAST_ADDED, ViewChanges, check_dialects_kept, new_view_metadata
 from aioiceberg.view import View
 
 if TYPE_CHECKING:
@@ -121,8 +116,6 @@ DESCRIPTION = "Description"
 # Views as Java's Hive catalog writes them (Java's proposed Glue views write "iceberg-view").
 VIRTUAL_VIEW = "VIRTUAL_VIEW"
 ICEBERG_VIEW = "ICEBERG-VIEW"
-
-_NUMBERED_FILE = re.compile(r"/(\d+)-[^/]*\.metadata\.json$")
 
 
 # What GetTable returns that TableInput takes back (UpdateTable replaces the whole definition:
@@ -267,6 +260,133 @@ class _Glue(AwsService):
             if not token or (max_results is not None and len(out) >= max_results):
                 return out
 
+    async def settle_create(
+        self, database: str, name: str, what: str, metadata_location: str, exc: WriteOutcomeUnknownError
+    ) -> dict[str, Any] | None:
+        """CreateTable got no answer: the entry when it points at our file, None when another
+        writer's does; absent, the request may still be applied (``CommitStateUnknownError``).
+        ``what`` is "table" or "view"."""
+        label = f"glue {what} {database}.{name}"
+        try:
+            found = await self.get_table(database, name)
+        except StoreError as again:
+            raise CommitStateUnknownError(
+                f"{label}: no answer to CreateTable ({exc}) and it cannot be read back ({again})"
+            ) from exc
+        if found is None:
+            raise CommitStateUnknownError(
+                f"{label}: no answer to CreateTable ({exc}); the {what} does not exist yet but the "
+                "request may still be applied"
+            ) from exc
+        return found if (found.get("Parameters") or {}).get(METADATA_LOCATION) == metadata_location else None
+
+    async def entry_before_swap(self, database: str, name: str, what: str) -> dict[str, Any] | None:
+        """The entry a swap starts from; a failed read sent nothing, so it is a refusal the
+        commit may retry (``CommitFailedError``)."""
+        try:
+            return await self.get_table(database, name)
+        except StoreError as exc:
+            raise CommitFailedError(
+                f"glue {what} {database}.{name}: cannot read the {what} before the swap: {exc}"
+            ) from exc
+
+    async def update_entry(
+        self,
+        database: str,
+        label: str,
+        entry: Mapping[str, Any],
+        current: Mapping[str, Any],
+        gone: IcebergError,
+    ) -> None:
+        """UpdateTable with the VersionId ``current`` was read at (Glue's optimistic lock: refused,
+        ``CommitFailedError``, when the entry changed since that read); ``gone`` when it no longer
+        exists."""
+        kwargs: dict[str, Any] = {
+            "DatabaseName": database,
+            "TableInput": entry,
+            "SkipArchive": self.options.skip_archive,
+        }
+        version_id = current.get("VersionId")
+        if version_id:
+            kwargs["VersionId"] = version_id
+        try:
+            await self.write("update_table", **kwargs)
+        except _Answer as answer:
+            if answer.code == "ConcurrentModificationException" or (
+                answer.code == "InvalidInputException" and "version" in answer.message.lower()
+            ):
+                raise CommitFailedError(
+                    f"{label} changed since version {version_id} was read: {answer.message}"
+                ) from None
+            if answer.code == "EntityNotFoundException":
+                raise gone from None
+            raise answer.fallback(label) from None
+
+    async def delete_entry(self, database: str, name: str, what: str, gone: IcebergError) -> None:
+        """DeleteTable of a ``what`` ("table" or "view"); ``gone`` when there is no such entry.
+        Unanswered, it is read back: still there, a ``StoreError``."""
+        label = f"glue {what} {database}.{name}"
+        try:
+            await self.write("delete_table", DatabaseName=database, Name=name)
+        except _Answer as answer:
+            if answer.code == "EntityNotFoundException":
+                raise gone from None
+            raise answer.fallback(label) from None
+        except WriteOutcomeUnknownError as exc:
+            if await self.get_table(database, name) is not None:
+                raise StoreError(f"{label}: no answer to DeleteTable and the {what} is still there") from exc
+
+    async def rename_entry(
+        self,
+        found: Mapping[str, Any],
+        source: tuple[str, str],
+        target: tuple[str, str],
+        what: str,
+        *,
+        fields: Sequence[str],
+        default_type: str,
+        pointed: Callable[[Mapping[str, Any]], str | None],
+        taken: IcebergError,
+        missing: type[IcebergError],
+    ) -> None:
+        """Glue has no rename: a new entry with ``found``'s definition (its ``fields``) under the
+        target name, then the source deleted once it is seen still pointing where ``found`` did
+        (``pointed``); if that fails the new entry is removed again and the source stays.
+        ``taken`` when the target name is; ``missing`` names the error for a source gone."""
+        (source_db, source_name), (target_db, target_name) = source, target
+        source_label, target_label = (
+            f"glue {what} {source_db}.{source_name}",
+            f"glue {what} {target_db}.{target_name}",
+        )
+        entry = {
+            **_carried(found, fields),
+            "Name": target_name,
+            "TableType": found.get("TableType") or default_type,
+            "Parameters": dict(found.get("Parameters") or {}),
+            "StorageDescriptor": _carried(found.get("StorageDescriptor") or {}, _STORAGE_FIELDS),
+        }
+        try:
+            await self.write("create_table", DatabaseName=target_db, TableInput=entry)
+        except _Answer as answer:
+            if answer.code == "AlreadyExistsException":
+                raise taken from None
+            if answer.code == "EntityNotFoundException":
+                raise NamespaceNotFoundError(f"glue database {target_db!r} does not exist") from None
+            raise answer.fallback(target_label) from None
+        try:
+            now = await self.get_table(source_db, source_name)
+            if now is None or pointed(now) != pointed(found):
+                raise CommitFailedError(f"{source_label} changed during the rename; try again")
+            await self.delete_entry(source_db, source_name, what, missing(f"{source_label} does not exist"))
+        except BaseException as exc:
+            try:  # the source stays what it was
+                await self.delete_entry(
+                    target_db, target_name, what, missing(f"{target_label} does not exist")
+                )
+            except IcebergError as undo:
+                exc.add_note(f"{target_label} could not be removed again ({undo}): delete it by hand")
+            raise
+
 
 # -- Glue structures -----------------------------------------------------------------------------
 _PRIMITIVES: dict[type[IcebergType], str] = {
@@ -330,6 +450,41 @@ def _carried(found: Mapping[str, Any], fields: Sequence[str]) -> dict[str, Any]:
     return {k: found[k] for k in fields if found.get(k) is not None}
 
 
+def _entry_input(
+    name: str,
+    types: tuple[str, str],
+    metadata_location: str,
+    properties: Mapping[str, str],
+    storage_place: tuple[str, list[dict[str, Any]]],
+    current: Mapping[str, Any] | None,
+    previous_metadata_location: str | None,
+    removed_properties: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The TableInput for a version of an Iceberg table or view (``types``: its Glue TableType
+    and ``table_type`` parameter): the current Glue entry's other settings kept, its
+    Parameters updated with the pointer and the properties (``removed_properties`` dropped),
+    its StorageDescriptor with ``storage_place``'s location and columns."""
+    found = current or {}
+    table_type, iceberg_type = types
+    parameters = dict(found.get("Parameters") or {})
+    for key in removed_properties:
+        parameters.pop(key, None)
+    parameters.update({TABLE_TYPE: iceberg_type, METADATA_LOCATION: metadata_location})
+    if previous_metadata_location:
+        parameters[PREVIOUS_METADATA_LOCATION] = previous_metadata_location
+    parameters.update({k: str(v) for k, v in properties.items()})
+    location, columns = storage_place
+    storage = _carried(found.get("StorageDescriptor") or {}, _STORAGE_FIELDS)
+    storage.update(Columns=columns, Location=location)
+    return {
+        **_carried(found, _TABLE_FIELDS),
+        "Name": name,
+        "TableType": table_type,
+        "Parameters": parameters,
+        "StorageDescriptor": storage,
+    }
+
+
 def table_input(
     name: str,
     metadata_location: str,
@@ -337,23 +492,16 @@ def table_input(
     current: Mapping[str, Any] | None = None,
     previous_metadata_location: str | None = None,
 ) -> dict[str, Any]:
-    """The TableInput for a version of an Iceberg table: the current Glue table's other
-    settings kept, its Parameters updated with the pointer and the table's properties."""
-    found = current or {}
-    parameters = dict(found.get("Parameters") or {})
-    parameters.update({TABLE_TYPE: ICEBERG, METADATA_LOCATION: metadata_location})
-    if previous_metadata_location:
-        parameters[PREVIOUS_METADATA_LOCATION] = previous_metadata_location
-    parameters.update({k: str(v) for k, v in metadata.properties.items()})
-    storage = _carried(found.get("StorageDescriptor") or {}, _STORAGE_FIELDS)
-    storage.update(Columns=glue_columns(metadata), Location=metadata.location)
-    out = {
-        **_carried(found, _TABLE_FIELDS),
-        "Name": name,
-        "TableType": EXTERNAL_TABLE,
-        "Parameters": parameters,
-        "StorageDescriptor": storage,
-    }
+    """The TableInput for a version of an Iceberg table (:func:`_entry_input`)."""
+    out = _entry_input(
+        name,
+        (EXTERNAL_TABLE, ICEBERG),
+        metadata_location,
+        metadata.properties,
+        (metadata.location, glue_columns(metadata)),
+        current,
+        previous_metadata_location,
+    )
     if DESCRIPTION in metadata.properties:
         out["Description"] = metadata.properties[DESCRIPTION]
     return out
@@ -375,28 +523,18 @@ def view_input(
     previous_metadata_location: str | None = None,
     removed_properties: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The TableInput for a version of an Iceberg view: the current Glue entry's other settings
-    kept, its Parameters updated with the pointer and the view's properties (those the view
-    no longer has removed), its view text the current SQL, so Glue consumers see the query."""
-    found = current or {}
-    parameters = dict(found.get("Parameters") or {})
-    for key in removed_properties:
-        parameters.pop(key, None)
-    parameters.update({TABLE_TYPE: ICEBERG_VIEW, METADATA_LOCATION: metadata_location})
-    if previous_metadata_location:
-        parameters[PREVIOUS_METADATA_LOCATION] = previous_metadata_location
-    parameters.update({k: str(v) for k, v in metadata.properties.items()})
-    storage = _carried(found.get("StorageDescriptor") or {}, _STORAGE_FIELDS)
-    storage.update(
-        Columns=[_column(f, True) for f in metadata.current_schema.fields], Location=metadata.location
+    """The TableInput for a version of an Iceberg view (:func:`_entry_input`), its view text
+    the current SQL, so Glue consumers see the query."""
+    out = _entry_input(
+        name,
+        (VIRTUAL_VIEW, ICEBERG_VIEW),
+        metadata_location,
+        metadata.properties,
+        (metadata.location, [_column(f, True) for f in metadata.current_schema.fields]),
+        current,
+        previous_metadata_location,
+        removed_properties,
     )
-    out: dict[str, Any] = {
-        **_carried(found, _TABLE_FIELDS),
-        "Name": name,
-        "TableType": VIRTUAL_VIEW,
-        "Parameters": parameters,
-        "StorageDescriptor": storage,
-    }
     sql = next(
         (r.sql for r in metadata.current_version.representations if isinstance(r, SqlRepresentation)), None
     )
@@ -486,67 +624,26 @@ class GluePointer(MetadataPointer):
         return Pointer(metadata_location)
 
     async def _settle_create(self, metadata_location: str, exc: WriteOutcomeUnknownError) -> Pointer:
-        """CreateTable got no answer: ours if the table points at our file, someone else's if
-        at another; absent, it may still be applied, so unknown."""
-        try:
-            found = await self.glue.get_table(self.database, self.table)
-        except StoreError as again:
-            raise CommitStateUnknownError(
-                f"{self.name}: no answer to CreateTable ({exc}) and it cannot be read back ({again})"
-            ) from exc
-        if found is None:
-            raise CommitStateUnknownError(
-                f"{self.name}: no answer to CreateTable ({exc}); the table does not exist yet but the "
-                "request may still be applied"
-            ) from exc
-        if (found.get("Parameters") or {}).get(METADATA_LOCATION) == metadata_location:
+        found = await self.glue.settle_create(self.database, self.table, "table", metadata_location, exc)
+        if found is not None:
             return Pointer(metadata_location, found.get("VersionId"))
         raise TableAlreadyExistsError(f"{self.name} already exists (created by another writer)") from exc
 
     async def swap(self, expected: Pointer, metadata_location: str, metadata: TableMetadata) -> Pointer:
-        try:
-            current = await self.glue.get_table(self.database, self.table)
-        except StoreError as exc:  # nothing sent yet: a refusal, the commit loop may retry
-            raise CommitFailedError(f"{self.name}: cannot read the table before the swap: {exc}") from exc
+        current = await self.glue.entry_before_swap(self.database, self.table, "table")
         if current is None:
             raise TableNotFoundError(f"{self.name} no longer exists")
         found = pointed_metadata(current, self.name)
         if found != expected.metadata_location:
             raise CommitFailedError(f"{self.name} moved on from {expected.metadata_location} to {found}")
-        kwargs: dict[str, Any] = {
-            "DatabaseName": self.database,
-            "TableInput": table_input(self.table, metadata_location, metadata, current, found),
-            "SkipArchive": self.glue.options.skip_archive,
-        }
-        version_id = current.get("VersionId")
-        if version_id:  # Glue's optimistic lock: refused if the table changed since that read
-            kwargs["VersionId"] = version_id
-        try:
-            await self.glue.write("update_table", **kwargs)
-        except _Answer as answer:
-            if answer.code == "ConcurrentModificationException" or (
-                answer.code == "InvalidInputException" and "version" in answer.message.lower()
-            ):
-                raise CommitFailedError(
-                    f"{self.name} changed since version {version_id} was read: {answer.message}"
-                ) from None
-            if answer.code == "EntityNotFoundException":
-                raise TableNotFoundError(f"{self.name} no longer exists") from None
-            raise answer.fallback(self.name) from None
+        entry = table_input(self.table, metadata_location, metadata, current, found)
+        gone = TableNotFoundError(f"{self.name} no longer exists")
+        await self.glue.update_entry(self.database, self.name, entry, current, gone)
         return Pointer(metadata_location)
 
     async def delete(self) -> None:
-        try:
-            await self.glue.write("delete_table", DatabaseName=self.database, Name=self.table)
-        except _Answer as answer:
-            if answer.code == "EntityNotFoundException":
-                raise TableNotFoundError(f"{self.name} does not exist") from None
-            raise answer.fallback(self.name) from None
-        except WriteOutcomeUnknownError as exc:
-            if await self.glue.get_table(self.database, self.table) is not None:
-                raise StoreError(
-                    f"{self.name}: no answer to DeleteTable and the table is still there"
-                ) from exc
+        gone = TableNotFoundError(f"{self.name} does not exist")
+        await self.glue.delete_entry(self.database, self.table, "table", gone)
 
 
 # -- the catalog ---------------------------------------------------------------------------------
@@ -564,7 +661,7 @@ def _warehouse(warehouse: str) -> str:
     return warehouse.rstrip("/")
 
 
-class GlueCatalog(PointerCatalog):
+class GlueCatalog(PointerViewCatalog):
     """Iceberg tables in AWS Glue: ``aioiceberg.connect("glue://", warehouse="s3://bucket/wh")``.
 
     New tables go to their database's location (``LocationUri``) when it has one, else to
@@ -722,38 +819,22 @@ class GlueCatalog(PointerCatalog):
         if it lands after the check that the old entry still points where it did."""
         source_db, source_name = self._split(from_identifier)
         target_db, target_name = self._split(to_identifier)
-        source = GluePointer(self.glue, source_db, source_name)
+        label = f"glue table {source_db}.{source_name}"
         found = await self.glue.get_table(source_db, source_name)
         if found is None:
-            raise TableNotFoundError(f"{source.name} does not exist")
-        location = pointed_metadata(found, source.name)
-        target = GluePointer(self.glue, target_db, target_name)
-        entry = {
-            **_carried(found, _TABLE_FIELDS),
-            "Name": target_name,
-            "TableType": found.get("TableType") or EXTERNAL_TABLE,
-            "Parameters": dict(found.get("Parameters") or {}),
-            "StorageDescriptor": _carried(found.get("StorageDescriptor") or {}, _STORAGE_FIELDS),
-        }
-        try:
-            await self.glue.write("create_table", DatabaseName=target_db, TableInput=entry)
-        except _Answer as answer:
-            if answer.code == "AlreadyExistsException":
-                raise TableAlreadyExistsError(f"{target.name} already exists") from None
-            if answer.code == "EntityNotFoundException":
-                raise NamespaceNotFoundError(f"glue database {target_db!r} does not exist") from None
-            raise answer.fallback(target.name) from None
-        try:
-            now = await source.read()
-            if now is None or now.metadata_location != location:
-                raise CommitFailedError(f"{source.name} changed during the rename; try again")
-            await source.delete()
-        except BaseException as exc:
-            try:
-                await target.delete()  # the old entry stays the table
-            except IcebergError as undo:
-                exc.add_note(f"{target.name} could not be removed again ({undo}): delete it by hand")
-            raise
+            raise TableNotFoundError(f"{label} does not exist")
+        pointed_metadata(found, label)  # an Iceberg table, pointing at a file
+        await self.glue.rename_entry(
+            found,
+            (source_db, source_name),
+            (target_db, target_name),
+            "table",
+            fields=_TABLE_FIELDS,
+            default_type=EXTERNAL_TABLE,
+            pointed=lambda entry: pointed_metadata(entry, label),
+            taken=TableAlreadyExistsError(f"glue table {target_db}.{target_name} already exists"),
+            missing=TableNotFoundError,
+        )
         return await self.load_table((target_db, target_name))
 
     # -- namespaces ----------------------------------------------------------------------------
@@ -849,6 +930,15 @@ class GlueCatalog(PointerCatalog):
                 raise StoreError(f"glue database {database!r}: no answer to DeleteDatabase") from exc
 
     # -- views ---------------------------------------------------------------------------------
+    def _view_key(self, identifier: str | Sequence[str]) -> tuple[str, str]:
+        return self._split(identifier)
+
+    def _view_name(self, namespace: str, name: str) -> str:
+        return _view_label(namespace, name)
+
+    def _check_view_properties(self, label: str, properties: Mapping[str, str]) -> None:
+        _check_values(properties, label)
+
     async def _view_entry(self, database: str, name: str) -> tuple[dict[str, Any], str]:
         """A view's Glue entry and the metadata file it points at (``ViewNotFoundError`` when
         the name holds nothing, or a table)."""
@@ -866,33 +956,19 @@ class GlueCatalog(PointerCatalog):
             raise InvalidMetadataError(f"{label} is an Iceberg view without a {METADATA_LOCATION} parameter")
         return found, str(location)
 
-    async def check_view_location(self, identifier: str | Sequence[str], location: str) -> None:
-        """A view's files go where a table's may: inside the roots, nesting with no table or
-        other view (``LocationNotAllowedError``)."""
-        database, name = self._split(identifier)
-        await self._check_view_place(f"{database}.{name}", _view_label(database, name), location)
+    async def _view_taken_by(self, namespace: str, name: str) -> str | None:
+        await self.glue.get_database(namespace)  # NamespaceNotFoundError
+        found = await self.glue.get_table(namespace, name)
+        return None if found is None else _kind(found)
 
-    async def create_view(
-        self,
-        identifier: str | Sequence[str],
-        schema: Schema,
-        version: ViewVersion,
-        properties: Mapping[str, str] | None = None,
-        location: str | None = None,
-    ) -> View:
-        """A new view; refused when a table or view has the name. Without ``location`` it goes
-        where a table of that name would."""
-        database, name = self._split(identifier)
-        shown, label = f"{database}.{name}", _view_label(database, name)
-        await self.glue.get_database(database)  # NamespaceNotFoundError
-        found = await self.glue.get_table(database, name)
-        if found is not None:
-            raise ViewAlreadyExistsError(f"cannot create view {shown}: a {_kind(found)} of that name exists")
-        where = (location or await self.new_table_location((database,), name)).rstrip("/")
-        await self.check_view_location(identifier, where)
-        metadata = new_view_metadata(str(uuid.uuid4()), where, schema, version, properties)
-        _check_values(metadata.properties, label)
-        metadata_location = await self._write_view_metadata(metadata, 0)
+    async def _view_pointer(self, namespace: str, name: str) -> str:
+        return (await self._view_entry(namespace, name))[1]
+
+    async def _add_view_entry(
+        self, namespace: str, name: str, metadata_location: str, metadata: ViewMetadata
+    ) -> None:
+        database, label = namespace, _view_label(namespace, name)
+        taken = f"cannot create view {database}.{name}: the name was just taken"
         try:
             await self.glue.write(
                 "create_table",
@@ -902,44 +978,17 @@ class GlueCatalog(PointerCatalog):
         except _Answer as answer:
             await self._forget_file(metadata_location)
             if answer.code == "AlreadyExistsException":
-                raise ViewAlreadyExistsError(f"cannot create view {shown}: the name was just taken") from None
+                raise ViewAlreadyExistsError(taken) from None
             if answer.code == "EntityNotFoundException":
                 raise NamespaceNotFoundError(f"glue database {database!r} does not exist") from None
             raise answer.fallback(label) from None
         except WriteOutcomeUnknownError as exc:
-            await self._settle_view_create(database, name, metadata_location, exc)
+            if await self.glue.settle_create(database, name, "view", metadata_location, exc) is None:
+                await self._forget_file(metadata_location)
+                raise ViewAlreadyExistsError(taken) from exc
         except BaseException:
             await self._forget_file(metadata_location)
             raise
-        return View(shown, metadata_location, metadata)
-
-    async def _settle_view_create(
-        self, database: str, name: str, metadata_location: str, exc: WriteOutcomeUnknownError
-    ) -> None:
-        """CreateTable got no answer: done if the entry points at our file, taken by another
-        writer if at another; absent, it may still be applied, so unknown."""
-        label = _view_label(database, name)
-        try:
-            found = await self.glue.get_table(database, name)
-        except StoreError as again:
-            raise CommitStateUnknownError(
-                f"{label}: no answer to CreateTable ({exc}) and it cannot be read back ({again})"
-            ) from exc
-        if found is None:
-            raise CommitStateUnknownError(
-                f"{label}: no answer to CreateTable ({exc}); the view does not exist yet but the "
-                "request may still be applied"
-            ) from exc
-        if (found.get("Parameters") or {}).get(METADATA_LOCATION) != metadata_location:
-            await self._forget_file(metadata_location)
-            raise ViewAlreadyExistsError(
-                f"cannot create view {database}.{name}: the name was just taken"
-            ) from exc
-
-    async def load_view(self, identifier: str | Sequence[str]) -> View:
-        database, name = self._split(identifier)
-        _, metadata_location = await self._view_entry(database, name)
-        return await self._read_view(f"{database}.{name}", metadata_location)
 
     async def view_exists(self, identifier: str | Sequence[str]) -> bool:
         found = await self.glue.get_table(*self._split(identifier))
@@ -955,17 +1004,9 @@ class GlueCatalog(PointerCatalog):
     async def drop_view(self, identifier: str | Sequence[str]) -> None:
         """Forget the view; its metadata files stay (as Java's catalogs leave them)."""
         database, name = self._split(identifier)
-        label = _view_label(database, name)
         await self._view_entry(database, name)
-        try:
-            await self.glue.write("delete_table", DatabaseName=database, Name=name)
-        except _Answer as answer:
-            if answer.code == "EntityNotFoundException":
-                raise ViewNotFoundError(f"{label} does not exist") from None
-            raise answer.fallback(label) from None
-        except WriteOutcomeUnknownError as exc:
-            if await self.glue.get_table(database, name) is not None:
-                raise StoreError(f"{label}: no answer to DeleteTable and the view is still there") from exc
+        gone = ViewNotFoundError(f"{_view_label(database, name)} does not exist")
+        await self.glue.delete_entry(database, name, "view", gone)
 
     async def rename_view(
         self, from_identifier: str | Sequence[str], to_identifier: str | Sequence[str]
@@ -974,116 +1015,41 @@ class GlueCatalog(PointerCatalog):
         a new entry with the same definition, then the old one deleted (as for tables)."""
         source_db, source_name = self._split(from_identifier)
         target_db, target_name = self._split(to_identifier)
-        source_label, target_label = _view_label(source_db, source_name), _view_label(target_db, target_name)
-        found, location = await self._view_entry(source_db, source_name)
-        entry = {
-            **_carried(found, (*_TABLE_FIELDS, "ViewOriginalText", "ViewExpandedText")),
-            "Name": target_name,
-            "TableType": found.get("TableType") or VIRTUAL_VIEW,
-            "Parameters": dict(found.get("Parameters") or {}),
-            "StorageDescriptor": _carried(found.get("StorageDescriptor") or {}, _STORAGE_FIELDS),
-        }
-        try:
-            await self.glue.write("create_table", DatabaseName=target_db, TableInput=entry)
-        except _Answer as answer:
-            if answer.code == "AlreadyExistsException":
-                raise ViewAlreadyExistsError(
-                    f"cannot rename view {source_db}.{source_name} to {target_db}.{target_name}: "
-                    "a table or view of that name exists"
-                ) from None
-            if answer.code == "EntityNotFoundException":
-                raise NamespaceNotFoundError(f"glue database {target_db!r} does not exist") from None
-            raise answer.fallback(target_label) from None
-        try:
-            now = await self.glue.get_table(source_db, source_name)
-            if now is None or (now.get("Parameters") or {}).get(METADATA_LOCATION) != location:
-                raise CommitFailedError(f"{source_label} changed during the rename; try again")
-            await self.glue.write("delete_table", DatabaseName=source_db, Name=source_name)
-        except BaseException as exc:
-            try:
-                await self.glue.write("delete_table", DatabaseName=target_db, Name=target_name)
-            except (_Answer, IcebergError) as undo:
-                exc.add_note(f"{target_label} could not be removed again ({undo}): delete it by hand")
-            if isinstance(exc, _Answer):
-                raise exc.fallback(source_label) from None
-            raise
+        found, _ = await self._view_entry(source_db, source_name)
+        await self.glue.rename_entry(
+            found,
+            (source_db, source_name),
+            (target_db, target_name),
+            "view",
+            fields=(*_TABLE_FIELDS, "ViewOriginalText", "ViewExpandedText"),
+            default_type=VIRTUAL_VIEW,
+            pointed=lambda entry: (entry.get("Parameters") or {}).get(METADATA_LOCATION),
+            taken=ViewAlreadyExistsError(
+                f"cannot rename view {source_db}.{source_name} to {target_db}.{target_name}: "
+                "a table or view of that name exists"
+            ),
+            missing=ViewNotFoundError,
+        )
         return await self.load_view((target_db, target_name))
 
-    async def replace_view(
-        self,
-        identifier: str | Sequence[str],
-        schema: Schema,
-        version: ViewVersion,
-        properties: Mapping[str, str] | None = None,
-    ) -> View:
-        """A new current version (or an earlier one again, when the query is the same)."""
-        view = await self.load_view(identifier)
-        changes = ViewChanges(view.metadata, view.identifier)
-        changes.properties.update(properties or {})
-        changes.add_schema(schema)
-        changes.set_current(changes.add_version(replace(version, schema_id=LAST_ADDED)))
-        return await self.commit_view(view, changes.build())
-
-    async def commit_view(self, view: View, metadata: ViewMetadata) -> View:
-        """Write ``metadata`` as the view's next file and point the Glue entry at it, guarded by
-        the file ``view`` was read from and the entry's VersionId (``CommitFailedError`` when
-        another writer moved it)."""
-        database, name = self._split(view.identifier)
-        if metadata.view_uuid != view.metadata.view_uuid:
-            raise CommitConflictError(f"view {view.identifier}: the new metadata is of another view")
-        check_dialects_kept(
-            view.identifier, view.metadata.current_version, metadata.current_version, metadata.properties
-        )
-        _check_values(metadata.properties, _view_label(database, name))
-        if metadata.location.rstrip("/") != view.metadata.location.rstrip("/"):
-            await self.check_view_location(view.identifier, metadata.location)
-        m = _NUMBERED_FILE.search(view.metadata_location)
-        number = (int(m.group(1)) if m else len(view.metadata.version_log)) + 1
-        metadata_location = await self._write_view_metadata(metadata, number)
-        try:
-            await self._swap_view(view, database, name, metadata_location, metadata)
-        except CommitStateUnknownError:
-            raise  # the file may be the view's now: kept
-        except BaseException:
-            await self._forget_file(metadata_location)
-            raise
-        return View(view.identifier, metadata_location, metadata)
-
-    async def _swap_view(
-        self, view: View, database: str, name: str, metadata_location: str, metadata: ViewMetadata
+    async def _point_view(
+        self, view: View, namespace: str, name: str, metadata_location: str, metadata: ViewMetadata
     ) -> None:
-        label = _view_label(database, name)
+        """Guarded by the file ``view`` was read from and the entry's VersionId."""
+        database, label = namespace, _view_label(namespace, name)
         based = f"this commit was based on {view.metadata_location}"
-        try:
-            current = await self.glue.get_table(database, name)
-        except StoreError as exc:  # nothing sent yet: a refusal
-            raise CommitFailedError(f"{label}: cannot read the view before the swap: {exc}") from exc
+        current = await self.glue.entry_before_swap(database, name, "view")
         if current is None or not is_iceberg_view(current):
             raise CommitFailedError(f"{label} was dropped or renamed ({based})")
         found = (current.get("Parameters") or {}).get(METADATA_LOCATION)
         if found != view.metadata_location:
             raise CommitFailedError(f"{label} moved on to {found} ({based})")
         removed = sorted(set(view.metadata.properties) - set(metadata.properties))
-        kwargs: dict[str, Any] = {
-            "DatabaseName": database,
-            "TableInput": view_input(name, metadata_location, metadata, current, found, removed),
-            "SkipArchive": self.glue.options.skip_archive,
-        }
-        version_id = current.get("VersionId")
-        if version_id:  # Glue's optimistic lock: refused if the entry changed since that read
-            kwargs["VersionId"] = version_id
+        entry = view_input(name, metadata_location, metadata, current, found, removed)
         try:
-            await self.glue.write("update_table", **kwargs)
-        except _Answer as answer:
-            if answer.code == "ConcurrentModificationException" or (
-                answer.code == "InvalidInputException" and "version" in answer.message.lower()
-            ):
-                raise CommitFailedError(
-                    f"{label} changed since version {version_id} was read: {answer.message}"
-                ) from None
-            if answer.code == "EntityNotFoundException":
-                raise CommitFailedError(f"{label} was dropped ({based})") from None
-            raise answer.fallback(label) from None
+            await self.glue.update_entry(
+                database, label, entry, current, CommitFailedError(f"{label} was dropped ({based})")
+            )
         except WriteOutcomeUnknownError as exc:
             with contextlib.suppress(StoreError):
                 again = await self.glue.get_table(database, name)

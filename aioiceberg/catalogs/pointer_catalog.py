@@ -1,4 +1,5 @@
-"""Catalogs that keep a pointer per table (Glue, S3 Tables, SQL): the table operations they share.
+"""Catalogs that keep a pointer per table (Glue, S3 Tables, SQL): the table operations they share,
+and (:class:`PointerViewCatalog`) the view operations of those that keep views too (Glue, SQL).
 
 Each such catalog says how to reach one table's pointer (:meth:`PointerCatalog.pointer`),
 where a new table goes, and how its namespaces are kept; creating, loading, registering and
@@ -15,9 +16,10 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from aioiceberg.catalogs.base import METADATA_SUFFIXES, Catalog, identifier_parts, identifier_text
@@ -26,6 +28,8 @@ from aioiceberg.commit.protocols.base import parse_metadata_file
 from aioiceberg.commit.protocols.commit_point import CATALOG, CommitPoint, commit_point_of
 from aioiceberg.commit.protocols.pointer_swap import MetadataPointer, PointerProtocol
 from aioiceberg.errors import (
+    CommitConflictError,
+    CommitStateUnknownError,
     IcebergError,
     LocationNotAllowedError,
     NamespaceNotFoundError,
@@ -33,12 +37,19 @@ from aioiceberg.errors import (
     StoreError,
     TableNotFoundError,
     ValidationError,
+    ViewAlreadyExistsError,
     ViewNotFoundError,
 )
 from aioiceberg.io.base import FileIO
 from aioiceberg.io.locations import is_within, normalized_location
 from aioiceberg.spec.sorting import UNSORTED, SortOrder
-from aioiceberg.spec.view_metadata import ViewMetadata, parse_view_metadata, serialize_view_metadata
+from aioiceberg.spec.view_metadata import (
+    ViewMetadata,
+    ViewVersion,
+    parse_view_metadata,
+    serialize_view_metadata,
+)
+from aioiceberg.spec.view_updates import LAST_ADDED, ViewChanges, check_dialects_kept, new_view_metadata
 from aioiceberg.table import Table
 from aioiceberg.view import View
 
@@ -48,7 +59,9 @@ if TYPE_CHECKING:
     from aioiceberg.spec.partitioning import PartitionSpec
     from aioiceberg.spec.schema import Schema
 
-__all__ = ["PointerCatalog", "TablePlaces", "implied_location", "split_identifier"]
+__all__ = ["PointerCatalog", "PointerViewCatalog", "TablePlaces", "implied_location", "split_identifier"]
+
+_NUMBERED_FILE = re.compile(r"/(\d+)-[^/]*\.metadata\.json$")
 
 
 def split_identifier(identifier: str | Sequence[str]) -> tuple[tuple[str, ...], str]:
@@ -163,34 +176,6 @@ class PointerCatalog(Catalog):
             "pass warehouse='./dir' or 's3://bucket/prefix' to aioiceberg.connect (--tables-in for "
             "aioiceberg serve)"
         )
-
-    # -- view files (the catalogs that keep views point at them as at tables' metadata) ------
-    async def _read_view(self, identifier: str, metadata_location: str) -> View:
-        try:
-            data = await self.io_for(metadata_location).read(metadata_location)
-        except ObjectNotFoundError as exc:
-            raise ViewNotFoundError(
-                f"view {identifier} points at {metadata_location}, which does not exist"
-            ) from exc
-        return View(identifier, metadata_location, parse_view_metadata(data, metadata_location))
-
-    async def _write_view_metadata(self, metadata: ViewMetadata, version: int) -> str:
-        location = f"{metadata.location.rstrip('/')}/metadata/{version:05d}-{uuid.uuid4()}.metadata.json"
-        await self.io_for(location).write_if_absent(location, serialize_view_metadata(metadata))
-        return location
-
-    async def _forget_file(self, location: str) -> None:
-        with contextlib.suppress(StoreError):
-            await self.io_for(location).delete(location)
-
-    async def _check_view_place(self, shown: str, itself: str, location: str) -> None:
-        """A view's files go where a table's may: inside the roots, nesting with no table or
-        other view (``LocationNotAllowedError``); ``itself`` is its own name in ``table_places``."""
-        what = f"the location of view {shown}"
-        if not self.roots:
-            raise self._no_roots(what)
-        normal = self.roots.require(location, what)
-        await self._refuse_nesting(normal, what, location, lambda other: other.name == itself)
 
     def check_namespace_location(self, namespace: str, location: str) -> None:
         """A namespace's ``location`` property places its new tables, so it must lie inside
@@ -384,3 +369,152 @@ class PointerCatalog(Catalog):
         if purge and location and await self.purge_location(self.io_for(location), location):
             return None
         return found.metadata_location
+
+
+class PointerViewCatalog(PointerCatalog):
+    """A pointer catalog that also keeps views (SQL, Glue): a view is an entry in the tables'
+    name space pointing at a view metadata file, committed by a guarded swap as a table is.
+
+    The steps every such catalog takes (names, placing, writing and reading view files,
+    replace and commit) live here; each catalog fills in how its entries are read, added and
+    swapped (the ``_view_*`` hooks), with its own errors where its storage differs.
+    """
+
+    @abc.abstractmethod
+    def _view_key(self, identifier: str | Sequence[str]) -> tuple[str, str]:
+        """(namespace, name) of a view, as the catalog keys its entries."""
+
+    @abc.abstractmethod
+    def _view_name(self, namespace: str, name: str) -> str:
+        """How errors name the view (``sql view ns.v (catalog 'c')``, ``glue view db.v``)."""
+
+    def _view_place_name(self, namespace: str, name: str) -> str:
+        """The view's name among :meth:`table_places` (skipped when placing the view itself)."""
+        return self._view_name(namespace, name)
+
+    def _check_view_properties(self, label: str, properties: Mapping[str, str]) -> None:
+        """Refuse properties the catalog's storage cannot keep (none here)."""
+        return None
+
+    @abc.abstractmethod
+    async def _view_taken_by(self, namespace: str, name: str) -> str | None:
+        """'table' or 'view' when an entry has the name, else None; ``NamespaceNotFoundError``
+        where the catalog checks the namespace first."""
+
+    @abc.abstractmethod
+    async def _view_pointer(self, namespace: str, name: str) -> str:
+        """The metadata file the view's entry points at (``ViewNotFoundError`` when none)."""
+
+    @abc.abstractmethod
+    async def _add_view_entry(
+        self, namespace: str, name: str, metadata_location: str, metadata: ViewMetadata
+    ) -> None:
+        """Add the view's entry pointing at its first file, deleting the file when the entry
+        was definitely not added (``ViewAlreadyExistsError`` when the name was just taken)."""
+
+    @abc.abstractmethod
+    async def _point_view(
+        self, view: View, namespace: str, name: str, metadata_location: str, metadata: ViewMetadata
+    ) -> None:
+        """Move the entry from ``view.metadata_location`` to ``metadata_location``:
+        ``CommitFailedError`` when another writer moved or dropped it, ``CommitStateUnknownError``
+        when it cannot be told whether the swap landed (the file is then kept)."""
+
+    # -- view files -----------------------------------------------------------------------------
+    async def _read_view(self, identifier: str, metadata_location: str) -> View:
+        try:
+            data = await self.io_for(metadata_location).read(metadata_location)
+        except ObjectNotFoundError as exc:
+            raise ViewNotFoundError(
+                f"view {identifier} points at {metadata_location}, which does not exist"
+            ) from exc
+        return View(identifier, metadata_location, parse_view_metadata(data, metadata_location))
+
+    async def _write_view_metadata(self, metadata: ViewMetadata, version: int) -> str:
+        location = f"{metadata.location.rstrip('/')}/metadata/{version:05d}-{uuid.uuid4()}.metadata.json"
+        await self.io_for(location).write_if_absent(location, serialize_view_metadata(metadata))
+        return location
+
+    async def _forget_file(self, location: str) -> None:
+        with contextlib.suppress(StoreError):
+            await self.io_for(location).delete(location)
+
+    # -- views ----------------------------------------------------------------------------------
+    async def check_view_location(self, identifier: str | Sequence[str], location: str) -> None:
+        """A view's files go where a table's may: inside the roots, nesting with no table or
+        other view (``LocationNotAllowedError``)."""
+        namespace, name = self._view_key(identifier)
+        shown = f"{namespace}.{name}"
+        what = f"the location of view {shown}"
+        if not self.roots:
+            raise self._no_roots(what)
+        normal = self.roots.require(location, what)
+        itself = self._view_place_name(namespace, name)
+        await self._refuse_nesting(normal, what, location, lambda other: other.name == itself)
+
+    async def create_view(
+        self,
+        identifier: str | Sequence[str],
+        schema: Schema,
+        version: ViewVersion,
+        properties: Mapping[str, str] | None = None,
+        location: str | None = None,
+    ) -> View:
+        """A new view; refused when a table or view has the name. Without ``location`` it goes
+        where a table of that name would."""
+        namespace, name = self._view_key(identifier)
+        shown = f"{namespace}.{name}"
+        kind = await self._view_taken_by(namespace, name)
+        if kind is not None:
+            raise ViewAlreadyExistsError(f"cannot create view {shown}: a {kind} of that name exists")
+        where = (location or await self.new_table_location(tuple(namespace.split(".")), name)).rstrip("/")
+        await self.check_view_location(identifier, where)
+        metadata = new_view_metadata(str(uuid.uuid4()), where, schema, version, properties)
+        self._check_view_properties(self._view_name(namespace, name), metadata.properties)
+        metadata_location = await self._write_view_metadata(metadata, 0)
+        await self._add_view_entry(namespace, name, metadata_location, metadata)
+        return View(shown, metadata_location, metadata)
+
+    async def load_view(self, identifier: str | Sequence[str]) -> View:
+        namespace, name = self._view_key(identifier)
+        return await self._read_view(f"{namespace}.{name}", await self._view_pointer(namespace, name))
+
+    async def replace_view(
+        self,
+        identifier: str | Sequence[str],
+        schema: Schema,
+        version: ViewVersion,
+        properties: Mapping[str, str] | None = None,
+    ) -> View:
+        """A new current version (or an earlier one again, when the query is the same)."""
+        view = await self.load_view(identifier)
+        changes = ViewChanges(view.metadata, view.identifier)
+        changes.properties.update(properties or {})
+        changes.add_schema(schema)
+        changes.set_current(changes.add_version(replace(version, schema_id=LAST_ADDED)))
+        return await self.commit_view(view, changes.build())
+
+    async def commit_view(self, view: View, metadata: ViewMetadata) -> View:
+        """Write ``metadata`` as the view's next file and point the view's entry at it, guarded
+        by the file ``view`` was read from (``CommitFailedError`` when another writer moved it).
+        The file is deleted again when the swap was refused, kept when its outcome is unknown."""
+        namespace, name = self._view_key(view.identifier)
+        if metadata.view_uuid != view.metadata.view_uuid:
+            raise CommitConflictError(f"view {view.identifier}: the new metadata is of another view")
+        check_dialects_kept(
+            view.identifier, view.metadata.current_version, metadata.current_version, metadata.properties
+        )
+        self._check_view_properties(self._view_name(namespace, name), metadata.properties)
+        if metadata.location.rstrip("/") != view.metadata.location.rstrip("/"):
+            await self.check_view_location(view.identifier, metadata.location)
+        m = _NUMBERED_FILE.search(view.metadata_location)
+        number = (int(m.group(1)) if m else len(view.metadata.version_log)) + 1
+        metadata_location = await self._write_view_metadata(metadata, number)
+        try:
+            await self._point_view(view, namespace, name, metadata_location, metadata)
+        except CommitStateUnknownError:
+            raise  # the file may be the view's now: kept
+        except IcebergError:
+            await self._forget_file(metadata_location)
+            raise
+        return View(view.identifier, metadata_location, metadata)

@@ -24,16 +24,15 @@ import os
 import re
 import sqlite3
 import threading
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
 
 import anyio.to_thread
 
 from aioiceberg.catalogs.base import dotted_namespace, identifier_parts
-from aioiceberg.catalogs.pointer_catalog import PointerCatalog, TablePlaces, split_identifier
+from aioiceberg.catalogs.pointer_catalog import PointerViewCatalog, TablePlaces, split_identifier
 from aioiceberg.catalogs.sql_database import DDL, DuplicateRowError, SqlDatabase, SqlStoreError, Statements
 from aioiceberg.commit.protocols.commit_point import uri_options
 from aioiceberg.commit.protocols.pointer_swap import MetadataPointer, Pointer
@@ -60,9 +59,7 @@ from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.sorting import UNSORTED, SortOrder
 from aioiceberg.spec.view_metadata import (
     ViewMetadata,
-    ViewVersion,
 )
-from aioiceberg.spec.view_updates import LAST_ADDED, ViewChanges, check_dialects_kept, new_view_metadata
 from aioiceberg.table import Table
 from aioiceberg.view import View
 
@@ -85,7 +82,6 @@ URI_OPTIONS = {"catalog": "the catalog's name (PyIceberg's catalog_name column),
 _TABLE_TYPE = "TABLE"
 _VIEW_TYPE = "VIEW"
 _VIEW_WHERE = f"catalog_name = ? AND table_namespace = ? AND table_name = ? AND iceberg_type = '{_VIEW_TYPE}'"
-_NUMBERED_FILE = re.compile(r"/(\d+)-[^/]*\.metadata\.json$")
 # PyIceberg's (and Java's) property for a namespace created without properties
 _EXISTS_MARKER = ("exists", "true")
 _LOCATION = "location"
@@ -459,7 +455,7 @@ def _warehouse(warehouse: str) -> str:
     return warehouse.rstrip("/")
 
 
-class SqlCatalog(PointerCatalog):
+class SqlCatalog(PointerViewCatalog):
     """PyIceberg's SQL catalog on a SQLite file: ``aioiceberg.connect("sqlite:///PATH.db",
     warehouse=...)``, or on PostgreSQL: ``"postgresql://USER@HOST:PORT/DB"`` (``database`` is
     then that URI). ``warehouse`` is where new tables go, and the one place this catalog
@@ -819,7 +815,7 @@ class SqlCatalog(PointerCatalog):
 
         return await self.db.run(f"read {self._view_name(namespace, name)}", query)
 
-    async def _kind_of(self, namespace: str, name: str) -> str | None:
+    async def _view_taken_by(self, namespace: str, name: str) -> str | None:
         """'table' or 'view' when the name is taken (the two share one name space), else None."""
 
         def query(conn: Statements) -> str | None:
@@ -845,37 +841,19 @@ class SqlCatalog(PointerCatalog):
         """Refused when a view has the name (tables and views share one name space)."""
         namespace, name = split_identifier(identifier)
         ns = self._namespace(namespace)
-        if await self._kind_of(ns, name) == "view":
+        if await self._view_taken_by(ns, name) == "view":
             raise TableAlreadyExistsError(f"cannot create table {ns}.{name}: a view of that name exists")
         return await super().create_table(
             identifier, schema, partition_by, properties, format_version, sort_order
         )
 
-    async def check_view_location(self, identifier: str | Sequence[str], location: str) -> None:
-        """A view's files go where a table's may: inside the roots, nesting with no table or
-        other view (``LocationNotAllowedError``)."""
-        namespace, name = self._view_key(identifier)
-        await self._check_view_place(f"{namespace}.{name}", f"view {namespace}.{name}", location)
+    def _view_place_name(self, namespace: str, name: str) -> str:
+        return f"view {namespace}.{name}"
 
-    async def create_view(
-        self,
-        identifier: str | Sequence[str],
-        schema: Schema,
-        version: ViewVersion,
-        properties: Mapping[str, str] | None = None,
-        location: str | None = None,
-    ) -> View:
-        """A new view; refused when a table or view has the name. Without ``location`` it goes
-        where a table of that name would."""
-        namespace, name = self._view_key(identifier)
+    async def _add_view_entry(
+        self, namespace: str, name: str, metadata_location: str, metadata: ViewMetadata
+    ) -> None:
         shown = f"{namespace}.{name}"
-        kind = await self._kind_of(namespace, name)
-        if kind is not None:
-            raise ViewAlreadyExistsError(f"cannot create view {shown}: a {kind} of that name exists")
-        where = (location or await self.new_table_location(tuple(namespace.split(".")), name)).rstrip("/")
-        await self.check_view_location(identifier, where)
-        metadata = new_view_metadata(str(uuid.uuid4()), where, schema, version, properties)
-        metadata_location = await self._write_view_metadata(metadata, 0)
 
         def insert(conn: Statements) -> None:
             if not _namespace_exists(conn, self.catalog_name, namespace):
@@ -905,14 +883,12 @@ class SqlCatalog(PointerCatalog):
                 if await self._read_view_row(namespace, name) != metadata_location:
                     await self._forget_file(metadata_location)
             raise
-        return View(shown, metadata_location, metadata)
 
-    async def load_view(self, identifier: str | Sequence[str]) -> View:
-        namespace, name = self._view_key(identifier)
+    async def _view_pointer(self, namespace: str, name: str) -> str:
         found = await self._read_view_row(namespace, name)
         if found is None:
             raise ViewNotFoundError(f"{self._view_name(namespace, name)} does not exist")
-        return await self._read_view(f"{namespace}.{name}", found)
+        return found
 
     async def view_exists(self, identifier: str | Sequence[str]) -> bool:
         if not self.db.typed:  # PyIceberg's old schema holds no views
@@ -977,35 +953,10 @@ class SqlCatalog(PointerCatalog):
         await self.db.run(f"rename {self._view_name(src_ns, src)} to {dst_ns}.{dst}", rename, write=True)
         return await self.load_view(to_identifier)
 
-    async def replace_view(
-        self,
-        identifier: str | Sequence[str],
-        schema: Schema,
-        version: ViewVersion,
-        properties: Mapping[str, str] | None = None,
-    ) -> View:
-        """A new current version (or an earlier one again, when the query is the same)."""
-        view = await self.load_view(identifier)
-        changes = ViewChanges(view.metadata, view.identifier)
-        changes.properties.update(properties or {})
-        changes.add_schema(schema)
-        changes.set_current(changes.add_version(replace(version, schema_id=LAST_ADDED)))
-        return await self.commit_view(view, changes.build())
-
-    async def commit_view(self, view: View, metadata: ViewMetadata) -> View:
-        """Write ``metadata`` as the view's next file and swap the row to it, guarded by the
-        file ``view`` was read from (``CommitFailedError`` when another writer moved it)."""
-        namespace, name = self._view_key(view.identifier)
-        if metadata.view_uuid != view.metadata.view_uuid:
-            raise CommitConflictError(f"view {view.identifier}: the new metadata is of another view")
-        check_dialects_kept(
-            view.identifier, view.metadata.current_version, metadata.current_version, metadata.properties
-        )
-        if metadata.location.rstrip("/") != view.metadata.location.rstrip("/"):
-            await self.check_view_location(view.identifier, metadata.location)
-        m = _NUMBERED_FILE.search(view.metadata_location)
-        version = (int(m.group(1)) if m else len(view.metadata.version_log)) + 1
-        metadata_location = await self._write_view_metadata(metadata, version)
+    async def _point_view(
+        self, view: View, namespace: str, name: str, metadata_location: str, metadata: ViewMetadata
+    ) -> None:
+        """The same guarded UPDATE as a table's commit."""
         label = self._view_name(namespace, name)
 
         def update(conn: Statements) -> str | None:
@@ -1032,15 +983,25 @@ class SqlCatalog(PointerCatalog):
         try:
             refused = await self.db.run(f"commit {label}", update, write=True)
         except SqlStoreError as exc:
-            if not exc.definite and await self._read_view_row(namespace, name) == metadata_location:
-                return View(view.identifier, metadata_location, metadata)
-            await self._forget_file(metadata_location)
+            if not exc.definite and await self._view_landed(namespace, name, metadata_location, exc):
+                return
             if exc.busy:
                 raise CommitFailedError(f"{label}: {exc}") from exc
             raise CommitConflictError(
                 f"{label}: the database refused the commit; the view is unchanged: {exc}"
             ) from exc
         if refused is not None:
-            await self._forget_file(metadata_location)
             raise CommitFailedError(f"{label} {refused} (this commit was based on {view.metadata_location})")
-        return View(view.identifier, metadata_location, metadata)
+
+    async def _view_landed(
+        self, namespace: str, name: str, metadata_location: str, exc: SqlStoreError
+    ) -> bool:
+        """Whether a failed COMMIT left the view's row at ``metadata_location``; a failed read
+        leaves it unknown (``CommitStateUnknownError``, the file kept)."""
+        try:
+            return await self._read_view_row(namespace, name) == metadata_location
+        except StoreError as again:
+            raise CommitStateUnknownError(
+                f"{self._view_name(namespace, name)}: the database failed while committing ({exc}), "
+                f"and reading the view's row back failed too ({again}): it may point at {metadata_location}"
+            ) from exc

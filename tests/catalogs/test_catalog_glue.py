@@ -11,12 +11,12 @@ process taking turns, and UpdateTable calls that get no answer.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import anyio
 import pyarrow as pa
 import pytest
+from glue_helpers import fresh_database, glue_catalog, glue_database, glue_entry, glue_options
 from maint_helpers import duckdb_ids
 from servers.backends import create_bucket
 from servers.plugin import s3_storage_options
@@ -24,7 +24,7 @@ from servers.proxy import FaultProxy
 
 import aioiceberg
 from aioiceberg import sync
-from aioiceberg.catalogs.glue import GlueCatalog, GlueOptions, GluePointer
+from aioiceberg.catalogs.glue import GlueOptions, GluePointer
 from aioiceberg.commit.protocols.commit_point import COMMIT_POINT_PROPERTY
 from aioiceberg.commit.protocols.pointer_swap import Pointer
 from aioiceberg.errors import (
@@ -50,23 +50,6 @@ def _rows(ids: list[int], prefix: str = "n") -> pa.Table:
     return pa.table({"id": pa.array(ids, pa.int64()), "name": [f"{prefix}{i}" for i in ids]}, schema=SCHEMA)
 
 
-def _db() -> str:
-    return f"db_{uuid.uuid4().hex[:10]}"  # moto's Glue lives as long as the session's server
-
-
-def _options(endpoint: str) -> dict[str, str]:
-    return {**s3_storage_options(endpoint), "glue.endpoint": endpoint}
-
-
-async def _catalog(endpoint: str, **extra: str) -> tuple[GlueCatalog, str]:
-    warehouse = f"s3://{await create_bucket(endpoint)}/wh"
-    catalog = aioiceberg.connect(
-        "glue://", warehouse=warehouse, storage_options={**_options(endpoint), **extra}
-    )
-    assert isinstance(catalog, GlueCatalog)
-    return catalog, warehouse
-
-
 def _pyiceberg(endpoint: str, warehouse: str) -> Any:
     from pyiceberg.catalog.glue import GlueCatalog as PyGlueCatalog
 
@@ -80,13 +63,8 @@ def _pyiceberg(endpoint: str, warehouse: str) -> Any:
 
 
 def _sorted(table: pa.Table) -> list[dict[str, Any]]:
-    return table.sort_by("id").to_pylist()
-
-
-async def _glue_entry(catalog: GlueCatalog, database: str, name: str) -> dict[str, Any]:
-    found = await catalog.glue.get_table(database, name)
-    assert found is not None
-    return found
+    rows: list[dict[str, Any]] = table.sort_by("id").to_pylist()
+    return rows
 
 
 def _is_linear(table: aioiceberg.Table) -> None:
@@ -99,9 +77,9 @@ def _is_linear(table: aioiceberg.Table) -> None:
 async def test_pyiceberg_table_we_append_delete_and_evolve_reads_back_in_pyiceberg(
     moto_endpoint: str,
 ) -> None:
-    catalog, warehouse = await _catalog(moto_endpoint)
+    catalog, warehouse = await glue_catalog(moto_endpoint)
     py = _pyiceberg(moto_endpoint, warehouse)
-    db = _db()
+    db = fresh_database()
     py.create_namespace(db)
     py_table = py.create_table(f"{db}.t", schema=SCHEMA)
     py_table.append(_rows([1, 2, 3, 4, 5]))
@@ -117,7 +95,7 @@ async def test_pyiceberg_table_we_append_delete_and_evolve_reads_back_in_pyicebe
             {"id": pa.array([8], pa.int64()), "name": ["n8"], "score": pa.array([0.5], pa.float64())}
         )
         await table.append(with_score)
-        entry = await _glue_entry(catalog, db, "t")
+        entry = await glue_entry(catalog, db, "t")
 
     assert table.properties[COMMIT_POINT_PROPERTY] == "catalog:glue"
     parameters = entry["Parameters"]
@@ -134,13 +112,13 @@ async def test_pyiceberg_table_we_append_delete_and_evolve_reads_back_in_pyicebe
 
 @pytest.mark.anyio
 async def test_our_namespace_and_partitioned_table_are_pyicebergs_too(moto_endpoint: str) -> None:
-    catalog, warehouse = await _catalog(moto_endpoint)
-    db = _db()
+    catalog, warehouse = await glue_catalog(moto_endpoint)
+    db = fresh_database()
     async with catalog:
         await catalog.create_namespace(db, {"owner": "team-a", "Description": "events of team a"})
         table = await catalog.create_table(f"{db}.t", schema=SCHEMA, partition_by=["bucket(4, id)"])
         await table.append(_rows([1, 2, 3]))
-        entry = await _glue_entry(catalog, db, "t")
+        entry = await glue_entry(catalog, db, "t")
 
         py = _pyiceberg(moto_endpoint, warehouse)
         assert (db,) in py.list_namespaces()
@@ -175,10 +153,7 @@ async def test_our_namespace_and_partitioned_table_are_pyicebergs_too(moto_endpo
 # -- concurrency ---------------------------------------------------------------------------------
 @pytest.mark.anyio
 async def test_stale_writer_rebases_on_the_commit_it_missed(moto_endpoint: str) -> None:
-    catalog, warehouse = await _catalog(moto_endpoint)
-    db = _db()
-    async with catalog:
-        await catalog.create_namespace(db)
+    async with glue_database(moto_endpoint) as (catalog, warehouse, db):
         # without the in-process turn the stale writer starts its commit from what it loaded
         await catalog.create_table(f"{db}.t", schema=SCHEMA, properties={"commit.in-process-lock": "false"})
         stale = await catalog.load_table(f"{db}.t")
@@ -201,26 +176,20 @@ async def test_stale_writer_rebases_on_the_commit_it_missed(moto_endpoint: str) 
 async def test_moto_glue_ignores_a_stale_version_id(moto_endpoint: str) -> None:
     """Why the cross-process race is not tested here: real Glue would refuse the second
     UpdateTable (ConcurrentModificationException), moto applies it."""
-    catalog, _ = await _catalog(moto_endpoint)
-    db = _db()
-    async with catalog:
-        await catalog.create_namespace(db)
+    async with glue_database(moto_endpoint) as (catalog, _, db):
         await catalog.glue.write("create_table", DatabaseName=db, TableInput={"Name": "plain"})
-        version = (await _glue_entry(catalog, db, "plain"))["VersionId"]
+        version = (await glue_entry(catalog, db, "plain"))["VersionId"]
         for value in ("1", "2"):
             table_input = {"Name": "plain", "Parameters": {"v": value}}
             await catalog.glue.write(
                 "update_table", DatabaseName=db, TableInput=table_input, VersionId=version
             )
-        assert (await _glue_entry(catalog, db, "plain"))["Parameters"] == {"v": "2"}
+        assert (await glue_entry(catalog, db, "plain"))["Parameters"] == {"v": "2"}
 
 
 @pytest.mark.anyio
 async def test_swap_from_a_moved_pointer_is_refused_before_update_table(moto_endpoint: str) -> None:
-    catalog, _ = await _catalog(moto_endpoint)
-    db = _db()
-    async with catalog:
-        await catalog.create_namespace(db)
+    async with glue_database(moto_endpoint) as (catalog, _, db):
         table = await catalog.create_table(f"{db}.t", schema=SCHEMA)
         first = table.metadata_location
         await table.append(_rows([1]))
@@ -230,7 +199,7 @@ async def test_swap_from_a_moved_pointer_is_refused_before_update_table(moto_end
             await pointer.swap(
                 Pointer(first), f"{table.location}/metadata/00009-x.metadata.json", table.metadata
             )
-        assert (await _glue_entry(catalog, db, "t"))["Parameters"][
+        assert (await glue_entry(catalog, db, "t"))["Parameters"][
             "metadata_location"
         ] == table.metadata_location
 
@@ -245,7 +214,7 @@ async def test_update_table_without_an_answer_is_settled_by_reading_back(
 ) -> None:
     warehouse = f"s3://{await create_bucket(moto_endpoint)}/wh"
     options = {**s3_storage_options(moto_endpoint), "glue.endpoint": fault_proxy.url}
-    db = _db()
+    db = fresh_database()
     async with aioiceberg.connect("glue://", warehouse=warehouse, storage_options=options) as catalog:
         await catalog.create_namespace(db)
         table = await catalog.create_table(f"{db}.t", schema=SCHEMA)
@@ -275,8 +244,8 @@ async def test_a_database_location_places_its_tables_and_a_bare_catalog_creates_
     moto_endpoint: str,
 ) -> None:
     """Glue's own part of where tables go (the rest is the catalog contract's)."""
-    catalog, warehouse = await _catalog(moto_endpoint)
-    db, other = _db(), _db()
+    catalog, warehouse = await glue_catalog(moto_endpoint)
+    db, other = fresh_database(), fresh_database()
     async with catalog:
         await catalog.create_namespace(db)
         await catalog.create_namespace(other, {"location": f"{warehouse}/elsewhere"})
@@ -287,12 +256,12 @@ async def test_a_database_location_places_its_tables_and_a_bare_catalog_creates_
         assert table.location == f"{warehouse}/{db}.db/t"  # PyIceberg's Hive-style default
         renamed = await catalog.rename_table(f"{db}.t", f"{other}.r")
         assert renamed.location == table.location  # the files stay where they are
-        entry = await _glue_entry(catalog, other, "r")
+        entry = await glue_entry(catalog, other, "r")
         assert entry["StorageDescriptor"]["Location"] == table.location
 
         # without a warehouse the catalog has no roots: no table is created, not even where a
         # database's location says
-        async with aioiceberg.connect("glue://", storage_options=_options(moto_endpoint)) as bare:
+        async with aioiceberg.connect("glue://", storage_options=glue_options(moto_endpoint)) as bare:
             assert bare.root == "glue://"
             for name in (f"{db}.x", f"{other}.y"):
                 with pytest.raises(LocationNotAllowedError, match=r"has no warehouse.*warehouse="):
@@ -307,10 +276,7 @@ async def test_a_database_location_places_its_tables_and_a_bare_catalog_creates_
 
 @pytest.mark.anyio
 async def test_errors_name_the_object_and_what_is_wrong(moto_endpoint: str) -> None:
-    catalog, _ = await _catalog(moto_endpoint)
-    db = _db()
-    async with catalog:
-        await catalog.create_namespace(db)
+    async with glue_database(moto_endpoint) as (catalog, _, db):
         with pytest.raises(NamespaceAlreadyExistsError, match=f"glue database '{db}' already exists"):
             await catalog.create_namespace(db)
         with pytest.raises(TableNotFoundError, match=f"glue table {db}.nope"):
@@ -339,7 +305,7 @@ async def test_errors_name_the_object_and_what_is_wrong(moto_endpoint: str) -> N
             await catalog.create_table(f"{db}.csv", schema=SCHEMA)
 
         # by its location the table is read-only, and says which catalog holds it
-        by_location = await aioiceberg.load_table(table.location, _options(moto_endpoint))
+        by_location = await aioiceberg.load_table(table.location, glue_options(moto_endpoint))
         assert by_location.read_only and "catalog:glue" in (by_location.read_only_reason or "")
         with pytest.raises(ReadOnlyTableError, match="glue"):
             await by_location.append(_rows([1]))
@@ -391,7 +357,7 @@ async def test_standard_aws_configuration_alone_reaches_glue(
 ) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL_GLUE", moto_endpoint)  # botocore's service-specific endpoint
     warehouse = f"s3://{await create_bucket(moto_endpoint)}/wh"
-    db = _db()
+    db = fresh_database()
     async with aioiceberg.connect(
         "glue://", warehouse=warehouse, storage_options=s3_storage_options(moto_endpoint)
     ) as catalog:
@@ -404,7 +370,7 @@ async def test_standard_aws_configuration_alone_reaches_glue(
 @pytest.mark.anyio
 async def test_blocking_catalog(moto_endpoint: str) -> None:
     warehouse = f"s3://{await create_bucket(moto_endpoint)}/wh"
-    db = _db()
+    db = fresh_database()
     uri = f"glue://?endpoint={moto_endpoint}&region=us-east-1&skip_archive=false&catalog_id=123456789012"
 
     def script() -> list[int]:

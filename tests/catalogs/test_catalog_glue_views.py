@@ -4,14 +4,12 @@ name space with tables, commits guarded by the file read, and served by ``aioice
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import replace
-from typing import Any
 
 import pytest
+from glue_helpers import fresh_database, glue_database, glue_entry
 from pyiceberg.catalog import load_catalog
 from servers.backends import create_bucket
-from servers.plugin import s3_storage_options
 from servers.rest import request_json_async, serve_in_process
 
 import aioiceberg
@@ -42,24 +40,6 @@ def version(sql: str, ts: int = 1000, *dialects: str) -> ViewVersion:
     return ViewVersion(1, ts, 0, {"engine-name": "test"}, representations, ("db",))
 
 
-async def _catalog(endpoint: str) -> tuple[GlueCatalog, str]:
-    warehouse = f"s3://{await create_bucket(endpoint)}/wh"
-    options = {**s3_storage_options(endpoint), "glue.endpoint": endpoint}
-    catalog = aioiceberg.connect("glue://", warehouse=warehouse, storage_options=options)
-    assert isinstance(catalog, GlueCatalog)
-    return catalog, warehouse
-
-
-def _db() -> str:
-    return f"db_{uuid.uuid4().hex[:10]}"  # moto's Glue lives as long as the session's server
-
-
-async def _entry(catalog: GlueCatalog, database: str, name: str) -> dict[str, Any]:
-    found = await catalog.glue.get_table(database, name)
-    assert found is not None
-    return found
-
-
 async def _metadata_files(catalog: GlueCatalog, location: str) -> list[str]:
     prefix = f"{location}/metadata/"
     return sorted([info.location async for info in catalog.io_for(prefix).list(prefix)])
@@ -67,16 +47,13 @@ async def _metadata_files(catalog: GlueCatalog, location: str) -> list[str]:
 
 @pytest.mark.anyio
 async def test_views_share_the_name_space_with_tables(moto_endpoint: str) -> None:
-    catalog, warehouse = await _catalog(moto_endpoint)
-    db = _db()
-    async with catalog:
+    async with glue_database(moto_endpoint) as (catalog, warehouse, db):
         assert isinstance(catalog, ViewCatalog)
-        await catalog.create_namespace(db)
         await catalog.create_table(f"{db}.t", SCHEMA)
         view = await catalog.create_view(f"{db}.v", SCHEMA, version("SELECT id FROM t"), {"owner": "a"})
         assert view.identifier == f"{db}.v"
         assert view.metadata_location.startswith(f"{warehouse}/{db}.db/v/metadata/00000-")
-        entry = await _entry(catalog, db, "v")
+        entry = await glue_entry(catalog, db, "v")
         assert entry["TableType"] == "VIRTUAL_VIEW"
         assert entry["Parameters"]["table_type"] == "ICEBERG-VIEW"
         assert entry["Parameters"]["metadata_location"] == view.metadata_location
@@ -134,17 +111,14 @@ async def test_views_share_the_name_space_with_tables(moto_endpoint: str) -> Non
 
 @pytest.mark.anyio
 async def test_replace_and_commits_guarded_by_the_file_read(moto_endpoint: str) -> None:
-    catalog, _ = await _catalog(moto_endpoint)
-    db = _db()
-    async with catalog:
-        await catalog.create_namespace(db)
+    async with glue_database(moto_endpoint) as (catalog, _, db):
         created = await catalog.create_view(f"{db}.v", SCHEMA, version("SELECT 1 AS id"), {"k": "1"})
         second = await catalog.load_view(f"{db}.v")
         replaced = await catalog.replace_view(f"{db}.v", SCHEMA, version("SELECT 2 AS id", 2000), {"j": "2"})
         assert "/metadata/00001-" in replaced.metadata_location
         assert replaced.metadata.current_version_id == 2 and replaced.sql == "SELECT 2 AS id"
         assert [e.version_id for e in replaced.metadata.version_log] == [1, 2]
-        entry = await _entry(catalog, db, "v")
+        entry = await glue_entry(catalog, db, "v")
         assert entry["Parameters"]["metadata_location"] == replaced.metadata_location
         assert entry["Parameters"]["previous_metadata_location"] == created.metadata_location
         assert entry["ViewOriginalText"] == "SELECT 2 AS id"
@@ -156,7 +130,7 @@ async def test_replace_and_commits_guarded_by_the_file_read(moto_endpoint: str) 
         # a property the view no longer has leaves the entry's Parameters too
         md = again.metadata
         trimmed = await catalog.commit_view(again, replace(md, properties={"k": "1"}))
-        parameters = (await _entry(catalog, db, "v"))["Parameters"]
+        parameters = (await glue_entry(catalog, db, "v"))["Parameters"]
         assert parameters["k"] == "1" and "j" not in parameters
 
         # a writer that read an older file is refused, and its file is not left behind
@@ -175,16 +149,14 @@ async def test_replace_and_commits_guarded_by_the_file_read(moto_endpoint: str) 
 
 @pytest.mark.anyio
 async def test_rename_locations_and_dialects(moto_endpoint: str) -> None:
-    catalog, warehouse = await _catalog(moto_endpoint)
-    db, other = _db(), _db()
-    async with catalog:
-        await catalog.create_namespace(db)
+    async with glue_database(moto_endpoint) as (catalog, warehouse, db):
+        other = fresh_database()
         await catalog.create_namespace(other)
         view = await catalog.create_view(f"{db}.v", SCHEMA, version("SELECT 1 AS id", 1000, "spark", "trino"))
         moved = await catalog.rename_view(f"{db}.v", f"{other}.w")
         assert moved.identifier == f"{other}.w" and moved.metadata_location == view.metadata_location
         assert await catalog.list_views(db) == [] and await catalog.list_views(other) == [f"{other}.w"]
-        assert (await _entry(catalog, other, "w"))["TableType"] == "VIRTUAL_VIEW"
+        assert (await glue_entry(catalog, other, "w"))["TableType"] == "VIRTUAL_VIEW"
         with pytest.raises(ViewNotFoundError):
             await catalog.rename_view(f"{db}.v", f"{db}.x")
         with pytest.raises(NamespaceNotFoundError):
@@ -222,10 +194,7 @@ async def test_rename_locations_and_dialects(moto_endpoint: str) -> None:
 
 @pytest.mark.anyio
 async def test_glue_views_through_the_server(moto_endpoint: str) -> None:
-    catalog, _ = await _catalog(moto_endpoint)
-    db = _db()
-    async with catalog:
-        await catalog.create_namespace(db)
+    async with glue_database(moto_endpoint) as (catalog, _, db):
         async with serve_in_process(catalog) as url:
             status, config = await request_json_async(url, "GET", "/v1/config")
             assert status == 200 and "POST /v1/{prefix}/views/rename" in config["endpoints"]
