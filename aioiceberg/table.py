@@ -26,18 +26,20 @@ from aioiceberg.errors import ReadOnlyTableError, UnsupportedError
 from aioiceberg.expressions import AlwaysTrue
 from aioiceberg.io.base import FileIO
 from aioiceberg.maintenance.compaction import (
+    CompactionArgs,
     RewriteDataFilesChange,
     RewriteDataFilesResult,
-    commit_rewritten_groups,
-    group_job,
-    plan_file_groups,
-    plan_rewrite_data_files,
-    rewrite_groups_here,
-    rewrite_options,
+    compact_data_files,
 )
 from aioiceberg.maintenance.expire import plan_expire_snapshots, preview_expire_snapshots
 from aioiceberg.maintenance.manifests import plan_rewrite_manifests
 from aioiceberg.maintenance.orphans import remove_orphan_files
+from aioiceberg.maintenance.position_deletes import (
+    DeleteGroupRewriter,
+    RewritePositionDeletesResult,
+    rewrite_delete_groups_here,
+    rewrite_position_deletes,
+)
 from aioiceberg.maintenance.statistics import plan_compute_statistics
 from aioiceberg.rowlevel import (
     plan_delete,
@@ -357,12 +359,17 @@ class Table(_Evolution):
         Works from the latest version (a stale one would take newer commits' files for
         orphans), so the table must be writable.
         """
+        kept = await self.publish_latest()
+        return await remove_orphan_files(self, older_than, dry_run=dry_run, kept=kept)
+
+    async def publish_latest(self) -> list[str]:
+        """Refresh to the latest version and publish it for readers that bypass the commit
+        protocol (a version hint...); returns the objects that protocol keeps for them, which
+        are never orphans. Orphan removal starts here, in one process or on Spark."""
         protocol = self._writer()
         await self.refresh()
         await protocol.publish_for_readers(self._state)
-        return await remove_orphan_files(
-            self, older_than, dry_run=dry_run, kept=protocol.reader_files(self._state)
-        )
+        return protocol.reader_files(self._state)
 
     async def rewrite_manifests(self, target_size_bytes: int | None = None) -> RewriteManifestsResult:
         """Merge small data manifests into ``commit.manifest.target-size-bytes`` ones (a replace snapshot)."""
@@ -374,37 +381,37 @@ class Table(_Evolution):
         self,
         target_file_size: int | None = None,
         filter: str | Expression | None = None,
-        *,
-        min_input_files: int = 2,
-        strategy: str | None = None,
-        sort_order: str | Sequence[str] | None = None,
-        zorder_by: Sequence[str] | None = None,
-        options: Mapping[str, str] | None = None,
+        **args: Unpack[CompactionArgs],
     ) -> RewriteDataFilesResult:
         """Compact data files per partition (rows unchanged): ``strategy`` bin-pack (default),
         sort (by ``sort_order`` or the table's) or z-order (``zorder_by``); ``options`` take
         Java's ``rewrite_data_files`` names (``partial-progress.enabled``...). One replace
         snapshot, or with partial progress one per batch of groups."""
         self._writer()
-        md = self.metadata
-        opts = rewrite_options(
-            md,
-            target_file_size,
-            strategy=strategy,
-            sort_order=sort_order,
-            zorder_by=zorder_by,
-            options=options,
-            min_input_files=min_input_files,
+        return await compact_data_files(
+            self.io, self.metadata, self.commit_change, target_file_size, filter, **args
         )
-        start = md.current_snapshot()
-        groups = await plan_file_groups(self.io, md, opts, filter)
-        if start is None or not groups:
-            return RewriteDataFilesResult()
-        rewritten = await rewrite_groups_here(self.io, group_job(md, opts), groups)
-        return await commit_rewritten_groups(self.io, self.commit_rewrite, start, rewritten, opts)
 
-    async def commit_rewrite(self, change: RewriteDataFilesChange) -> None:
-        """Commit one rewrite change on its own (a batch of rewritten groups)."""
+    async def rewrite_position_delete_files(
+        self,
+        options: Mapping[str, str] | None = None,
+        *,
+        rewriter: DeleteGroupRewriter = rewrite_delete_groups_here,
+    ) -> RewritePositionDeletesResult:
+        """Combine small position delete files per partition and drop their rows whose data
+        file is gone, as Java's ``rewrite_position_delete_files`` (``options`` by its names:
+        ``rewrite-all``, ``min-input-files``, ``target-file-size-bytes``...). One replace
+        snapshot, or one per batch with ``partial-progress.enabled``. On v3 tables the v2
+        position delete files are not converted into deletion vectors as Java does: a v3
+        table holding some is refused (``UnsupportedError``), one without is left as is."""
+        self._writer()
+        return await rewrite_position_deletes(
+            self.io, self.metadata, self.commit_change, options, rewriter=rewriter
+        )
+
+    async def commit_change(self, change: Change) -> None:
+        """Commit one change planned outside a transaction (a batch of rewritten groups, a
+        change a Spark action planned) on its own, through the table's commit path."""
         async with self.transaction() as tx:
             tx._stage_planned(change)
 
@@ -688,28 +695,18 @@ class Transaction(_Evolution):
         self,
         target_file_size: int | None = None,
         filter: str | Expression | None = None,
-        *,
-        min_input_files: int = 2,
-        strategy: str | None = None,
-        sort_order: str | Sequence[str] | None = None,
-        zorder_by: Sequence[str] | None = None,
-        options: Mapping[str, str] | None = None,
+        **args: Unpack[CompactionArgs],
     ) -> RewriteDataFilesResult:
         """Compact data files per partition (options as ``Table.rewrite_data_files``, partial
         progress excepted); the new files are written now (and deleted if the transaction fails)."""
-        change, result = await plan_rewrite_data_files(
-            self.table.io,
-            self._planned_base("rewrite_data_files"),
-            target_file_size,
-            filter,
-            min_input_files=min_input_files,
-            strategy=strategy,
-            sort_order=sort_order,
-            zorder_by=zorder_by,
-            options=options,
+
+        async def stage(change: RewriteDataFilesChange) -> None:
+            self._stage_planned(change)
+
+        md = self._planned_base("rewrite_data_files")
+        return await compact_data_files(
+            self.table.io, md, stage, target_file_size, filter, one_commit=True, **args
         )
-        self._stage_planned(change)
-        return result
 
     async def compute_statistics(
         self, columns: Sequence[str] | None = None, snapshot_id: int | None = None

@@ -1,15 +1,17 @@
 """Table maintenance: snapshot expiry, orphan removal, manifest and data file rewrites, statistics.
 
 Sits above ``scan``, ``read``, ``write`` and ``commit`` (it uses all four) and below the
-faces. Expiry, the rewrites and statistics are planned here as changes a ``Transaction``
-stages (``plan_*``: files are read and written now, the change commits with the rest);
-orphan removal deletes objects and commits nothing.
+faces. Expiry, the manifest rewrite and statistics are planned here as changes a
+``Transaction`` stages (``plan_*``: files are read and written now, the change commits with
+the rest); compaction (``compact_data_files``) hands its changes to a commit it is given (a
+table's ``commit_change``, or a transaction's staging); orphan removal deletes objects and
+commits nothing.
 """
 
 from aioiceberg.maintenance.compaction import (
     RewriteDataFilesChange,
     RewriteDataFilesResult,
-    plan_rewrite_data_files,
+    compact_data_files,
 )
 from aioiceberg.maintenance.expire import (
     ExpireResult,
@@ -38,10 +40,10 @@ __all__ = [
     "RewriteManifestsChange",
     "RewriteManifestsResult",
     "SetStatisticsChange",
+    "compact_data_files",
     "plan_compute_statistics",
     "plan_expire_snapshots",
     "plan_expiry",
-    "plan_rewrite_data_files",
     "plan_rewrite_manifests",
     "preview_expire_snapshots",
     "referenced_files",

@@ -27,6 +27,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict, Unpack
 
 from aioiceberg.commit.dangling_deletes import is_dangling
 from aioiceberg.commit.requirements import TableRequirement
@@ -73,15 +74,17 @@ from aioiceberg.write.location_provider import LocationProvider
 from aioiceberg.write.parquet_writer import write_data_files
 
 __all__ = [
+    "CompactionArgs",
+    "CompactionPlan",
     "GroupJob",
     "RewriteDataFilesChange",
     "RewriteDataFilesResult",
     "RewrittenGroup",
     "commit_rewritten_groups",
+    "compact_data_files",
     "group_job",
     "plan_bins",
     "plan_file_groups",
-    "plan_rewrite_data_files",
     "rewrite_group",
     "rewrite_groups_here",
     "rewrite_options",
@@ -133,6 +136,18 @@ class GroupJob:
     options: RewriteOptions
     write_id: str
     sort_order_id: int | None = None
+
+
+class CompactionArgs(TypedDict, total=False):
+    """How a compaction chooses and orders, as ``Table.rewrite_data_files`` takes them:
+    ``strategy`` (binpack, sort, zorder), ``sort_order``, ``zorder_by``, ``options`` (Java's
+    ``rewrite_data_files`` option names) and ``min_input_files``; see :func:`rewrite_options`."""
+
+    min_input_files: int
+    strategy: str | None
+    sort_order: str | Sequence[str] | None
+    zorder_by: Sequence[str] | None
+    options: Mapping[str, str] | None
 
 
 def plan_bins(
@@ -465,34 +480,42 @@ async def rewrite_groups_here(io: FileIO, job: GroupJob, groups: Sequence[FileGr
     return out
 
 
-async def plan_rewrite_data_files(
+@dataclass
+class CompactionPlan:
+    """What a compaction rewrites: the snapshot it starts from, its groups, the options, and
+    the job every group's rewrite shares (in this process or on Spark executors)."""
+
+    start: Snapshot
+    groups: list[FileGroup]
+    options: RewriteOptions
+    job: GroupJob
+
+    async def commit(
+        self,
+        io: FileIO,
+        commit: Callable[[RewriteDataFilesChange], Awaitable[None]],
+        rewritten: Sequence[RewrittenGroup],
+    ) -> RewriteDataFilesResult:
+        """Commit what the groups' rewrite wrote (:func:`commit_rewritten_groups`)."""
+        return await commit_rewritten_groups(io, commit, self.start, rewritten, self.options)
+
+
+async def plan_compaction(
     io: FileIO,
     md: TableMetadata,
     target_file_size: int | None = None,
     filter: str | Expression | None = None,
     *,
-    min_input_files: int = 2,
-    properties: Mapping[str, str] | None = None,
-    strategy: str | None = None,
-    sort_order: str | Sequence[str] | None = None,
-    zorder_by: Sequence[str] | None = None,
-    options: Mapping[str, str] | None = None,
-) -> tuple[RewriteDataFilesChange | None, RewriteDataFilesResult]:
-    """Compact the current snapshot's files (those matching ``filter``) as one change of a
-    transaction: the new files are written now; the change that swaps them in, and its
-    result, are returned (no change when nothing is worth compacting). Partial progress
-    commits several snapshots, so it is ``Table.rewrite_data_files``'s only."""
-    opts = rewrite_options(
-        md,
-        target_file_size,
-        strategy=strategy,
-        sort_order=sort_order,
-        zorder_by=zorder_by,
-        options=options,
-        min_input_files=min_input_files,
-        properties=properties,
-    )
-    if opts.partial_progress_enabled:
+    one_commit: bool = False,
+    **args: Unpack[CompactionArgs],
+) -> CompactionPlan | None:
+    """The options and the groups of the current snapshot's files (those matching
+    ``filter``) to rewrite; None when nothing is worth rewriting.
+
+    ``one_commit``: the changes are staged in a transaction, which holds one snapshot of
+    them, so partial progress is refused (``UnsupportedError``)."""
+    opts = rewrite_options(md, target_file_size, **args)
+    if one_commit and opts.partial_progress_enabled:
         raise UnsupportedError(
             "partial-progress.enabled commits several snapshots: "
             "use Table.rewrite_data_files, not a transaction"
@@ -500,15 +523,25 @@ async def plan_rewrite_data_files(
     start = md.current_snapshot()
     groups = await plan_file_groups(io, md, opts, filter)
     if start is None or not groups:
-        return None, RewriteDataFilesResult()
-    rewritten = await rewrite_groups_here(io, group_job(md, opts, properties), groups)
-    deleted = [f for r in rewritten for f in r.group.files]
-    added = [f for r in rewritten for f in r.added]
-    change = RewriteDataFilesChange(deleted, added, start)
-    return change, RewriteDataFilesResult(
-        change.snapshot_id,
-        sorted(f.file_path for f in deleted),
-        sorted(f.file_path for f in added),
-        len(groups),
-        snapshot_ids=[change.snapshot_id],
-    )
+        return None
+    return CompactionPlan(start, groups, opts, group_job(md, opts))
+
+
+async def compact_data_files(
+    io: FileIO,
+    md: TableMetadata,
+    commit: Callable[[RewriteDataFilesChange], Awaitable[None]],
+    target_file_size: int | None = None,
+    filter: str | Expression | None = None,
+    *,
+    one_commit: bool = False,
+    **args: Unpack[CompactionArgs],
+) -> RewriteDataFilesResult:
+    """Compact in this process: :func:`plan_compaction`, the groups rewritten one after
+    another (:func:`rewrite_groups_here`), ``commit`` of each batch of them (one ``replace``
+    snapshot, or with ``partial-progress.enabled`` one per batch). The Spark action runs
+    the same plan and commit with the rewrite on executors."""
+    plan = await plan_compaction(io, md, target_file_size, filter, one_commit=one_commit, **args)
+    if plan is None:
+        return RewriteDataFilesResult()
+    return await plan.commit(io, commit, await rewrite_groups_here(io, plan.job, plan.groups))

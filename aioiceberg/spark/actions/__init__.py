@@ -7,3 +7,6 @@ from aioiceberg.spark.actions.distributed_plan import plan_files as plan_files
 from aioiceberg.spark.actions.expire_snapshots import expire_snapshots as expire_snapshots
 from aioiceberg.spark.actions.rewrite_data_files import rewrite_data_files as rewrite_data_files
 from aioiceberg.spark.actions.rewrite_manifests import rewrite_manifests as rewrite_manifests
+from aioiceberg.spark.actions.rewrite_position_deletes import (
+    rewrite_position_delete_files as rewrite_position_delete_files,
+)

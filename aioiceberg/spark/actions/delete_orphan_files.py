@@ -16,7 +16,8 @@ refusal to touch anything outside the table's location. What moves:
   of those entries fully with aioiceberg's store layer;
 - the comparison is a DataFrame anti-join (listing minus referenced, on normalized
   locations): neither set is collected on the driver; only the orphans are;
-- the deletes run on executors, over the orphans' partitions.
+- the deletes run on executors, the orphans partitioned by folder, each task's share
+  through the store's bulk delete.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-import aioiceberg.table
+from pyspark.sql import functions as F
+
 from aioiceberg._sync import default_loop
 from aioiceberg.errors import StoreError
 from aioiceberg.maintenance.orphans import (
@@ -70,15 +72,6 @@ def _list_share(
     return iter(out)
 
 
-async def _latest(table: aioiceberg.table.Table) -> list[str]:
-    """Bring the table to its latest version and what readers without the commit protocol
-    look at up to it, as the single-process removal does; the objects that protocol keeps."""
-    protocol = table._writer()
-    await table.refresh()
-    await protocol.publish_for_readers(table._state)
-    return protocol.reader_files(table._state)
-
-
 def delete_orphan_files(
     spark: Any,
     table_location: str,
@@ -101,7 +94,7 @@ def delete_orphan_files(
     """
     opts = SourceOptions.parse({**(storage_options or {}), "path": table_location})
     table = opts.load().aio
-    kept = default_loop.run(_latest(table))
+    kept = default_loop.run(table.publish_latest())  # as the single-process removal starts
     cutoff = orphan_cutoff(older_than, time.time() if now is None else now)
     prefix = scan_prefix(table.location, location)
     store = TableStore(table.location, opts.storage_options)
@@ -133,8 +126,13 @@ def delete_orphan_files(
     if dry_run:
         rows = run_job("listing orphan files", orphans_df.collect)
         return sorted(r[0] for r in rows)
+    # a folder's orphans in one task: the store deletes them in bulk (one lock and one sync
+    # per folder on a local disk, DeleteObjects of up to 1,000 keys on S3)
+    by_folder = orphans_df.repartition(
+        partitions_for(spark, 1 << 30, parallelism), F.regexp_extract("location", "^(.*/)", 1)
+    )
     deleted, failed = delete_on_executors(
-        spark, store, orphans_df.rdd.map(lambda r: r[0]), "orphan files", parallelism
+        spark, store, by_folder.rdd.map(lambda r: r[0]), "orphan files", parallelism
     )
     orphans = sorted(deleted + failed)
     if failed:

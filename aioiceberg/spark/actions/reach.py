@@ -14,7 +14,7 @@ failure fails the job); others are skipped where their files are gone, as
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -35,6 +35,7 @@ __all__ = [
     "Reached",
     "TableStore",
     "delete_on_executors",
+    "each_on_executor",
     "manifest_entries",
     "partitions_for",
     "reach_manifests",
@@ -42,6 +43,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+R = TypeVar("R")
 # the rows of the walk's second job: one per file a manifest names, one per manifest read
 ENTRY_COLUMNS = "kind string, path string, location string, live boolean, tags int"
 CONCURRENCY = 16  # reads in flight per executor task
@@ -78,62 +80,65 @@ def partitions_for(spark: Any, items: int, parallelism: int | None) -> int:
     return max(1, min(items, cores))
 
 
-def _read_lists(store: TableStore, required: int, items: Iterable[tuple[Snapshot, int]]) -> Iterator[Any]:
-    """Executor side of the first job: (manifest list or None, its manifests, tags)."""
+def each_on_executor(items: Iterable[T], read: Callable[[T], Awaitable[list[R]]]) -> Iterator[R]:
+    """Executor side: ``read`` every item on the executor's loop, ``CONCURRENCY`` at a time;
+    the rows they return, in the order they finish."""
     pending = list(items)
-    io = store.open()
     limit = anyio.Semaphore(CONCURRENCY)
-    out: list[tuple[str | None, list[ManifestFile], int]] = []
+    out: list[R] = []
 
-    async def one(snap: Snapshot, tags: int) -> None:
+    async def one(item: T) -> None:
         async with limit:
-            try:
-                manifests = await snapshot_manifests(io, snap)
-            except StoreError:
-                if tags & required:
-                    raise
-                return
-        out.append((snap.manifest_list, manifests, tags))
+            out.extend(await read(item))
 
     async def run() -> None:
         async with task_group() as tg:
-            for snap, tags in pending:
-                tg.start_soon(one, snap, tags)
+            for item in pending:
+                tg.start_soon(one, item)
 
     default_loop.run(run())
     return iter(out)
+
+
+def _read_lists(store: TableStore, required: int, items: Iterable[tuple[Snapshot, int]]) -> Iterator[Any]:
+    """Executor side of the first job: (manifest list or None, its manifests, tags)."""
+    io = store.open()
+
+    async def read(item: tuple[Snapshot, int]) -> list[tuple[str | None, list[ManifestFile], int]]:
+        snap, tags = item
+        try:
+            manifests = await snapshot_manifests(io, snap)
+        except StoreError:
+            if tags & required:
+                raise
+            return []
+        return [(snap.manifest_list, manifests, tags)]
+
+    return each_on_executor(items, read)
 
 
 def _read_entries(
     store: TableStore, required: int, items: Iterable[tuple[ManifestFile, int]]
 ) -> Iterator[tuple[str, str, str, bool, int]]:
     """Executor side of the second job: a row per file named, and one per manifest read."""
-    pending = list(items)
     io = store.open()
-    limit = anyio.Semaphore(CONCURRENCY)
-    out: list[tuple[str, str, str, bool, int]] = []
 
-    async def one(m: ManifestFile, tags: int) -> None:
-        async with limit:
-            try:
-                data = await io.read(m.manifest_path)
-            except StoreError:
-                if tags & required:
-                    raise
-                return
+    async def read(item: tuple[ManifestFile, int]) -> list[tuple[str, str, str, bool, int]]:
+        m, tags = item
+        try:
+            data = await io.read(m.manifest_path)
+        except StoreError:
+            if tags & required:
+                raise
+            return []
         entries = (await anyio.to_thread.run_sync(read_manifest, data, m)).entries
-        out.append(("manifest", normalize(m.manifest_path), m.manifest_path, True, tags))
+        rows = [("manifest", normalize(m.manifest_path), m.manifest_path, True, tags)]
         for e in entries:
             path = e.data_file.file_path
-            out.append(("content", normalize(path), path, e.is_live, tags))
+            rows.append(("content", normalize(path), path, e.is_live, tags))
+        return rows
 
-    async def run() -> None:
-        async with task_group() as tg:
-            for m, tags in pending:
-                tg.start_soon(one, m, tags)
-
-    default_loop.run(run())
-    return iter(out)
+    return each_on_executor(items, read)
 
 
 @dataclass
@@ -194,7 +199,9 @@ def manifest_entries(
 
 
 def _delete(store: TableStore, paths: Iterable[str]) -> Iterator[tuple[str, bool]]:
-    """Executor side of a delete job: (path, deleted) per path."""
+    """Executor side of a delete job: (path, deleted) per path; one store per task, the
+    task's paths through the store's bulk delete (:func:`delete_files`: sorted batches, a
+    few at a time)."""
     pending = list(paths)
     io = store.open()
     failed = set(default_loop.run(delete_files(io, pending)))
@@ -204,13 +211,14 @@ def _delete(store: TableStore, paths: Iterable[str]) -> Iterator[tuple[str, bool
 def delete_on_executors(
     spark: Any, store: TableStore, paths: Any, what: str, parallelism: int | None = None
 ) -> tuple[list[str], list[str]]:
-    """Delete ``paths`` (a list, or an RDD of locations) on executors; (deleted, failed),
-    sorted. Deletion is best effort, as in one process: a file that cannot be deleted is
-    reported, not raised."""
+    """Delete ``paths`` (a list, or an RDD of locations, best grouped by folder) on
+    executors; (deleted, failed), sorted. Deletion is best effort, as in one process: a
+    file that cannot be deleted is reported, not raised. A list is sorted and cut into
+    contiguous slices, so that a folder's files meet in one task."""
     if isinstance(paths, list):
         if not paths:
             return [], []
-        paths = spark.sparkContext.parallelize(paths, partitions_for(spark, len(paths), parallelism))
+        paths = spark.sparkContext.parallelize(sorted(paths), partitions_for(spark, len(paths), parallelism))
     rdd = paths
     results = run_job(f"deleting {what}", lambda: rdd.mapPartitions(lambda it: _delete(store, it)).collect())
     deleted = sorted(p for p, ok in results if ok)

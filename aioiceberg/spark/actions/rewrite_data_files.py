@@ -1,12 +1,14 @@
 """Compaction on Spark executors: groups planned on the driver, each rewritten by one task.
 
-The driver plans the file groups with the single-process planner
-(``maintenance.compaction_groups``), ships each group as the JSON of its file scan tasks
-to one Spark task, and commits what the tasks wrote with the single-process commit
-(``commit_rewritten_groups``): one ``replace`` snapshot, or one per batch of groups with
-``partial-progress.enabled``. An executor task reads its group with aioiceberg's reader,
-orders the rows (sort, z-order), writes them with aioiceberg's writer and returns the new
-data files as JSON; storage options reach it as they reach the data source's tasks.
+The driver plans with the single-process planner (``maintenance.compaction.plan_compaction``:
+options and file groups), ships each group as the JSON of its file scan tasks to one Spark
+task, and commits what the tasks wrote with the single-process commit
+(``CompactionPlan.commit`` through ``Table.commit_change``: one ``replace`` snapshot, or
+one per batch of groups with ``partial-progress.enabled``). The Spark job runs in the
+caller's thread, so its job group and scheduler pool apply. An executor task reads its
+group with aioiceberg's reader, orders the rows (sort, z-order), writes them with
+aioiceberg's writer and returns the new data files as JSON; storage options reach it as
+they reach the data source's tasks.
 
 Failures: a task lost with its executor is retried by Spark (``spark.task.maxFailures``);
 the lost attempt's files are named with the job's write id and are removed after the
@@ -34,14 +36,12 @@ from aioiceberg.expressions.tree import Expression
 from aioiceberg.io.base import FileIO
 from aioiceberg.io.resolve import resolve_io
 from aioiceberg.maintenance.compaction import (
+    CompactionPlan,
     GroupJob,
     RewriteDataFilesResult,
     RewrittenGroup,
-    commit_rewritten_groups,
-    group_job,
-    plan_file_groups,
+    plan_compaction,
     rewrite_group,
-    rewrite_options,
 )
 from aioiceberg.maintenance.compaction_groups import FileGroup
 from aioiceberg.runtime import default_runtime
@@ -133,6 +133,17 @@ def _collected(job: GroupJob, groups: Sequence[FileGroup], results: Iterable[str
     return [out[g.index] for g in groups]
 
 
+def _rewrite_on_executors(
+    spark: Any, plan: CompactionPlan, storage_options: Mapping[str, str] | None
+) -> list[RewrittenGroup]:
+    """One Spark task per group, run from the caller's thread (its job group applies)."""
+    executor_job = _ExecutorJob(plan.job.location, dict(storage_options or {}), pickle.dumps(plan.job))
+    items = [_item(g) for g in plan.groups]
+    rdd = spark.sparkContext.parallelize(items, len(items))
+    results = rdd.mapPartitions(functools.partial(_rewrite_partition, executor_job)).collect()
+    return _collected(plan.job, plan.groups, results)
+
+
 async def _remove_attempt_files(io: FileIO, job: GroupJob, kept: set[str]) -> list[str]:
     """Files named with the job's write id that no commit kept: those of lost attempts."""
     data_path = LocationProvider(job.location, job.properties).data_path
@@ -165,32 +176,28 @@ def rewrite_data_files(
     check_workers(spark)
     opened = sync.load_table(table, storage_options or None, lock) if isinstance(table, str) else table
     aio = opened.aio
-    if aio.protocol is None:
+    if aio.read_only:
         raise ReadOnlyTableError(aio.read_only_reason or f"{aio.metadata_location} is open read-only")
-    md = aio.metadata
-    opts = rewrite_options(
-        md,
-        target_file_size,
-        strategy=strategy,
-        sort_order=sort_order,
-        zorder_by=zorder_by,
-        options=options,
-        min_input_files=min_input_files,
+    plan = default_loop.run(
+        plan_compaction(
+            aio.io,
+            aio.metadata,
+            target_file_size,
+            filter,
+            min_input_files=min_input_files,
+            strategy=strategy,
+            sort_order=sort_order,
+            zorder_by=zorder_by,
+            options=options,
+        )
     )
-    start = md.current_snapshot()
-    groups = default_loop.run(plan_file_groups(aio.io, md, opts, filter))
-    if start is None or not groups:
+    if plan is None:
         return RewriteDataFilesResult()
-    job = group_job(md, opts)
-    executor_job = _ExecutorJob(md.location, dict(storage_options or {}), pickle.dumps(job))
-    items = [_item(g) for g in groups]
-    rdd = spark.sparkContext.parallelize(items, len(items))
-    results = rdd.mapPartitions(functools.partial(_rewrite_partition, executor_job)).collect()
-    rewritten = _collected(job, groups, results)
+    rewritten = _rewrite_on_executors(spark, plan, storage_options)
     try:
-        result = default_loop.run(commit_rewritten_groups(aio.io, aio.commit_rewrite, start, rewritten, opts))
+        result = default_loop.run(plan.commit(aio.io, aio.commit_change, rewritten))
     except RewriteFailedError:  # nothing committed: every file of the job is left over
-        default_loop.run(_remove_attempt_files(aio.io, job, set()))
+        default_loop.run(_remove_attempt_files(aio.io, plan.job, set()))
         raise
-    default_loop.run(_remove_attempt_files(aio.io, job, set(result.added_files)))
+    default_loop.run(_remove_attempt_files(aio.io, plan.job, set(result.added_files)))
     return result

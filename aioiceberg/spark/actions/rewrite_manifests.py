@@ -20,11 +20,10 @@ from typing import Any
 import anyio
 
 import aioiceberg.table
-from aioiceberg._concurrency import task_group
 from aioiceberg._sync import default_loop
 from aioiceberg.maintenance.manifests import RewriteManifestsResult, plan_rewrite_manifests, small_groups
 from aioiceberg.maintenance.reachable import ManifestWalker
-from aioiceberg.spark.actions.reach import CONCURRENCY, TableStore, partitions_for, run_job
+from aioiceberg.spark.actions.reach import TableStore, each_on_executor, partitions_for, run_job
 from aioiceberg.spark.batch import SourceOptions
 from aioiceberg.spec.manifest import ManifestEntry, ManifestFile, read_manifest
 from aioiceberg.spec.properties import TableProperties
@@ -34,33 +33,21 @@ __all__ = ["rewrite_manifests"]
 
 def _read(store: TableStore, manifests: Iterable[ManifestFile]) -> Iterator[tuple[str, list[ManifestEntry]]]:
     """Executor side: each manifest's decoded entries."""
-    pending = list(manifests)
     io = store.open()
-    limit = anyio.Semaphore(CONCURRENCY)
-    out: list[tuple[str, list[ManifestEntry]]] = []
 
-    async def one(m: ManifestFile) -> None:
-        async with limit:
-            data = await io.read(m.manifest_path)
-        out.append((m.manifest_path, (await anyio.to_thread.run_sync(read_manifest, data, m)).entries))
+    async def read(m: ManifestFile) -> list[tuple[str, list[ManifestEntry]]]:
+        data = await io.read(m.manifest_path)
+        return [(m.manifest_path, (await anyio.to_thread.run_sync(read_manifest, data, m)).entries)]
 
-    async def run() -> None:
-        async with task_group() as tg:
-            for m in pending:
-                tg.start_soon(one, m)
-
-    default_loop.run(run())
-    return iter(out)
+    return each_on_executor(manifests, read)
 
 
 async def _commit(
     table: aioiceberg.table.Table, target_size_bytes: int | None, walker: ManifestWalker
 ) -> RewriteManifestsResult:
     change, result = await plan_rewrite_manifests(table.io, table.metadata, target_size_bytes, walker=walker)
-    if change is None:
-        return result
-    async with table.transaction() as tx:
-        tx.changes.append(change)
+    if change is not None:
+        await table.commit_change(change)
     return result
 
 
