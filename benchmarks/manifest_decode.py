@@ -16,6 +16,9 @@ The second table decodes many manifests in one call; the third is our own decode
 last one re-blocks manifests (``aioiceberg.spec.manifest.avro_blocks.reblock``: every record in
 one uncompressed block) before ``polars.read_avro``, against polars on the original bytes, over
 Java- and PyIceberg-shaped manifests and a sweep of entries per block.
+``planner`` prices DataFusion as a planner would run it (bytes through a tmpfs file, the table
+cast to polars' layout) against our polars path, per 500-entry manifest (benchmarks/README.md,
+Round 14).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from typing import Any
 
 import fastavro
 import fastavro.write
+import pyarrow as pa
 
 from aioiceberg.spec.manifest import (
     ManifestEntry,
@@ -854,11 +858,113 @@ def reblocking(tiny: bool) -> None:
     print(f"Load average at the end: {load} ({os.cpu_count()} cores).")
 
 
+def _large(t: Any) -> Any:
+    """The Arrow type polars gives for ``t``: large strings, binaries and lists."""
+    if pa.types.is_string(t):
+        return pa.large_string()
+    if pa.types.is_binary(t):
+        return pa.large_binary()
+    if pa.types.is_list(t):
+        return pa.large_list(_large(t.value_type))
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _large(f.type)) for f in t])
+    return t
+
+
+def _joined(datas: list[bytes]) -> bytes:
+    """The manifests' blocks under the first one's header (they share it), as the planner
+    joins small manifests before one decode."""
+    layouts = [avro_layout(d) for d in datas]
+    first = layouts[0]
+    assert first is not None
+    parts = [first.header, first.sync]
+    for data, layout in zip(datas, layouts, strict=True):
+        assert layout is not None
+        for start, end in layout.blocks:
+            parts += (data[start:end], first.sync)
+    return b"".join(parts)
+
+
+def planner(tiny: bool) -> None:
+    """What a planner pays per manifest, bytes in, the columnar layout out: our polars path
+    (re-blocked, ``read_avro``, ``to_arrow``) against DataFusion as a planner would have to run
+    it (the bytes written to a tmpfs file, ``read_avro`` of the path, the table cast to polars'
+    layout, the file removed), one manifest per call and 8 joined per call."""
+    pl, df = _optional("polars"), _optional("datafusion")
+    if pl is None or df is None:
+        print("\nPlanner's decode: needs polars and datafusion")
+        return
+    n, count, rounds = (50, 8, 1) if tiny else (500, 40, 5)
+    shapes = {f"Java {n} (64 KB blocks)": java_manifest(n, 2)}
+    try:
+        shapes[f"PyIceberg {n} (1 entry a block)"] = pyiceberg_manifest(n)
+    except ImportError:
+        pass
+    local = threading.local()
+    shm = Path("/dev/shm")
+    tmp_dir = str(shm) if shm.is_dir() else None
+
+    def ours(data: bytes) -> Any:
+        return pl.read_avro(io.BytesIO(reblock(data) or data)).to_arrow()
+
+    def theirs(data: bytes) -> Any:
+        ctx = getattr(local, "ctx", None)
+        if ctx is None:
+            ctx = local.ctx = df.SessionContext(df.SessionConfig().with_target_partitions(1))
+        fd, name = tempfile.mkstemp(dir=tmp_dir, suffix=".avro")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            table = ctx.read_avro(name).to_arrow_table()
+        finally:
+            os.unlink(name)
+        return table.cast(pa.schema([pa.field(f.name, _large(f.type)) for f in table.schema]))
+
+    def per_call(fn: Callable[[bytes], Any], calls: list[bytes], threads: int) -> tuple[float, float]:
+        """(CPU ms, wall ms) per manifest, medians of ``rounds``."""
+        cpu: list[float] = []
+        wall: list[float] = []
+        for _ in range(rounds):
+            w, c = time.perf_counter(), time.process_time()
+            if threads == 1:
+                for data in calls:
+                    fn(data)
+            else:
+                halves = [calls[: len(calls) // 2], calls[len(calls) // 2 :]]
+                workers = [threading.Thread(target=lambda h=h: [fn(d) for d in h]) for h in halves]
+                for t in workers:
+                    t.start()
+                for t in workers:
+                    t.join()
+            cpu.append((time.process_time() - c) * 1000 / count)
+            wall.append((time.perf_counter() - w) * 1000 / count)
+        return _median(cpu), _median(wall)
+
+    print(
+        f"\nPlanner's decode, bytes to polars' Arrow layout, {count} manifests (CPU ms / wall ms a manifest)"
+    )
+    print("| manifests | call | threads | polars | DataFusion | polars / DataFusion (CPU) |")
+    print("|---|---|---|---|---|---|")
+    for label, data in shapes.items():
+        if not theirs(data).equals(ours(data)):
+            print(f"| {label} | - | - | - | differs | - |")
+            continue
+        runs = [("one manifest", [data] * count, 1), ("one manifest", [data] * count, 2)]
+        runs.append(("8 joined", [_joined([data] * 8)] * (count // 8), 1))
+        for call, calls, threads in runs:
+            pc_, pw = per_call(ours, calls, threads)
+            dc, dw = per_call(theirs, calls, threads)
+            cells = [label, call, str(threads), f"{pc_:.2f} / {pw:.2f}", f"{dc:.2f} / {dw:.2f}"]
+            print("| " + " | ".join(cells) + f" | {pc_ / dc:.2f}x |")
+    print(f"Load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}.")
+
+
 SECTIONS: dict[str, Callable[[bool], None]] = {
     "matrix": matrix,
     "batched": batched,
     "ours": ours,
     "reblock": reblocking,
+    "planner": planner,
 }
 
 
