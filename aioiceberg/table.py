@@ -34,12 +34,7 @@ from aioiceberg.maintenance.compaction import (
 from aioiceberg.maintenance.expire import plan_expire_snapshots, preview_expire_snapshots
 from aioiceberg.maintenance.manifests import plan_rewrite_manifests
 from aioiceberg.maintenance.orphans import remove_orphan_files
-from aioiceberg.maintenance.position_deletes import (
-    DeleteGroupRewriter,
-    RewritePositionDeletesResult,
-    rewrite_delete_groups_here,
-    rewrite_position_deletes,
-)
+from aioiceberg.maintenance.position_deletes import RewritePositionDeletesResult, rewrite_position_deletes
 from aioiceberg.maintenance.statistics import plan_compute_statistics
 from aioiceberg.rowlevel import (
     plan_delete,
@@ -393,10 +388,7 @@ class Table(_Evolution):
         )
 
     async def rewrite_position_delete_files(
-        self,
-        options: Mapping[str, str] | None = None,
-        *,
-        rewriter: DeleteGroupRewriter = rewrite_delete_groups_here,
+        self, options: Mapping[str, str] | None = None
     ) -> RewritePositionDeletesResult:
         """Combine small position delete files per partition and drop their rows whose data
         file is gone, as Java's ``rewrite_position_delete_files`` (``options`` by its names:
@@ -405,9 +397,7 @@ class Table(_Evolution):
         position delete files are not converted into deletion vectors as Java does: a v3
         table holding some is refused (``UnsupportedError``), one without is left as is."""
         self._writer()
-        return await rewrite_position_deletes(
-            self.io, self.metadata, self.commit_change, options, rewriter=rewriter
-        )
+        return await rewrite_position_deletes(self.io, self.metadata, self.commit_change, options)
 
     async def commit_change(self, change: Change) -> None:
         """Commit one change planned outside a transaction (a batch of rewritten groups, a

@@ -2,8 +2,9 @@
 
 The groups come from ``compaction_groups`` (bin-pack, sort or z-order); the single-process
 rewrite and the Spark action (``aioiceberg.spark.actions``) share the planning, the
-rewriting of one group (``rewrite_group``) and the commit (``commit_rewritten_groups``):
-the Spark action only runs ``rewrite_group`` on executors.
+rewriting of one group (``rewrite_group``) and the commit (``CompactionPlan.commit``):
+the Spark action only runs ``rewrite_group`` on executors. What every group rewrite
+shares (options, partial progress, the ``replace`` snapshot's checks) is in ``group_rewrite``.
 
 Rows are read through the normal read path (so deletes, deletion vectors included, are
 applied: the new files hold only live rows) and written through the normal write path; the
@@ -26,34 +27,32 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypedDict, Unpack
 
 from aioiceberg.commit.dangling_deletes import is_dangling
-from aioiceberg.commit.requirements import TableRequirement
-from aioiceberg.commit.snapshot_producer import delete_quietly
-from aioiceberg.commit.updates import TableUpdate
-from aioiceberg.errors import (
-    CommitConflictError,
-    IcebergError,
-    RewriteFailedError,
-    UnsupportedError,
-    ValidationError,
-)
+from aioiceberg.errors import CommitConflictError, IcebergError, UnsupportedError, ValidationError
 from aioiceberg.expressions.tree import Expression
 from aioiceberg.io.base import FileIO
 from aioiceberg.maintenance.compaction_groups import (
     FileGroup,
     RewriteOptions,
     SortKey,
-    batches,
     order_rows,
     parse_sort_order,
     plan_groups,
     table_sort_keys,
 )
+from aioiceberg.maintenance.group_rewrite import (
+    Attempt,
+    GroupOutcome,
+    GroupReplace,
+    GroupRewriteResult,
+    commit_groups,
+    rewrite_here,
+)
 from aioiceberg.maintenance.reachable import ManifestWalker
-from aioiceberg.maintenance.rewrite import ManifestSink, ReplaceSnapshot, carried
+from aioiceberg.maintenance.rewrite import carried
 from aioiceberg.read import read_to_table
 from aioiceberg.scan import Planner, PlanOptions
 from aioiceberg.spec.manifest import (
@@ -80,7 +79,6 @@ __all__ = [
     "RewriteDataFilesChange",
     "RewriteDataFilesResult",
     "RewrittenGroup",
-    "commit_rewritten_groups",
     "compact_data_files",
     "group_job",
     "plan_bins",
@@ -93,35 +91,12 @@ __all__ = [
 TARGET_FILE_SIZE = TableProperties.target_file_size.key
 
 
-@dataclass
-class RewriteDataFilesResult:
-    """``snapshot_id``: the last snapshot committed (``snapshot_ids``: all of them, one per
-    commit with partial progress); ``failed_groups``: indexes of the groups left out."""
-
-    snapshot_id: int | None = None
-    rewritten_files: list[str] = field(default_factory=list)
-    added_files: list[str] = field(default_factory=list)
-    groups: int = 0
-    failed_groups: list[int] = field(default_factory=list)
-    snapshot_ids: list[int] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-    @property
-    def rewritten_files_count(self) -> int:
-        return len(self.rewritten_files)
-
-    @property
-    def added_files_count(self) -> int:
-        return len(self.added_files)
+class RewriteDataFilesResult(GroupRewriteResult):
+    """What a compaction committed (``GroupRewriteResult``)."""
 
 
-@dataclass
-class RewrittenGroup:
-    """A group and the files its rewrite wrote, or why the rewrite failed."""
-
-    group: FileGroup
-    added: list[DataFile] = field(default_factory=list)
-    error: str | None = None
+class RewrittenGroup(GroupOutcome[FileGroup]):
+    """A file group and the data files its rewrite wrote, or why the rewrite failed."""
 
 
 @dataclass(frozen=True)
@@ -158,27 +133,15 @@ def plan_bins(
     return [list(g.tasks) for g in plan_groups(tasks, opts)]
 
 
-class RewriteDataFilesChange(ReplaceSnapshot):
+class RewriteDataFilesChange(GroupReplace):
     """Replace ``deleted`` data files by ``added`` ones in a ``replace`` snapshot on main."""
 
-    def __init__(self, deleted: Sequence[DataFile], added: Sequence[DataFile], start: Snapshot) -> None:
-        super().__init__()
-        self.deleted = list(deleted)
-        self.added = list(added)
-        self.start = start
-        self.written: list[str] = []
-        self.kept_manifests: set[str] = set()
+    summary_key = "rewritten-data-files"
 
-    async def _check_conflicts(self, walker: ManifestWalker, base: TableMetadata, parent: Snapshot) -> None:
-        since: set[int] = set()
-        for snap in base.ancestors_of(parent.snapshot_id):
-            if snap.snapshot_id == self.start.snapshot_id:
-                break
-            since.add(snap.snapshot_id)
-        else:
-            raise CommitConflictError(
-                f"snapshot {self.start.snapshot_id} the rewrite started from is no longer an ancestor of main"
-            )
+    async def check_conflicts(self, walker: ManifestWalker, base: TableMetadata, parent: Snapshot) -> None:
+        """Besides the start and the replaced files: no position delete committed since the
+        start may touch the replaced files (their rows would be rewritten undeleted)."""
+        since = self.since_start(base, parent)
         if not since:
             return
         paths = {f.file_path for f in self.deleted}
@@ -198,94 +161,25 @@ class RewriteDataFilesChange(ReplaceSnapshot):
                         "may touch rewritten files"
                     )
 
-    async def build(
-        self, io: FileIO, base: TableMetadata, attempt: int
-    ) -> tuple[list[TableUpdate], list[TableRequirement]]:
-        parent = base.current_snapshot()
-        if parent is None:
-            raise CommitConflictError("the table no longer has a current snapshot")
-        walker = ManifestWalker(io)
-        await self._check_conflicts(walker, base, parent)
-        doomed = {f.file_path for f in self.deleted}
-        found: set[str] = set()
-        dangling: list[DataFile] = []
-        sink = ManifestSink(io, base, self.snapshot_id, f"{self.commit_uuid}-{attempt}")
-        manifests: list[ManifestFile] = []
-        try:
-            added_entries = [
-                ManifestEntry(
-                    ManifestEntryStatus.ADDED,
-                    None,
-                    self.start.sequence_number if base.format_version >= 2 else None,
-                    None,
-                    f,
-                )
-                for f in self.added
-            ]
-            by_spec: dict[int, list[ManifestEntry]] = {}
-            for e in added_entries:
-                by_spec.setdefault(e.data_file.spec_id, []).append(e)
-            for spec_id, entries in by_spec.items():
-                manifests.append(await sink.write(spec_id, entries))
-            for m in await walker.manifests(parent):
-                if m.content != ManifestContent.DATA:
-                    manifests.append(await self._drop_dangling(walker, sink, base, m, doomed, dangling))
-                    continue
-                entries = await walker.entries(m)
-                hits = {e.data_file.file_path for e in entries if e.is_live} & doomed
-                if not hits:
-                    manifests.append(m)
-                    continue
-                found |= hits
-                drop, keep = ManifestEntryStatus.DELETED, ManifestEntryStatus.EXISTING
-                rewritten = [
-                    carried(e, drop if e.data_file.file_path in hits else keep) for e in entries if e.is_live
-                ]
-                manifests.append(await sink.write(m.partition_spec_id, rewritten))
-        finally:
-            self.written += sink.written
-        missing = doomed - found
-        if missing:
-            raise CommitConflictError(
-                f"{len(missing)} files being rewritten were removed by a concurrent commit, "
-                f"e.g. {sorted(missing)[0]}"
-            )
-        extra = {"rewritten-data-files": str(len(self.deleted))}
-        updates, requirements, list_path = await self.publish(
-            io, base, parent, manifests, attempt, extra, added=self.added, removed=[*self.deleted, *dangling]
-        )
-        self.written.append(list_path)
-        self.kept_manifests = {m.manifest_path for m in manifests} | {list_path}
-        return updates, requirements
+    def added_entries(self, base: TableMetadata) -> list[ManifestEntry]:
+        seq = self.start.sequence_number if base.format_version >= 2 else None
+        return [ManifestEntry(ManifestEntryStatus.ADDED, None, seq, None, f) for f in self.added]
 
-    @staticmethod
-    async def _drop_dangling(
-        walker: ManifestWalker,
-        sink: ManifestSink,
-        base: TableMetadata,
-        m: ManifestFile,
-        doomed: set[str],
-        dropped: list[DataFile],
-    ) -> ManifestFile:
+    async def other_manifest(self, at: Attempt, m: ManifestFile) -> ManifestFile:
         """The delete manifest ``m`` without the delete files of rewritten data files (those
-        go to ``dropped``), or ``m`` itself when it holds none."""
-        if base.format_version < 3 or not (m.has_added_files() or m.has_existing_files()):
+        go to ``at.dropped``), or ``m`` itself when it holds none."""
+        if at.base.format_version < 3 or not (m.has_added_files() or m.has_existing_files()):
             return m  # deletion vectors exist from v3 on
-        live = [e for e in await walker.entries(m) if e.is_live]
-        gone = [e for e in live if is_dangling(e.data_file, doomed, base.format_version)]
+        doomed = {f.file_path for f in self.deleted}
+        live = [e for e in await at.walker.entries(m) if e.is_live]
+        gone = [e for e in live if is_dangling(e.data_file, doomed, at.base.format_version)]
         if not gone:
             return m
-        dropped += [e.data_file for e in gone]
+        at.dropped += [e.data_file for e in gone]
         drop, keep = ManifestEntryStatus.DELETED, ManifestEntryStatus.EXISTING
         ids = {id(e) for e in gone}
         entries = [carried(e, drop if id(e) in ids else keep) for e in live]
-        return await sink.write(m.partition_spec_id, entries, ManifestContent.DELETES)
-
-    async def committed(self, io: FileIO, metadata: TableMetadata) -> None:
-        await delete_quietly(io, [p for p in self.written if p not in self.kept_manifests])
-
-    async def aborted(self, io: FileIO) -> None:
-        await delete_quietly(io, [*self.written, *(f.file_path for f in self.added)])
+        return await at.sink.write(m.partition_spec_id, entries, ManifestContent.DELETES)
 
 
 async def _tasks(
@@ -413,71 +307,19 @@ async def rewrite_group(
     )
 
 
-async def commit_rewritten_groups(
-    io: FileIO,
-    commit: Callable[[RewriteDataFilesChange], Awaitable[None]],
-    start: Snapshot,
-    rewritten: Sequence[RewrittenGroup],
-    opts: RewriteOptions,
-) -> RewriteDataFilesResult:
-    """Commit the rewritten groups (``commit`` commits one change, e.g. in a transaction of its
-    own): one ``replace`` snapshot, or with partial progress one per batch of groups.
-
-    Every group is committed at most once; the files of a group left out are deleted.
-    """
-    result = RewriteDataFilesResult(groups=len(rewritten))
-    failed = [r for r in rewritten if r.error is not None]
-    done = [r for r in rewritten if r.error is None]
-    await delete_quietly(io, [f.file_path for r in failed for f in r.added])
-    if failed and not opts.partial_progress_enabled:
-        await delete_quietly(io, [f.file_path for r in done for f in r.added])
-        first = failed[0]
-        raise RewriteFailedError(
-            f"{len(failed)} of {len(rewritten)} file groups failed to rewrite, nothing was committed; "
-            f"group {first.group.index}: {first.error}"
-        )
-    result.failed_groups = [r.group.index for r in failed]
-    result.errors = [f"group {r.group.index}: {r.error}" for r in failed]
-    for batch in batches(done, opts):
-        deleted = [f for r in batch for f in r.group.files]
-        added = [f for r in batch for f in r.added]
-        change = RewriteDataFilesChange(deleted, added, start)
-        try:
-            await commit(change)  # a failed commit deletes the change's files (``aborted``)
-        except IcebergError as e:
-            if not opts.partial_progress_enabled:
-                raise
-            result.failed_groups += [r.group.index for r in batch]
-            result.errors.append(f"groups {[r.group.index for r in batch]}: {e}")
-            continue
-        result.snapshot_ids.append(change.snapshot_id)
-        result.snapshot_id = change.snapshot_id
-        result.rewritten_files += sorted(f.file_path for f in deleted)
-        result.added_files += sorted(f.file_path for f in added)
-    return result
-
-
 async def rewrite_groups_here(io: FileIO, job: GroupJob, groups: Sequence[FileGroup]) -> list[RewrittenGroup]:
-    """Rewrite the groups in this process, one after another. Without partial progress the
-    first failure deletes what was written and raises ``RewriteFailedError``; with it,
-    failures are recorded."""
-    out: list[RewrittenGroup] = []
-    for g in groups:
-        try:
-            # the group's index names its files: groups share the job's write id
-            out.append(RewrittenGroup(g, await rewrite_group(io, job, g.tasks, task_id=g.index)))
-        except Exception as e:
-            if not job.options.partial_progress_enabled:
-                await delete_quietly(io, [f.file_path for r in out for f in r.added])
-                raise RewriteFailedError(
-                    f"file group {g.index} of {len(groups)} failed to rewrite, nothing was committed: "
-                    f"{type(e).__name__}: {e}"
-                ) from e
-            out.append(RewrittenGroup(g, [], f"{type(e).__name__}: {e}"))
-        except BaseException:
-            await delete_quietly(io, [f.file_path for r in out for f in r.added])
-            raise
-    return out
+    """Rewrite the groups in this process, one after another (``group_rewrite.rewrite_here``)."""
+
+    async def rewrite(g: FileGroup) -> RewrittenGroup:
+        # the group's index names its files: groups share the job's write id
+        return RewrittenGroup(g, await rewrite_group(io, job, g.tasks, task_id=g.index))
+
+    def failed(g: FileGroup, error: str) -> RewrittenGroup:
+        return RewrittenGroup(g, [], error)
+
+    return await rewrite_here(
+        io, groups, rewrite, failed, partial_progress=job.options.partial_progress_enabled, noun="file group"
+    )
 
 
 @dataclass
@@ -496,8 +338,17 @@ class CompactionPlan:
         commit: Callable[[RewriteDataFilesChange], Awaitable[None]],
         rewritten: Sequence[RewrittenGroup],
     ) -> RewriteDataFilesResult:
-        """Commit what the groups' rewrite wrote (:func:`commit_rewritten_groups`)."""
-        return await commit_rewritten_groups(io, commit, self.start, rewritten, self.options)
+        """Commit what the groups' rewrite wrote (``commit`` commits one change, e.g. in a
+        transaction of its own): one ``replace`` snapshot, or with partial progress one per
+        batch of groups."""
+
+        def change_for(batch: list[RewrittenGroup]) -> RewriteDataFilesChange:
+            deleted = [f for r in batch for f in r.group.files]
+            return RewriteDataFilesChange(deleted, [f for r in batch for f in r.added], self.start)
+
+        result = RewriteDataFilesResult()
+        await commit_groups(io, commit, rewritten, self.options, change_for, result, noun="file group")
+        return result
 
 
 async def plan_compaction(

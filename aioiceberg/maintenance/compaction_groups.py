@@ -26,6 +26,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from aioiceberg.errors import UnsupportedError, ValidationError
+from aioiceberg.maintenance.group_rewrite import (
+    GROUP_OPTION_KEYS,
+    GroupLimits,
+    JavaOptions,
+    batches,
+    bin_pack,
+)
 from aioiceberg.maintenance.zorder import PRIMITIVE_BUFFER_SIZE, sort_by_zorder, zorder_keys
 from aioiceberg.spec.manifest import DataFile
 from aioiceberg.spec.scan_tasks import FileScanTask
@@ -48,21 +55,7 @@ __all__ = [
 ]
 
 STRATEGIES = ("binpack", "sort", "zorder")
-DEFAULT_MAX_GROUP_SIZE = 100 * 1024**3  # Java's max-file-group-size-bytes
-DEFAULT_MAX_COMMITS = 10  # Java's partial-progress.max-commits
-OPTION_KEYS = frozenset(
-    {
-        "target-file-size-bytes",
-        "min-file-size-bytes",
-        "max-file-size-bytes",
-        "min-input-files",
-        "max-file-group-size-bytes",
-        "partial-progress.enabled",
-        "partial-progress.max-commits",
-        "rewrite-all",
-        "var-length-contribution",
-    }
-)
+OPTION_KEYS = GROUP_OPTION_KEYS | {"var-length-contribution"}
 _ZORDER = re.compile(r"^\s*zorder\s*\((?P<cols>[^)]*)\)\s*$", re.IGNORECASE)
 
 
@@ -78,18 +71,10 @@ class SortKey:
 
 
 @dataclass(frozen=True)
-class RewriteOptions:
-    """A rewrite's options; ``parse`` reads them from Java's option names."""
+class RewriteOptions(GroupLimits):
+    """A compaction's options; ``parse`` reads them from Java's option names."""
 
-    target_file_size_bytes: int
     strategy: str = "binpack"
-    min_file_size_bytes: int | None = None  # default 3/4 of the target
-    max_file_size_bytes: int | None = None  # default 1.8 times the target
-    min_input_files: int = 2
-    max_file_group_size_bytes: int | None = None  # default: the target (binpack), 100 GiB (sort, zorder)
-    partial_progress_enabled: bool = False
-    partial_progress_max_commits: int = DEFAULT_MAX_COMMITS
-    rewrite_all: bool = False
     sort_keys: tuple[SortKey, ...] = ()
     zorder_columns: tuple[str, ...] = ()
     var_length_contribution: int = PRIMITIVE_BUFFER_SIZE
@@ -99,11 +84,9 @@ class RewriteOptions:
             raise ValidationError(
                 f"unknown rewrite strategy {self.strategy!r}: use one of {', '.join(STRATEGIES)}"
             )
-        for name in ("target_file_size_bytes", "partial_progress_max_commits", "var_length_contribution"):
-            if getattr(self, name) <= 0:
-                raise ValidationError(f"{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
-        if self.min_input_files < 1:
-            raise ValidationError(f"min-input-files must be at least 1, got {self.min_input_files}")
+        super().__post_init__()
+        if (v := self.var_length_contribution) <= 0:
+            raise ValidationError(f"var-length-contribution must be positive, got {v}")
         if self.strategy == "sort" and not self.sort_keys:
             raise ValidationError("the sort strategy needs a sort order: the table has none, give sort_order")
         if self.strategy == "zorder" and not self.zorder_columns:
@@ -112,21 +95,12 @@ class RewriteOptions:
             )
 
     @property
-    def min_file_size(self) -> int:
-        m = self.min_file_size_bytes
-        return m if m is not None else self.target_file_size_bytes * 3 // 4
-
-    @property
-    def max_file_size(self) -> int:
-        m = self.max_file_size_bytes
-        return m if m is not None else self.target_file_size_bytes * 9 // 5
-
-    @property
     def max_group_size(self) -> int:
+        """Java's defaults: the target (binpack), 100 GiB (sort, zorder)."""
         m = self.max_file_group_size_bytes
-        if m is not None:
-            return m
-        return self.target_file_size_bytes if self.strategy == "binpack" else DEFAULT_MAX_GROUP_SIZE
+        if m is None and self.strategy == "binpack":
+            return self.target_file_size_bytes
+        return super().max_group_size
 
     @classmethod
     def parse(
@@ -140,45 +114,13 @@ class RewriteOptions:
         min_input_files: int = 2,
     ) -> RewriteOptions:
         """Java-named ``options`` over the given defaults; unknown keys are refused."""
-        opts = {str(k).lower(): v for k, v in (options or {}).items()}
-        unknown = sorted(set(opts) - OPTION_KEYS)
-        if unknown:
-            raise ValidationError(
-                f"unknown rewrite option(s) {', '.join(unknown)}: known are {', '.join(sorted(OPTION_KEYS))}"
-            )
-
-        def number(key: str, default: int | None) -> int | None:
-            value = opts.get(key)
-            if value is None or value == "":
-                return default
-            try:
-                return int(value)
-            except (TypeError, ValueError) as e:
-                raise ValidationError(f"rewrite option {key!r} must be an integer, got {value!r}") from e
-
-        def flag(key: str) -> bool:
-            value = str(opts.get(key, "false")).strip().lower()
-            if value not in ("true", "false"):
-                raise ValidationError(f"rewrite option {key!r} must be true or false, got {opts[key]!r}")
-            return value == "true"
-
-        target = number("target-file-size-bytes", target_file_size)
-        assert target is not None
+        opts = JavaOptions(options, OPTION_KEYS, "rewrite")
         return cls(
-            target_file_size_bytes=target,
+            **opts.limits(target_file_size, min_input_files),
             strategy=strategy.lower(),
-            min_file_size_bytes=number("min-file-size-bytes", None),
-            max_file_size_bytes=number("max-file-size-bytes", None),
-            min_input_files=number("min-input-files", min_input_files) or min_input_files,
-            max_file_group_size_bytes=number("max-file-group-size-bytes", None),
-            partial_progress_enabled=flag("partial-progress.enabled"),
-            partial_progress_max_commits=number("partial-progress.max-commits", DEFAULT_MAX_COMMITS)
-            or DEFAULT_MAX_COMMITS,
-            rewrite_all=flag("rewrite-all"),
             sort_keys=tuple(sort_keys),
             zorder_columns=tuple(zorder_columns),
-            var_length_contribution=number("var-length-contribution", PRIMITIVE_BUFFER_SIZE)
-            or PRIMITIVE_BUFFER_SIZE,
+            var_length_contribution=opts.number("var-length-contribution", PRIMITIVE_BUFFER_SIZE),
         )
 
 
@@ -276,6 +218,10 @@ def _selected(task: FileScanTask, opts: RewriteOptions) -> bool:
     )
 
 
+def _size(task: FileScanTask) -> int:
+    return task.file.file_size_in_bytes
+
+
 def _worth(members: Sequence[FileScanTask], opts: RewriteOptions) -> bool:
     """Java's rules: enough input files, enough (or too much) content, a file too large, deletes."""
     size = sum(t.file.file_size_in_bytes for t in members)
@@ -287,20 +233,6 @@ def _worth(members: Sequence[FileScanTask], opts: RewriteOptions) -> bool:
         or any(t.file.file_size_in_bytes > opts.max_file_size for t in members)
         or any(t.delete_files for t in members)
     )
-
-
-def _bin_pack(tasks: Sequence[FileScanTask], capacity: int) -> list[list[FileScanTask]]:
-    bins: list[tuple[int, list[FileScanTask]]] = []
-    for t in sorted(tasks, key=lambda t: -t.file.file_size_in_bytes):
-        size = t.file.file_size_in_bytes
-        for i, (used, members) in enumerate(bins):
-            if used + size <= capacity:
-                members.append(t)
-                bins[i] = (used + size, members)
-                break
-        else:
-            bins.append((size, [t]))
-    return [members for _, members in bins]
 
 
 def _runs(tasks: Sequence[FileScanTask], capacity: int) -> list[list[FileScanTask]]:
@@ -365,25 +297,13 @@ def plan_groups(tasks: Sequence[FileScanTask], opts: RewriteOptions) -> list[Fil
     out: list[FileGroup] = []
     for key, members in by_partition.items():
         if opts.strategy == "binpack":
-            groups = _bin_pack(members, opts.max_group_size)
+            groups = bin_pack(members, _size, opts.max_group_size)
         else:
             groups = _runs(_range_order(members, opts), opts.max_group_size)
         for g in groups:
             if _worth(g, opts):
                 out.append(FileGroup(len(out), key, tuple(g)))
     return out
-
-
-def batches(groups: Sequence[Any], opts: RewriteOptions) -> list[list[Any]]:
-    """Groups per commit: all in one, or with partial progress up to ``max-commits`` commits
-    of about equal numbers of groups (as Java splits them)."""
-    if not groups:
-        return []
-    if not opts.partial_progress_enabled:
-        return [list(groups)]
-    commits = min(opts.partial_progress_max_commits, len(groups))
-    per = -(-len(groups) // commits)
-    return [list(groups[i : i + per]) for i in range(0, len(groups), per)]
 
 
 # -- ordering a group's rows -----------------------------------------------------------------

@@ -9,7 +9,8 @@ bounds so the planner still matches them to their data files. One ``replace`` sn
 removes the old delete files and adds the new ones (one per batch of groups with
 ``partial-progress.enabled``). The single-process rewrite and the Spark action share the
 planning, the rewrite of one group (``rewrite_delete_group``) and the commit
-(``commit_rewritten_delete_groups``).
+(``PositionDeletePlan.commit``), and with compaction the options, partial progress and the
+``replace`` snapshot's checks (``group_rewrite``).
 
 Sequence numbers: a new delete file carries the largest data sequence number of the files
 it replaces, so it applies to every data file they applied to (a position names one data
@@ -33,26 +34,28 @@ from __future__ import annotations
 import bisect
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio.to_thread
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from aioiceberg.commit.requirements import TableRequirement
 from aioiceberg.commit.snapshot_producer import delete_quietly
-from aioiceberg.commit.updates import TableUpdate
-from aioiceberg.errors import (
-    CommitConflictError,
-    IcebergError,
-    RewriteFailedError,
-    UnsupportedError,
-    ValidationError,
-)
+from aioiceberg.errors import UnsupportedError, ValidationError
 from aioiceberg.io.base import FileIO
+from aioiceberg.maintenance.group_rewrite import (
+    GROUP_OPTION_KEYS,
+    GroupLimits,
+    GroupOutcome,
+    GroupReplace,
+    GroupRewriteResult,
+    JavaOptions,
+    bin_pack,
+    commit_groups,
+    rewrite_here,
+)
 from aioiceberg.maintenance.reachable import ManifestWalker
-from aioiceberg.maintenance.rewrite import ManifestSink, ReplaceSnapshot, carried
 from aioiceberg.read.deletes import DELETE_FILE_PATH_ID
 from aioiceberg.read.formats import decode_file
 from aioiceberg.spec.manifest import (
@@ -61,7 +64,6 @@ from aioiceberg.spec.manifest import (
     ManifestContent,
     ManifestEntry,
     ManifestEntryStatus,
-    ManifestFile,
 )
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
 from aioiceberg.spec.partitioning import PartitionSpec
@@ -72,14 +74,14 @@ from aioiceberg.write.parquet_writer import write_position_delete_file
 __all__ = [
     "DeleteFileGroup",
     "DeleteGroupJob",
-    "DeleteGroupRewriter",
+    "PositionDeletePlan",
     "PositionDeleteRewriteOptions",
     "RewritePositionDeletesChange",
     "RewritePositionDeletesResult",
     "RewrittenDeleteGroup",
-    "commit_rewritten_delete_groups",
     "delete_group_job",
     "plan_delete_groups",
+    "plan_position_delete_rewrite",
     "rewrite_delete_group",
     "rewrite_delete_groups_here",
     "rewrite_position_deletes",
@@ -87,100 +89,37 @@ __all__ = [
 
 DELETE_TARGET_FILE_SIZE = "write.delete.target-file-size-bytes"
 DEFAULT_DELETE_TARGET = 64 * 1024 * 1024  # Java's default for the property above
-DEFAULT_MAX_GROUP_SIZE = 100 * 1024**3
-OPTION_KEYS = frozenset(
-    {
-        "target-file-size-bytes",
-        "min-file-size-bytes",
-        "max-file-size-bytes",
-        "min-input-files",
-        "max-file-group-size-bytes",
-        "partial-progress.enabled",
-        "partial-progress.max-commits",
-        "rewrite-all",
-    }
-)
-
-
-def _bool(key: str, value: Any) -> bool:
-    text = str(value).strip().lower()
-    if text not in ("true", "false"):
-        raise ValidationError(f"option {key} must be true or false, got {value!r}")
-    return text == "true"
-
-
-def _int(key: str, value: Any) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ValidationError(f"option {key} must be an integer, got {value!r}") from None
+DEFAULT_MIN_INPUT_FILES = 5  # Java's, for delete files
 
 
 @dataclass(frozen=True)
-class PositionDeleteRewriteOptions:
+class PositionDeleteRewriteOptions(GroupLimits):
     """Java's ``rewrite_position_delete_files`` options; ``parse`` reads them by name."""
 
     target_file_size_bytes: int = DEFAULT_DELETE_TARGET
-    min_file_size_bytes: int | None = None  # default 3/4 of the target
-    max_file_size_bytes: int | None = None  # default 1.8 times the target
-    min_input_files: int = 5
-    max_file_group_size_bytes: int = DEFAULT_MAX_GROUP_SIZE
-    partial_progress_enabled: bool = False
-    partial_progress_max_commits: int = 10
-    rewrite_all: bool = False
+    min_input_files: int = DEFAULT_MIN_INPUT_FILES
 
     def __post_init__(self) -> None:
-        for name in ("target_file_size_bytes", "max_file_group_size_bytes", "partial_progress_max_commits"):
-            if getattr(self, name) <= 0:
-                raise ValidationError(f"{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
-        if self.min_input_files < 1:
-            raise ValidationError(f"min-input-files must be at least 1, got {self.min_input_files}")
+        super().__post_init__()
         if self.min_file_size > self.max_file_size:
             raise ValidationError(
                 f"min-file-size-bytes {self.min_file_size} exceeds max-file-size-bytes {self.max_file_size}"
             )
-
-    @property
-    def min_file_size(self) -> int:
-        m = self.min_file_size_bytes
-        return m if m is not None else self.target_file_size_bytes * 3 // 4
-
-    @property
-    def max_file_size(self) -> int:
-        m = self.max_file_size_bytes
-        return m if m is not None else self.target_file_size_bytes * 9 // 5
 
     @classmethod
     def parse(
         cls, options: Mapping[str, Any] | None, properties: Mapping[str, str] | None = None
     ) -> PositionDeleteRewriteOptions:
         """Options by Java's names over the table's ``write.delete.target-file-size-bytes``."""
-        opts = dict(options or {})
-        unknown = sorted(set(opts) - OPTION_KEYS)
-        if unknown:
+        opts = JavaOptions(options, GROUP_OPTION_KEYS, "rewrite_position_delete_files")
+        prop = (properties or {}).get(DELETE_TARGET_FILE_SIZE) or str(DEFAULT_DELETE_TARGET)
+        try:
+            target = int(prop)
+        except ValueError:
             raise ValidationError(
-                f"unknown rewrite_position_delete_files options {unknown}: use {sorted(OPTION_KEYS)}"
-            )
-        target = (properties or {}).get(DELETE_TARGET_FILE_SIZE, DEFAULT_DELETE_TARGET)
-        ints: dict[str, int] = {}
-        for key in ("min-file-size-bytes", "max-file-size-bytes"):
-            if key in opts:
-                ints[key.replace("-", "_")] = _int(key, opts[key])
-        return cls(
-            target_file_size_bytes=_int("target-file-size-bytes", opts.get("target-file-size-bytes", target)),
-            min_input_files=_int("min-input-files", opts.get("min-input-files", 5)),
-            max_file_group_size_bytes=_int(
-                "max-file-group-size-bytes", opts.get("max-file-group-size-bytes", DEFAULT_MAX_GROUP_SIZE)
-            ),
-            partial_progress_enabled=_bool(
-                "partial-progress.enabled", opts.get("partial-progress.enabled", "false")
-            ),
-            partial_progress_max_commits=_int(
-                "partial-progress.max-commits", opts.get("partial-progress.max-commits", 10)
-            ),
-            rewrite_all=_bool("rewrite-all", opts.get("rewrite-all", "false")),
-            **ints,
-        )
+                f"table property {DELETE_TARGET_FILE_SIZE} must be an integer, got {prop!r}"
+            ) from None
+        return cls(**opts.limits(target, DEFAULT_MIN_INPUT_FILES))
 
 
 @dataclass(frozen=True)
@@ -213,36 +152,18 @@ class DeleteGroupJob:
 
 
 @dataclass
-class RewrittenDeleteGroup:
-    """A group and the delete files its rewrite wrote, or why the rewrite failed."""
+class RewrittenDeleteGroup(GroupOutcome[DeleteFileGroup]):
+    """A group and the delete files its rewrite wrote, or why the rewrite failed;
+    ``dangling_rows``: its rows dropped because their data file is gone."""
 
-    group: DeleteFileGroup
-    added: list[DataFile] = field(default_factory=list)
-    error: str | None = None
     dangling_rows: int = 0
 
 
 @dataclass
-class RewritePositionDeletesResult:
-    """``snapshot_id``: the last snapshot committed (``snapshot_ids``: one per commit);
-    ``dangling_rows_removed``: delete rows dropped because their data file is gone."""
+class RewritePositionDeletesResult(GroupRewriteResult):
+    """``dangling_rows_removed``: delete rows dropped because their data file is gone."""
 
-    snapshot_id: int | None = None
-    rewritten_files: list[str] = field(default_factory=list)
-    added_files: list[str] = field(default_factory=list)
-    groups: int = 0
-    failed_groups: list[int] = field(default_factory=list)
-    snapshot_ids: list[int] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
     dangling_rows_removed: int = 0
-
-    @property
-    def rewritten_files_count(self) -> int:
-        return len(self.rewritten_files)
-
-    @property
-    def added_files_count(self) -> int:
-        return len(self.added_files)
 
 
 def _path_bounds(f: DataFile) -> tuple[str, str] | None:
@@ -271,19 +192,10 @@ def _may_name(files: Sequence[DataFile], live: Sequence[str]) -> frozenset[str]:
     return frozenset(out)
 
 
-def _bins(files: Sequence[ManifestEntry], max_size: int) -> list[list[ManifestEntry]]:
-    """First-fit decreasing by size, each bin at most ``max_size`` (a larger file alone)."""
-    bins: list[tuple[int, list[ManifestEntry]]] = []
-    for e in sorted(files, key=lambda e: (-e.data_file.file_size_in_bytes, e.data_file.file_path)):
-        size = e.data_file.file_size_in_bytes
-        for i, (used, members) in enumerate(bins):
-            if used + size <= max_size:
-                members.append(e)
-                bins[i] = (used + size, members)
-                break
-        else:
-            bins.append((size, [e]))
-    return [members for _, members in bins]
+def _bins(entries: Sequence[ManifestEntry], max_size: int) -> list[list[ManifestEntry]]:
+    """First-fit decreasing by size, ties by path."""
+    by_path = sorted(entries, key=lambda e: e.data_file.file_path)
+    return bin_pack(by_path, lambda e: e.data_file.file_size_in_bytes, max_size)
 
 
 async def _live_files(io: FileIO, snapshot: Snapshot) -> tuple[list[str], list[ManifestEntry]]:
@@ -324,13 +236,13 @@ async def plan_delete_groups(
         by_partition.setdefault((f.spec_id, tuple(f.partition)), []).append(e)
     groups: list[DeleteFileGroup] = []
     for (spec_id, partition), entries in sorted(by_partition.items(), key=lambda kv: repr(kv[0])):
-        for members in _bins(entries, opts.max_file_group_size_bytes):
+        for members in _bins(entries, opts.max_group_size):
             size = sum(e.data_file.file_size_in_bytes for e in members)
             keep = (
                 opts.rewrite_all
                 or len(members) >= opts.min_input_files
                 or (len(members) > 1 and size > opts.target_file_size_bytes)
-                or size > opts.max_file_group_size_bytes
+                or size > opts.max_group_size
             )
             if not keep:
                 continue
@@ -419,180 +331,83 @@ async def rewrite_delete_group(
     return RewrittenDeleteGroup(group, written, None, dangling)
 
 
-class RewritePositionDeletesChange(ReplaceSnapshot):
-    """Replace the ``deleted`` position delete files by ``added`` ones in a ``replace``
-    snapshot on main; ``added`` is a list per group, with that group's sequence number."""
+class RewritePositionDeletesChange(GroupReplace):
+    """Replace the groups' position delete files by the ones their rewrite wrote in a
+    ``replace`` snapshot on main, each new file with its group's sequence number."""
+
+    content = ManifestContent.DELETES
+    replaced = "position delete files"
+    summary_key = "rewritten-delete-files"
 
     def __init__(self, groups: Sequence[RewrittenDeleteGroup], start: Snapshot) -> None:
-        super().__init__()
+        super().__init__(
+            [f for g in groups for f in g.group.files], [f for g in groups for f in g.added], start
+        )
         self.groups = list(groups)
-        self.deleted = [f for g in self.groups for f in g.group.files]
-        self.added = [f for g in self.groups for f in g.added]
-        self.start = start
-        self.written: list[str] = []
-        self.kept_manifests: set[str] = set()
 
-    def _check_start(self, base: TableMetadata, parent: Snapshot) -> None:
-        for snap in base.ancestors_of(parent.snapshot_id):
-            if snap.snapshot_id == self.start.snapshot_id:
-                return
-        raise CommitConflictError(
-            f"snapshot {self.start.snapshot_id} the rewrite started from is no longer an ancestor of main"
-        )
-
-    async def build(
-        self, io: FileIO, base: TableMetadata, attempt: int
-    ) -> tuple[list[TableUpdate], list[TableRequirement]]:
-        parent = base.current_snapshot()
-        if parent is None:
-            raise CommitConflictError("the table no longer has a current snapshot")
-        self._check_start(base, parent)
-        walker = ManifestWalker(io)
-        doomed = {f.file_path for f in self.deleted}
-        found: set[str] = set()
-        sink = ManifestSink(io, base, self.snapshot_id, f"{self.commit_uuid}-{attempt}")
-        manifests: list[ManifestFile] = []
-        try:
-            by_spec: dict[int, list[ManifestEntry]] = {}
-            for g in self.groups:
-                for f in g.added:
-                    entry = ManifestEntry(ManifestEntryStatus.ADDED, None, g.group.sequence_number, None, f)
-                    by_spec.setdefault(f.spec_id, []).append(entry)
-            for spec_id, entries in by_spec.items():
-                manifests.append(await sink.write(spec_id, entries, ManifestContent.DELETES))
-            for m in await walker.manifests(parent):
-                if m.content != ManifestContent.DELETES:
-                    manifests.append(m)
-                    continue
-                entries = await walker.entries(m)
-                hits = {e.data_file.file_path for e in entries if e.is_live} & doomed
-                if not hits:
-                    manifests.append(m)
-                    continue
-                found |= hits
-                drop, keep = ManifestEntryStatus.DELETED, ManifestEntryStatus.EXISTING
-                rewritten = [
-                    carried(e, drop if e.data_file.file_path in hits else keep) for e in entries if e.is_live
-                ]
-                manifests.append(await sink.write(m.partition_spec_id, rewritten, ManifestContent.DELETES))
-        finally:
-            self.written += sink.written
-        missing = doomed - found
-        if missing:
-            raise CommitConflictError(
-                f"{len(missing)} position delete files being rewritten were removed by a concurrent "
-                f"commit, e.g. {sorted(missing)[0]}"
-            )
-        extra = {"rewritten-delete-files": str(len(self.deleted))}
-        updates, requirements, list_path = await self.publish(
-            io, base, parent, manifests, attempt, extra, added=self.added, removed=self.deleted
-        )
-        self.written.append(list_path)
-        self.kept_manifests = {m.manifest_path for m in manifests} | {list_path}
-        return updates, requirements
-
-    async def committed(self, io: FileIO, metadata: TableMetadata) -> None:
-        await delete_quietly(io, [p for p in self.written if p not in self.kept_manifests])
-
-    async def aborted(self, io: FileIO) -> None:
-        await delete_quietly(io, [*self.written, *(f.file_path for f in self.added)])
-
-
-def _batches(
-    done: Sequence[RewrittenDeleteGroup], opts: PositionDeleteRewriteOptions
-) -> list[list[RewrittenDeleteGroup]]:
-    if not done:
-        return []
-    if not opts.partial_progress_enabled:
-        return [list(done)]
-    per = -(-len(done) // opts.partial_progress_max_commits)
-    return [list(done[i : i + per]) for i in range(0, len(done), per)]
-
-
-async def commit_rewritten_delete_groups(
-    io: FileIO,
-    commit: Callable[[RewritePositionDeletesChange], Awaitable[None]],
-    start: Snapshot,
-    rewritten: Sequence[RewrittenDeleteGroup],
-    opts: PositionDeleteRewriteOptions,
-) -> RewritePositionDeletesResult:
-    """Commit the rewritten groups: one ``replace`` snapshot, or with partial progress one
-    per batch of groups (a batch that fails to commit is left out). Each group is committed
-    at most once; the files of a group left out are deleted."""
-    result = RewritePositionDeletesResult(groups=len(rewritten))
-    failed = [r for r in rewritten if r.error is not None]
-    done = [r for r in rewritten if r.error is None]
-    await delete_quietly(io, [f.file_path for r in failed for f in r.added])
-    if failed and not opts.partial_progress_enabled:
-        await delete_quietly(io, [f.file_path for r in done for f in r.added])
-        first = failed[0]
-        raise RewriteFailedError(
-            f"{len(failed)} of {len(rewritten)} position delete groups failed to rewrite, nothing was "
-            f"committed; group {first.group.index}: {first.error}"
-        )
-    result.failed_groups = [r.group.index for r in failed]
-    result.errors = [f"group {r.group.index}: {r.error}" for r in failed]
-    for batch in _batches(done, opts):
-        change = RewritePositionDeletesChange(batch, start)
-        try:
-            await commit(change)  # a failed commit deletes the change's files (``aborted``)
-        except IcebergError as e:
-            if not opts.partial_progress_enabled:
-                raise
-            result.failed_groups += [r.group.index for r in batch]
-            result.errors.append(f"groups {[r.group.index for r in batch]}: {e}")
-            continue
-        result.snapshot_ids.append(change.snapshot_id)
-        result.snapshot_id = change.snapshot_id
-        result.rewritten_files += sorted(f.file_path for f in change.deleted)
-        result.added_files += sorted(f.file_path for f in change.added)
-        result.dangling_rows_removed += sum(r.dangling_rows for r in batch)
-    return result
+    def added_entries(self, base: TableMetadata) -> list[ManifestEntry]:
+        return [
+            ManifestEntry(ManifestEntryStatus.ADDED, None, g.group.sequence_number, None, f)
+            for g in self.groups
+            for f in g.added
+        ]
 
 
 async def rewrite_delete_groups_here(
     io: FileIO, job: DeleteGroupJob, groups: Sequence[DeleteFileGroup]
 ) -> list[RewrittenDeleteGroup]:
-    """Rewrite the groups in this process, one after another; without partial progress the
-    first failure deletes what was written and raises ``RewriteFailedError``."""
-    out: list[RewrittenDeleteGroup] = []
-    for g in groups:
-        try:
-            out.append(await rewrite_delete_group(io, job, g, task_id=g.index))
-        except Exception as e:
-            if not job.options.partial_progress_enabled:
-                await delete_quietly(io, [f.file_path for r in out for f in r.added])
-                raise RewriteFailedError(
-                    f"position delete group {g.index} of {len(groups)} failed to rewrite, nothing was "
-                    f"committed: {type(e).__name__}: {e}"
-                ) from e
-            out.append(RewrittenDeleteGroup(g, [], f"{type(e).__name__}: {e}"))
-        except BaseException:
-            await delete_quietly(io, [f.file_path for r in out for f in r.added])
-            raise
-    return out
+    """Rewrite the groups in this process, one after another (``group_rewrite.rewrite_here``)."""
+
+    async def rewrite(g: DeleteFileGroup) -> RewrittenDeleteGroup:
+        return await rewrite_delete_group(io, job, g, task_id=g.index)
+
+    def failed(g: DeleteFileGroup, error: str) -> RewrittenDeleteGroup:
+        return RewrittenDeleteGroup(g, [], error)
+
+    partial = job.options.partial_progress_enabled
+    return await rewrite_here(
+        io, groups, rewrite, failed, partial_progress=partial, noun="position delete group"
+    )
 
 
-DeleteGroupRewriter = Callable[
-    [FileIO, DeleteGroupJob, Sequence[DeleteFileGroup]], Awaitable[list[RewrittenDeleteGroup]]
-]
-"""Where the groups are rewritten: :func:`rewrite_delete_groups_here` or Spark executors."""
+@dataclass
+class PositionDeletePlan:
+    """What a position delete rewrite rewrites: the snapshot it starts from, its groups, the
+    options, and the job every group's rewrite shares (in this process or on executors)."""
+
+    start: Snapshot
+    groups: list[DeleteFileGroup]
+    options: PositionDeleteRewriteOptions
+    job: DeleteGroupJob
+
+    async def commit(
+        self,
+        io: FileIO,
+        commit: Callable[[RewritePositionDeletesChange], Awaitable[None]],
+        rewritten: Sequence[RewrittenDeleteGroup],
+    ) -> RewritePositionDeletesResult:
+        """Commit what the groups' rewrite wrote (``commit`` commits one change): one
+        ``replace`` snapshot, or with partial progress one per batch of groups."""
+
+        def change_for(batch: list[RewrittenDeleteGroup]) -> RewritePositionDeletesChange:
+            return RewritePositionDeletesChange(batch, self.start)
+
+        result = RewritePositionDeletesResult()
+        noun = "position delete group"
+        committed = await commit_groups(io, commit, rewritten, self.options, change_for, result, noun=noun)
+        result.dangling_rows_removed = sum(r.dangling_rows for r in committed)
+        return result
 
 
-async def rewrite_position_deletes(
-    io: FileIO,
-    md: TableMetadata,
-    commit: Callable[[RewritePositionDeletesChange], Awaitable[None]],
-    options: Mapping[str, Any] | None = None,
-    *,
-    rewriter: DeleteGroupRewriter = rewrite_delete_groups_here,
-) -> RewritePositionDeletesResult:
-    """Plan, rewrite (by ``rewriter``) and commit the position delete files of the current
-    snapshot; see the module docstring for what is chosen and what conflicts."""
+async def plan_position_delete_rewrite(
+    io: FileIO, md: TableMetadata, options: Mapping[str, Any] | None = None
+) -> PositionDeletePlan | None:
+    """The options and groups of the current snapshot's position delete files to rewrite;
+    None when nothing is worth rewriting (a v3 table holding v2 ones is refused)."""
     opts = PositionDeleteRewriteOptions.parse(options, md.properties)
     start = md.current_snapshot()
     if start is None:
-        return RewritePositionDeletesResult()
+        return None
     if md.format_version >= 3:
         left = await plan_delete_groups(io, md, PositionDeleteRewriteOptions(rewrite_all=True))
         if left:
@@ -600,9 +415,23 @@ async def rewrite_position_deletes(
                 f"table {md.location} is v3 and still holds {sum(len(g.files) for g in left)} v2 position "
                 "delete files: Java rewrites them into deletion vectors, which this rewrite does not do"
             )
-        return RewritePositionDeletesResult()
+        return None
     groups = await plan_delete_groups(io, md, opts)
     if not groups:
+        return None
+    return PositionDeletePlan(start, groups, opts, delete_group_job(md, opts))
+
+
+async def rewrite_position_deletes(
+    io: FileIO,
+    md: TableMetadata,
+    commit: Callable[[RewritePositionDeletesChange], Awaitable[None]],
+    options: Mapping[str, Any] | None = None,
+) -> RewritePositionDeletesResult:
+    """Plan, rewrite in this process and commit the position delete files of the current
+    snapshot; see the module docstring for what is chosen and what conflicts. The Spark
+    action runs the same plan and commit with the rewrite on executors."""
+    plan = await plan_position_delete_rewrite(io, md, options)
+    if plan is None:
         return RewritePositionDeletesResult()
-    rewritten = await rewriter(io, delete_group_job(md, opts), groups)
-    return await commit_rewritten_delete_groups(io, commit, start, rewritten, opts)
+    return await plan.commit(io, commit, await rewrite_delete_groups_here(io, plan.job, plan.groups))

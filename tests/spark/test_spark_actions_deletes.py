@@ -3,7 +3,8 @@
 The table (many small position delete files over three partitions, half their rows
 dangling) is built once and its warehouse copied aside; the single-process rewrite runs on
 it, the copy is put back at the same path and the Spark action runs on that same table:
-both leave the same delete rows and the same live rows.
+both leave the same delete rows and the same live rows. The action's Spark job runs in
+the caller's thread, under its job group.
 """
 
 from __future__ import annotations
@@ -64,7 +65,13 @@ def test_spark_rewrite_matches_the_single_process_rewrite(spark: Any, tmp_path: 
     assert single.groups == 3 and single_state[2] == 3 and single_state[1] == expected
 
     restore(saved, root)
-    got = rewrite_position_delete_files(spark, location)
+    context = spark.sparkContext
+    context.setJobGroup("rewrite-deletes", "the caller's job group")  # the job runs in this thread
+    try:
+        got = rewrite_position_delete_files(spark, location)
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    assert context.statusTracker().getJobIdsForGroup("rewrite-deletes")
     after = default_loop.run(aioiceberg.load_table(location))
     assert got.groups == single.groups and len(got.added_files) == len(single.added_files)
     assert sorted(got.rewritten_files) == sorted(single.rewritten_files)
