@@ -23,13 +23,14 @@ import os
 import stat
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import unquote, urlsplit
 
 import anyio.to_thread
 
+from aioiceberg._concurrency import task_group
 from aioiceberg.errors import ObjectNotFoundError, PreconditionFailedError, StoreError
 from aioiceberg.io.base import FileIO, ObjectInfo, RangeResult
 
@@ -348,6 +349,45 @@ class LocalFileIO(FileIO):
                     raise ObjectNotFoundError(location=location) from None
 
         await self._run(location, run)
+
+    async def delete_many(self, locations: Iterable[str], *, concurrency: int = 16) -> None:
+        """Deletes grouped by folder: one lock, one folder fsync and one emptiness check per
+        folder rather than per file (what made bulk deletes slow); folders in parallel."""
+        by_folder: dict[str, list[tuple[str, str]]] = {}
+        for location in locations:
+            path = local_path(location)
+            by_folder.setdefault(os.path.dirname(path), []).append((location, path))
+        failures: list[str] = []
+        limiter = anyio.Semaphore(concurrency)
+
+        def run(directory: str, files: list[tuple[str, str]]) -> None:
+            try:
+                with _dir_lock(directory, create=False):
+                    try:
+                        for location, path in files:
+                            try:
+                                os.unlink(path)
+                            except FileNotFoundError:
+                                continue
+                            except OSError as exc:
+                                failures.append(f"{location}: {exc}")
+                        self._sync_dir(directory)
+                    finally:
+                        _remove_if_empty(directory)
+            except FileNotFoundError:  # no folder: no files
+                return
+            except OSError as exc:
+                failures.extend(f"{location}: {exc}" for location, _ in files)
+
+        async def one(directory: str, files: list[tuple[str, str]]) -> None:
+            async with limiter:
+                await anyio.to_thread.run_sync(run, directory, files)
+
+        async with task_group() as tg:
+            for directory, files in by_folder.items():
+                tg.start_soon(one, directory, files)
+        if failures:
+            raise StoreError(f"{len(failures)} deletes failed: " + "; ".join(failures[:5]), retryable=False)
 
     async def remove_empty_folders(self, prefix: str) -> None:
         """Remove the folder ``prefix`` names and every folder below it left without files
