@@ -219,14 +219,9 @@ async def floor(io: FileIO, files: Sequence[DataFile], out: str, sort: bool) -> 
 
 
 def start_java(conf: dict[str, str], box: dict[str, Any]) -> None:
-    from servers.java_spark import JavaSpark  # the Java peer: optional (tests/java/setup.sh)
+    from servers.java_spark import start_into  # the Java peer: optional (tests/java/setup.sh)
 
-    try:
-        java = JavaSpark(conf)
-        box["java"] = java
-        java.start()
-    except Exception as exc:  # reported by the caller, which needs the peer
-        box["error"] = exc
+    start_into(conf, box)
 
 
 def _import_action(x: int) -> int:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import statistics
 import subprocess
@@ -46,7 +47,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,38 @@ class Rig:
     read: dict[str, str] | None = None
     mirror: Callable[[], None] | None = None  # copies the written bucket to the read store
     counter: CountingProxy | None = None
+
+
+@dataclass
+class Pick:
+    """What of the run to do: queries and readers by name (all when empty), the writes, the
+    breakdown of read_table's time before the action, extra read_table readers with other S3A
+    settings (name, settings), run interleaved with the rest."""
+
+    queries: set[str] = field(default_factory=set)
+    readers: set[str] | None = None
+    writes: bool = True
+    breakdown: bool = False
+    ab: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    gap: float = 0.0
+
+
+def parse_ab(spec: str) -> tuple[str, dict[str, str]]:
+    """``NAME:KEY=VALUE[,KEY=VALUE]`` -> (NAME, {"s3a.KEY": VALUE})."""
+    name, _, settings = spec.partition(":")
+    pairs = (kv.partition("=") for kv in settings.split(",") if kv)
+    return name, {"s3a." + k: v for k, _, v in pairs}
+
+
+class PhaseLog(logging.Handler):
+    """Collects read_table's debug line of seconds per phase."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
 
 
 class Progress:
@@ -154,14 +187,9 @@ def start_moto() -> tuple[Any, dict[str, str], str]:
 
 
 def start_java(conf: dict[str, str], box: dict[str, Any]) -> None:
-    from servers.java_spark import JavaSpark
+    from servers.java_spark import start_into  # the Java peer: optional (tests/java/setup.sh)
 
-    try:
-        java = JavaSpark(conf)
-        box["java"] = java
-        java.start()
-    except Exception as exc:  # reported by the caller, which needs the peer
-        box["error"] = exc
+    start_into(conf, box)
 
 
 def java_catalog_conf(name: str, root: str, db: Path, storage: dict[str, str] | None) -> dict[str, str]:
@@ -211,6 +239,34 @@ def main() -> None:
     )
     parser.add_argument(
         "--java", action=argparse.BooleanOptionalAction, default=None, help="default: not in --tiny"
+    )
+    parser.add_argument(
+        "--query", action="append", default=[], help="run only this query (by name; repeatable)"
+    )
+    parser.add_argument(
+        "--readers",
+        default=None,
+        help="comma-separated reader names to run (default: all); the floor always runs",
+    )
+    parser.add_argument("--no-writes", action="store_true", help="leave the write comparison out")
+    parser.add_argument(
+        "--gap",
+        type=float,
+        default=0.0,
+        help="seconds of pause before each timed or counted read (S3A's analytics stream keeps "
+        "what it fetched for ~1 s, dropped every 5 s: a reader right after another reads from it)",
+    )
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="print where read_table's time before the action goes (load, plan, footers, file index)",
+    )
+    parser.add_argument(
+        "--ab",
+        action="append",
+        default=[],
+        metavar="NAME:KEY=VALUE[,KEY=VALUE]",
+        help="one more read_table reader named NAME with these S3A settings, interleaved run by run",
     )
     args = parser.parse_args()
     rows, files, runs = (4_000, 2, 1) if args.tiny else (args.rows, args.files, args.runs)
@@ -270,6 +326,14 @@ def main() -> None:
                 SparkSession,
                 progress,
                 warm_up=not args.tiny,  # the tiny run's figures mean nothing: no untimed round
+                pick=Pick(
+                    queries=set(args.query),
+                    readers=set(args.readers.split(",")) if args.readers else None,
+                    writes=not args.no_writes,
+                    breakdown=args.breakdown,
+                    ab=[parse_ab(spec) for spec in args.ab],
+                    gap=args.gap,
+                ),
             )
         finally:
             if java_thread is not None:
@@ -296,7 +360,9 @@ def run(
     session: Any,
     progress: Progress,
     warm_up: bool,
+    pick: Pick | None = None,
 ) -> None:
+    pick = pick or Pick()
     opts = dict(rig.read or {})  # every read
     write_opts = dict(rig.write or {})  # the table, and our writes
     on_s3 = rig.read is not None
@@ -355,6 +421,18 @@ def run(
     readers["aioiceberg source"] = df_query(
         lambda: spark.read.format("aioiceberg").options(**opts).load(table.location)
     )
+
+    def read_table_with(settings: dict[str, str]) -> Callable[[], Any]:
+        return lambda: aioiceberg.spark.read_table(spark, table.location, {**opts, **settings})
+
+    for ab_name, ab_settings in pick.ab:
+        readers[f"read_table ({ab_name})"] = df_query(read_table_with(ab_settings))
+    if pick.readers is not None:
+        readers = {
+            name: read
+            for name, read in readers.items()
+            if "floor" in name or name in pick.readers or name.startswith("read_table (")
+        }
     java: Any = None
     if java_thread is not None:
         java_thread.join()
@@ -375,34 +453,75 @@ def run(
     for read in readers.values() if warm_up else ():  # JVM code paths, Python workers, S3 connections
         read(["count(*)", "sum(c02)"], "true")
 
+    chosen = {
+        q: v for q, v in queries(schema, rows, per_file).items() if not pick.queries or q in pick.queries
+    }
     counted: list[tuple[str, str, Counts]] = []
     if rig.counter is not None:  # one untimed pass per query and reader, counted
-        for query, (exprs, where) in queries(schema, rows, per_file).items():
+        for query, (exprs, where) in chosen.items():
             for reader, read in readers.items():
+                time.sleep(pick.gap)
                 rig.counter.reset()
                 read(exprs, where)
                 counted.append((query, reader, rig.counter.reset()))
 
     results: list[tuple[str, str, float, Any]] = []
-    for query, (exprs, where) in queries(schema, rows, per_file).items():
-        for reader, read in readers.items():
-
-            def once(
-                read: Callable[[list[str], str], Any] = read, exprs: list[str] = exprs, where: str = where
-            ) -> Any:
-                return read(exprs, where)
-
-            secs, got = median(runs, once)
-            progress(f"{query}: {reader} {secs:.2f}s")
-            results.append((query, reader, secs, got))
+    for query, (exprs, where) in chosen.items():
+        # interleaved: run r of every reader before run r + 1 of any (the load drifts)
+        times: dict[str, list[float]] = {reader: [] for reader in readers}
+        got: dict[str, Any] = {}
+        for _ in range(runs):
+            for reader, read in readers.items():
+                time.sleep(pick.gap)
+                start = time.perf_counter()
+                got[reader] = read(exprs, where)
+                times[reader].append(time.perf_counter() - start)
+        for reader in readers:
+            secs = statistics.median(times[reader])
+            load = os.getloadavg()[0]
+            each = "/".join(f"{t:.2f}" for t in times[reader])
+            progress(f"{query}: {reader} {secs:.2f}s (runs {each}; load {load:.1f})")
+            results.append((query, reader, secs, got[reader]))
 
     # what each costs before any action: read_table plans, spark.read.parquet lists and infers
     plan_secs, _ = median(runs, lambda: aioiceberg.spark.read_table(spark, table.location, opts))
     list_secs, _ = median(runs, lambda: spark.read.options(**floor_opts).parquet(*floor_paths))
     notes.append(f"before any action: read_table {plan_secs:.2f}s, spark.read.parquet {list_secs:.2f}s")
+    if pick.breakdown:  # read_table's own phases, from its debug log
+        phase_log = PhaseLog()
+        logger = logging.getLogger("aioiceberg.spark")
+        logger.addHandler(phase_log)
+        logger.setLevel(logging.DEBUG)
+        try:
+            for _ in range(runs):
+                aioiceberg.spark.read_table(spark, table.location, opts)
+        finally:
+            logger.removeHandler(phase_log)
+            logger.setLevel(logging.NOTSET)
+        notes.extend(f"breakdown: {line}" for line in phase_log.lines)
 
     # writes: the same DataFrame (the source files) appended to an empty table by each side
     writes: list[tuple[str, float]] = []
+    written: dict[str, int] = {}
+    if pick.writes:
+        run_writes(spark, catalog, java, schema, source, runs, write_opts, writes, written, progress)
+    spark.stop()
+    report(rows, files, runs, rig, on_s3, notes, results, writes, written, counted)
+
+
+def run_writes(
+    spark: Any,
+    catalog: Any,
+    java: Any,
+    schema: pa.Schema,
+    source: Path,
+    runs: int,
+    write_opts: dict[str, str],
+    writes: list[tuple[str, float]],
+    written: dict[str, int],
+    progress: Progress,
+) -> None:
+    """The same DataFrame appended to an empty table by each side."""
     ours_target = catalog.create_table("db.ours_target", schema=schema, properties=PROPERTIES)
     secs, _ = median(
         runs,
@@ -417,7 +536,7 @@ def run(
     writes.append(("aioiceberg source (append)", secs))
     progress(f"our writes {secs:.2f}s")
     ours_target.refresh()
-    written = {"aioiceberg source (append)": ours_target.scan().to_arrow().num_rows}
+    written["aioiceberg source (append)"] = ours_target.scan().to_arrow().num_rows
     if java is not None:
         columns = ", ".join(f"{f.name} {sql_type(f.type)}" for f in schema)
         props = ", ".join(f"'{k}'='{v}'" for k, v in {"format-version": "2", **PROPERTIES}.items())
@@ -429,7 +548,20 @@ def run(
         )
         writes.append(("Java Iceberg (INSERT INTO)", secs))
         written["Java Iceberg (INSERT INTO)"] = int(java.sql(f"SELECT count(*) FROM {target}")[0][0])
-    spark.stop()
+
+
+def report(
+    rows: int,
+    files: int,
+    runs: int,
+    rig: Rig,
+    on_s3: bool,
+    notes: list[str],
+    results: list[tuple[str, str, float, Any]],
+    writes: list[tuple[str, float]],
+    written: dict[str, int],
+    counted: list[tuple[str, str, Counts]],
+) -> None:
 
     where = f"{rig.name}: s3a:// for Spark's reader, S3FileIO for Java's" if on_s3 else rig.name
     if rig.counter is not None:

@@ -7,7 +7,9 @@ pruning), and hands the files Spark can read exactly (``native_files``) to
 ``spark.read.parquet`` with field-id matching, so Spark prunes columns, pushes filters
 into row groups and reads vectorized. Files on S3 go to Spark as ``s3a://`` URLs when
 the session has Spark's S3A connector (``s3a.py``), with the table's storage options as
-that read's per-bucket S3A settings. Files it cannot read exactly (delete files, no
+that read's per-bucket S3A settings; the sizes our footer reads saw go to Spark's file index,
+so Spark does not check and list each file again (``native_files.known_files_frame``).
+Files it cannot read exactly (delete files, no
 field ids, identity partition values or defaults it would miss, types it does not hold,
 a store it cannot reach) are read by aioiceberg through a data source that reads the
 task groups planned here, and the two
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -38,7 +41,12 @@ from aioiceberg.io.local import local_path
 from aioiceberg.io.resolve import scheme_of
 from aioiceberg.spark.batch import SourceOptions, read_partition, spark_arrow_schema
 from aioiceberg.spark.columns import UntranslatableFilter, spark_column_filter
-from aioiceberg.spark.native_files import native_file, spark_holds_exactly, spark_read_schema
+from aioiceberg.spark.native_files import (
+    known_files_frame,
+    native_file,
+    spark_holds_exactly,
+    spark_read_schema,
+)
 from aioiceberg.spark.s3a import s3a_available, s3a_location, s3a_read_options
 from aioiceberg.spark.task_json import group_tasks
 from aioiceberg.spec.name_mapping import DEFAULT_NAME_MAPPING_PROPERTY
@@ -95,16 +103,17 @@ def _local_footers(paths: list[str]) -> list[pa.Schema | None]:
         return list(pool.map(_footer_schema, paths))
 
 
-async def _store_footers(io: FileIO, locations: list[str]) -> list[pa.Schema | None]:
-    """The Arrow schemas of Parquet footers in an object store, read concurrently."""
-    found: list[pa.Schema | None] = [None] * len(locations)
+async def _store_footers(io: FileIO, locations: list[str]) -> list[tuple[pa.Schema, int] | None]:
+    """The Arrow schemas of Parquet footers in an object store and the files' sizes as the
+    store reports them, read concurrently."""
+    found: list[tuple[pa.Schema, int] | None] = [None] * len(locations)
     limit = anyio.CapacityLimiter(_STORE_FOOTERS)
 
     async def one(i: int) -> None:
         async with limit:
             try:
-                metadata, _size = await read_parquet_footer(io, locations[i])
-                found[i] = metadata.schema.to_arrow_schema()
+                metadata, size = await read_parquet_footer(io, locations[i])
+                found[i] = (metadata.schema.to_arrow_schema(), size)
             except Exception:  # unreadable here: aioiceberg's reader reports it properly
                 found[i] = None
 
@@ -112,6 +121,26 @@ async def _store_footers(io: FileIO, locations: list[str]) -> list[pa.Schema | N
         for i in range(len(locations)):
             tg.start_soon(one, i)
     return found
+
+
+class _Phases:
+    """Seconds per phase of one ``read_table`` call, logged at debug level (where the time
+    before an action goes: loading, planning, footers, Spark's file index)."""
+
+    def __init__(self) -> None:
+        self.last = time.perf_counter()
+        self.seconds: dict[str, float] = {}
+
+    def __call__(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self.last
+        self.last = now
+
+    def log(self, location: str, tasks: int, native: int) -> None:
+        logger = logging.getLogger("aioiceberg.spark")
+        if logger.isEnabledFor(logging.DEBUG):
+            phases = ", ".join(f"{k} {v:.3f}s" for k, v in self.seconds.items())
+            logger.debug("read_table %s: %d tasks, %d files to Spark: %s", location, tasks, native, phases)
 
 
 def _s3a_options(
@@ -184,8 +213,10 @@ def read_table(
     """
     from pyspark.sql.pandas.types import from_arrow_schema  # pyspark: optional (the spark extra)
 
+    clock = _Phases()
     opts = SourceOptions.parse({**(options or {}), "path": location})
     table = opts.load()
+    clock("load")
     typed = TableProperties(table.properties)
     split = opts.split_size or typed.split_target_size
     cost = opts.open_file_cost or typed.split_open_file_cost
@@ -194,6 +225,7 @@ def read_table(
     arrow = spark_arrow_schema(schema)
     spark_schema = from_arrow_schema(arrow, prefer_timestamp_ntz=True)
     tasks = list(scan.plan_files())
+    clock("plan")
 
     row_filter: Any = None
     can_native = native and spark_holds_exactly(schema.as_struct)
@@ -204,6 +236,7 @@ def read_table(
             can_native = False
 
     native_paths: dict[str, str] = {}  # data file -> the URL Spark reads it by, in plan order
+    sizes: dict[str, int] = {}  # URL -> the file's size, as its store answered our footer read
     s3a_options: dict[str, str] = {}
     if can_native:
         # a file one of whose tasks carries deletes is aioiceberg's, every split of it
@@ -224,10 +257,13 @@ def read_table(
                 remote = {}
             else:
                 s3a_options = found
+            clock("s3a options")
         footers = dict(zip(local, _local_footers(list(local.values())), strict=True))
         if remote:
             store_footers = default_loop.run(_store_footers(table.io, list(remote)))
-            footers.update(zip(remote, store_footers, strict=True))
+            for file_path, found_footer in zip(remote, store_footers, strict=True):
+                if found_footer is not None:
+                    footers[file_path], sizes[remote[file_path]] = found_footer
         urls = {**{f: "file://" + p for f, p in local.items()}, **remote}
         specs = {t.file.file_path: t.spec for t in tasks}
         for task in tasks:
@@ -237,14 +273,22 @@ def read_table(
                 continue
             if native_file(schema, specs[file_path], footer):
                 native_paths[file_path] = urls[file_path]
+        clock("footers")
 
     parts: list[Any] = []
     if native_paths:
         spark.conf.set(FIELD_ID_READ_CONF, "true")
-        reader = spark.read.schema(spark_read_schema(schema, spark_schema))
-        if s3a_options and any(url.startswith("s3a://") for url in native_paths.values()):
-            reader = reader.options(**s3a_options)
-        df = reader.parquet(*native_paths.values())
+        read_schema = spark_read_schema(schema, spark_schema)
+        on_s3a = any(url.startswith("s3a://") for url in native_paths.values())
+        read_options = s3a_options if on_s3a else {}
+        df = None
+        if all(url in sizes for url in native_paths.values()):
+            df = known_files_frame(
+                spark, {u: sizes[u] for u in native_paths.values()}, read_schema, read_options
+            )
+        if df is None:
+            df = spark.read.schema(read_schema).options(**read_options).parquet(*native_paths.values())
+        clock("spark's relation")
         parts.append(df if row_filter is None else df.filter(row_filter))
     rest: list[FileScanTask] = [t for t in tasks if t.file.file_path not in native_paths]
     if rest:
@@ -267,4 +311,6 @@ def read_table(
     result = parts[0]
     for part in parts[1:]:
         result = result.unionByName(part)
+    clock("aioiceberg part")
+    clock.log(location, len(tasks), len(native_paths))
     return result

@@ -12,7 +12,8 @@ and the rest to Spark's.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -42,9 +43,16 @@ from aioiceberg.spec.types import (
     TimestamptzType,
 )
 
-__all__ = ["FIELD_ID_METADATA", "native_file", "spark_holds_exactly", "spark_read_schema"]
+__all__ = [
+    "FIELD_ID_METADATA",
+    "known_files_frame",
+    "native_file",
+    "spark_holds_exactly",
+    "spark_read_schema",
+]
 
 FIELD_ID_METADATA = "parquet.field.id"  # the StructField metadata key Spark matches ids by
+_BLOCK_SIZE = 32 * 1024 * 1024  # S3A's default fs.s3a.block.size: what its own listing reports
 
 
 def spark_holds_exactly(t: IcebergType) -> bool:
@@ -187,3 +195,68 @@ def spark_read_schema(schema: Schema, spark_schema: Any) -> Any:
         return st
 
     return attach(schema.as_struct, spark_schema)
+
+
+def known_files_frame(
+    spark: Any, sizes: Mapping[str, int], schema: Any, options: Mapping[str, str]
+) -> Any | None:
+    """``spark.read.schema(schema).options(**options).parquet(*sizes)`` without Spark's listing.
+
+    ``spark.read.parquet`` checks that each path exists and lists it for its file index:
+    on S3A two HEADs and a LIST per file before any action (the sizes are known here from
+    the footer reads). Spark's reader takes no sizes, so this builds the same relation (an
+    in-memory file index, no partition columns, as Spark infers for file paths) from file
+    statuses given to it. It uses Spark's internal classes over Py4J: None (the caller uses
+    the public reader) where they differ or are out of reach (Spark Connect).
+    """
+    try:
+        jvm = spark.sparkContext._jvm
+        gateway = spark.sparkContext._gateway
+        jspark = spark._jsparkSession
+        sources = jvm.org.apache.spark.sql.execution.datasources
+        utils = jvm.org.apache.spark.api.python.PythonUtils
+        option = jvm.scala.Option
+        hadoop_fs = jvm.org.apache.hadoop.fs
+        # a client of its own of the session's status cache, emptied once the index holds them
+        cache = sources.FileStatusCache.getOrCreate(jspark)
+        paths = []
+        for url, size in sizes.items():
+            path = hadoop_fs.Path(url)
+            leaf = gateway.new_array(hadoop_fs.FileStatus, 1)
+            leaf[0] = hadoop_fs.FileStatus(size, False, 1, _BLOCK_SIZE, 0, path)
+            cache.putLeafFiles(path, leaf)
+            paths.append(path)
+        jschema = jspark.parseDataType(schema.json())
+        no_partitions = jvm.org.apache.spark.sql.types.StructType()
+        jopts = utils.toScalaMap(dict(options))
+        try:
+            index = sources.InMemoryFileIndex(
+                jspark,
+                utils.toSeq(paths),
+                jopts,
+                option.apply(jschema),
+                cache,
+                option.apply(sources.PartitionSpec(no_partitions, utils.toSeq([]))),
+                option.empty(),
+            )
+        finally:
+            cache.invalidateAll()
+        relation = sources.HadoopFsRelation(
+            index,
+            no_partitions,
+            jschema,
+            option.empty(),
+            sources.parquet.ParquetFileFormat(),
+            jopts,
+            jspark,
+        )
+        frame = jspark.baseRelationToDataFrame(relation)
+    except Exception as e:  # pyspark/py4j: Spark's internals moved, or a Connect session
+        logging.getLogger("aioiceberg.spark").debug(
+            "read_table: Spark's file index could not be given the files (%s); spark.read.parquet lists them",
+            e,
+        )
+        return None
+    from pyspark.sql import DataFrame  # pyspark: optional (the spark extra)
+
+    return DataFrame(frame, spark)

@@ -10,8 +10,10 @@ becomes S3A's profile credential provider (the SDK's profile files, as botocore 
 them); half a key keeps the files in aioiceberg's reader, which reports it. A storage
 option ``s3a.<key>`` is passed on as S3A's ``<key>`` for the read, after the rest: how a
 table tunes S3A (its input stream, read policy, vectored reads) without touching the session.
-S3A's defaults are kept otherwise (Hadoop 3.5's analytics input stream: more bytes than the
-classic one on narrow queries, not slower; measured in benchmarks/README.md).
+S3A's defaults are kept otherwise (Hadoop 3.5's analytics input stream prefetches each
+file's page index: about twice the classic stream's bytes on a one-column query, measured in
+benchmarks/README.md). The input stream is not chosen here: Hadoop's per-bucket file system
+cache (below) would make it the whole JVM's setting for that bucket.
 
 Hadoop caches one S3A file system per bucket per JVM, built with the settings of its first
 use: two tables in one bucket with different credentials in one Spark application read

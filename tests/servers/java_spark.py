@@ -153,3 +153,14 @@ class JavaSpark:
 
 
 __all__ = ["JavaPeerError", "JavaSpark", "catalog_conf", "ensure_installed"]
+
+
+def start_into(conf: dict[str, str], box: dict[str, Any]) -> None:
+    """Start a peer with ``conf`` into ``box["java"]`` (a thread's target: benchmarks start
+    the JVM beside their own set-up), or put what failed into ``box["error"]``."""
+    try:
+        java = JavaSpark(conf)
+        box["java"] = java
+        java.start()
+    except Exception as exc:  # reported by the caller, which needs the peer
+        box["error"] = exc
