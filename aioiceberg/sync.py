@@ -175,7 +175,10 @@ class Table(_Evolution[_table.Table]):
     remove_orphan_files = blocking(_table.Table.remove_orphan_files)
     rewrite_manifests = blocking(_table.Table.rewrite_manifests)
     rewrite_data_files = blocking(_table.Table.rewrite_data_files)
+    rewrite_position_delete_files = blocking(_table.Table.rewrite_position_delete_files)
     compute_statistics = blocking(_table.Table.compute_statistics)
+    commit_change = blocking(_table.Table.commit_change)
+    publish_latest = blocking(_table.Table.publish_latest)
 
 
 class Catalog(BlockingContext[_catalog.Catalog]):
