@@ -108,6 +108,8 @@ async def test_four_process_appenders_each_land_exactly_once(setup: Setup) -> No
     procs = [
         await asyncio.create_subprocess_exec(
             sys.executable,
+            "-X",
+            "faulthandler",  # a crash in native code prints where it happened
             str(TESTS / "commit_helpers.py"),
             setup.root,
             setup.lock or "",
@@ -122,7 +124,11 @@ async def test_four_process_appenders_each_land_exactly_once(setup: Setup) -> No
         for i in range(4)
     ]
     outputs = [await p.communicate() for p in procs]
-    failed = [err.decode()[-3000:] for p, (_, err) in zip(procs, outputs, strict=True) if p.returncode != 0]
+    failed = [
+        f"exit {p.returncode}: stdout {out.decode()[-500:]!r} stderr {err.decode()[-3000:]!r}"
+        for p, (out, err) in zip(procs, outputs, strict=True)
+        if p.returncode != 0
+    ]
     assert not failed, failed
     acknowledged = [i for out, _ in outputs for i in json.loads(out.decode().strip().splitlines()[-1])]
     assert len(acknowledged) == 4 * 10 * 3
