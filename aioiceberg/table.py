@@ -394,8 +394,8 @@ class Table(_Evolution):
         file is gone, as Java's ``rewrite_position_delete_files`` (``options`` by its names:
         ``rewrite-all``, ``min-input-files``, ``target-file-size-bytes``...). One replace
         snapshot, or one per batch with ``partial-progress.enabled``. On v3 tables the v2
-        position delete files are not converted into deletion vectors as Java does: a v3
-        table holding some is refused (``UnsupportedError``), one without is left as is."""
+        position delete files left from before an upgrade become deletion vectors, as Java
+        does (one per data file, merged with the one it had)."""
         self._writer()
         return await rewrite_position_deletes(self.io, self.metadata, self.commit_change, options)
 

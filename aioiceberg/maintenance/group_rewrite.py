@@ -273,7 +273,7 @@ class Attempt:
     sink: ManifestSink
     base: TableMetadata
     parent: Snapshot
-    found: set[str] = field(default_factory=set)
+    found: set[tuple[str, int | None]] = field(default_factory=set)
     dropped: list[DataFile] = field(default_factory=list)
 
 
@@ -338,11 +338,11 @@ class GroupReplace(ReplaceSnapshot, ABC):
                     manifests.append(await self.other_manifest(at, m))
         finally:
             self.written += at.sink.written
-        missing = {f.file_path for f in self.deleted} - at.found
+        missing = {_key(f) for f in self.deleted} - at.found
         if missing:
             raise CommitConflictError(
                 f"{len(missing)} {self.replaced} being rewritten were removed by a concurrent commit, "
-                f"e.g. {sorted(missing)[0]}"
+                f"e.g. {min(missing, key=str)[0]}"
             )
         extra = {self.summary_key: str(len(self.deleted))}
         updates, requirements, list_path = await self.publish(
@@ -370,13 +370,13 @@ class GroupReplace(ReplaceSnapshot, ABC):
         """Manifest ``m`` with the replaced files it lists marked deleted, or ``m`` itself
         when it lists none."""
         entries = await at.walker.entries(m)
-        hits = {e.data_file.file_path for e in entries if e.is_live} & {f.file_path for f in self.deleted}
+        hits = {_key(e.data_file) for e in entries if e.is_live} & {_key(f) for f in self.deleted}
         if not hits:
             return m
         at.found |= hits
         drop, keep = ManifestEntryStatus.DELETED, ManifestEntryStatus.EXISTING
         live = [e for e in entries if e.is_live]
-        rewritten = [carried(e, drop if e.data_file.file_path in hits else keep) for e in live]
+        rewritten = [carried(e, drop if _key(e.data_file) in hits else keep) for e in live]
         return await at.sink.write(m.partition_spec_id, rewritten, m.content)
 
     async def committed(self, io: FileIO, metadata: TableMetadata) -> None:
@@ -384,6 +384,11 @@ class GroupReplace(ReplaceSnapshot, ABC):
 
     async def aborted(self, io: FileIO) -> None:
         await delete_quietly(io, [*self.written, *(f.file_path for f in self.added)])
+
+
+def _key(f: DataFile) -> tuple[str, int | None]:
+    """A file as a manifest entry names it: deletion vectors share their Puffin file."""
+    return f.file_path, f.content_offset
 
 
 C = TypeVar("C", bound=GroupReplace)

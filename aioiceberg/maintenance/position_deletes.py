@@ -23,10 +23,16 @@ whose new files are deleted). A data file removed concurrently is safe: the rows
 become dangling, apply to nothing, and the next rewrite drops them; delete files added
 concurrently stay as they are.
 
-v3 tables: Java rewrites the remaining v2 position delete files into deletion vectors and
-does nothing when there are none. Here a v3 table without v2 position delete files is
-left as it is; one with them is refused (``UnsupportedError``): the conversion into
-deletion vectors is not done here.
+v3 tables (a v2 table upgraded keeps its position delete files): as Java, the remaining v2
+position delete files are rewritten into deletion vectors, and a table without any is left
+as it is. Every live v2 position delete file is converted, whatever the size options, in
+one group per partition (``plan_vector_groups``), so each data file gets exactly one
+vector: its positions from every v2 file of the partition, merged with the vector it
+already had, which the ``replace`` snapshot removes with the v2 files. Rows naming data
+files no longer live (or of another partition, which they never applied to) are dropped.
+A group's vectors go to one Puffin file. Besides the checks above, a commit fails when a
+concurrent commit added a deletion vector for one of the data files the rewrite writes one
+for (the table would hold two).
 """
 
 from __future__ import annotations
@@ -34,15 +40,16 @@ from __future__ import annotations
 import bisect
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio.to_thread
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from aioiceberg.commit.snapshot_producer import delete_quietly
-from aioiceberg.errors import UnsupportedError, ValidationError
+from aioiceberg.errors import CommitConflictError, CorruptFileError, ValidationError
 from aioiceberg.io.base import FileIO
 from aioiceberg.maintenance.group_rewrite import (
     GROUP_OPTION_KEYS,
@@ -56,11 +63,12 @@ from aioiceberg.maintenance.group_rewrite import (
     rewrite_here,
 )
 from aioiceberg.maintenance.reachable import ManifestWalker
-from aioiceberg.read.deletes import DELETE_FILE_PATH_ID
+from aioiceberg.read.deletes import DELETE_FILE_PATH_ID, decode_deletion_vector
 from aioiceberg.read.formats import decode_file
 from aioiceberg.spec.manifest import (
     DataFile,
     DataFileContent,
+    FileFormat,
     ManifestContent,
     ManifestEntry,
     ManifestEntryStatus,
@@ -68,6 +76,7 @@ from aioiceberg.spec.manifest import (
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
 from aioiceberg.spec.partitioning import PartitionSpec
 from aioiceberg.spec.schema import Schema
+from aioiceberg.write.deletion_vectors import write_deletion_vectors
 from aioiceberg.write.location_provider import LocationProvider
 from aioiceberg.write.parquet_writer import write_position_delete_file
 
@@ -82,6 +91,7 @@ __all__ = [
     "delete_group_job",
     "plan_delete_groups",
     "plan_position_delete_rewrite",
+    "plan_vector_groups",
     "rewrite_delete_group",
     "rewrite_delete_groups_here",
     "rewrite_position_deletes",
@@ -125,7 +135,9 @@ class PositionDeleteRewriteOptions(GroupLimits):
 @dataclass(frozen=True)
 class DeleteFileGroup:
     """Position delete files of one partition rewritten together; ``live_data_files``: the
-    live data files their ``file_path`` bounds can name (rows naming others are dangling)."""
+    live data files their ``file_path`` bounds can name (rows naming others are dangling).
+    With ``to_vectors`` (v3) they become deletion vectors, merged with ``vectors``: the live
+    vectors of ``live_data_files``."""
 
     index: int
     spec_id: int
@@ -133,6 +145,8 @@ class DeleteFileGroup:
     files: tuple[DataFile, ...]
     sequence_number: int | None
     live_data_files: frozenset[str]
+    to_vectors: bool = False
+    vectors: tuple[DataFile, ...] = ()
 
     @property
     def size_bytes(self) -> int:
@@ -154,9 +168,11 @@ class DeleteGroupJob:
 @dataclass
 class RewrittenDeleteGroup(GroupOutcome[DeleteFileGroup]):
     """A group and the delete files its rewrite wrote, or why the rewrite failed;
-    ``dangling_rows``: its rows dropped because their data file is gone."""
+    ``dangling_rows``: its rows dropped because their data file is gone; ``merged``: the
+    group's existing deletion vectors merged into new ones (replaced with its files)."""
 
     dangling_rows: int = 0
+    merged: list[DataFile] = field(default_factory=list)
 
 
 @dataclass
@@ -198,20 +214,67 @@ def _bins(entries: Sequence[ManifestEntry], max_size: int) -> list[list[Manifest
     return bin_pack(by_path, lambda e: e.data_file.file_size_in_bytes, max_size)
 
 
-async def _live_files(io: FileIO, snapshot: Snapshot) -> tuple[list[str], list[ManifestEntry]]:
-    """The snapshot's live data file paths and its live delete entries."""
+async def _live_entries(io: FileIO, snapshot: Snapshot) -> tuple[list[ManifestEntry], list[ManifestEntry]]:
+    """The snapshot's live data entries and its live delete entries."""
     walker = ManifestWalker(io)
-    data: list[str] = []
+    data: list[ManifestEntry] = []
     deletes: list[ManifestEntry] = []
     for m in await walker.manifests(snapshot):
         for e in await walker.entries(m):
-            if not e.is_live:
-                continue
-            if m.content == ManifestContent.DATA:
-                data.append(e.data_file.file_path)
-            else:
-                deletes.append(e)
-    return sorted(data), deletes
+            if e.is_live:
+                (data if m.content == ManifestContent.DATA else deletes).append(e)
+    return data, deletes
+
+
+async def _live_files(io: FileIO, snapshot: Snapshot) -> tuple[list[str], list[ManifestEntry]]:
+    """The snapshot's live data file paths and its live delete entries."""
+    data, deletes = await _live_entries(io, snapshot)
+    return sorted(e.data_file.file_path for e in data), deletes
+
+
+def _is_v2_position_file(f: DataFile) -> bool:
+    return f.content == DataFileContent.POSITION_DELETES and not f.is_deletion_vector
+
+
+async def plan_vector_groups(io: FileIO, md: TableMetadata) -> list[DeleteFileGroup]:
+    """The groups turning the current snapshot's v2 position delete files into deletion
+    vectors (v3): every such file, one group per partition, each with the live vectors of
+    the partition's data files its rows may name (merged into the new ones)."""
+    snapshot = md.current_snapshot()
+    if snapshot is None:
+        return []
+    data, deletes = await _live_entries(io, snapshot)
+    live: dict[tuple[int, tuple[Any, ...]], list[str]] = {}
+    for e in data:
+        live.setdefault((e.data_file.spec_id, tuple(e.data_file.partition)), []).append(e.data_file.file_path)
+    vectors: dict[str, ManifestEntry] = {}
+    by_partition: dict[tuple[int, tuple[Any, ...]], list[ManifestEntry]] = {}
+    for e in deletes:
+        f = e.data_file
+        if f.is_deletion_vector and f.referenced_data_file is not None:
+            vectors[f.referenced_data_file] = e
+        elif _is_v2_position_file(f):
+            by_partition.setdefault((f.spec_id, tuple(f.partition)), []).append(e)
+    groups: list[DeleteFileGroup] = []
+    for key, entries in sorted(by_partition.items(), key=lambda kv: repr(kv[0])):
+        entries.sort(key=lambda e: e.data_file.file_path)
+        files = tuple(e.data_file for e in entries)
+        named = _may_name(files, sorted(live.get(key, ())))
+        merged = sorted((vectors[p] for p in named if p in vectors), key=lambda e: e.data_file.file_path)
+        seqs = [e.sequence_number for e in (*entries, *merged) if e.sequence_number is not None]
+        groups.append(
+            DeleteFileGroup(
+                index=len(groups),
+                spec_id=key[0],
+                partition=key[1],
+                files=files,
+                sequence_number=max(seqs) if seqs else None,
+                live_data_files=named,
+                to_vectors=True,
+                vectors=tuple(e.data_file for e in merged),
+            )
+        )
+    return groups
 
 
 async def plan_delete_groups(
@@ -299,12 +362,15 @@ async def rewrite_delete_group(
 ) -> RewrittenDeleteGroup:
     """Read a group's delete rows, drop the dangling ones, write the rest as new position
     delete files of about the target size (nothing committed; on error nothing is left
-    behind). ``task_id`` must differ between the groups (and attempts) of one job."""
+    behind). ``task_id`` must differ between the groups (and attempts) of one job. A
+    ``to_vectors`` group writes deletion vectors instead (``_vector_group``)."""
     tables = []
     for f in group.files:
         data = await io.read(f.file_path)
         tables.append(await anyio.to_thread.run_sync(_position_rows, data, f))
     rows, dangling = await anyio.to_thread.run_sync(_kept_rows, tables, group.live_data_files)
+    if group.to_vectors:
+        return await _vector_group(io, job, group, rows, dangling, task_id)
     total_rows = sum(t.num_rows for t in tables)
     if not rows.num_rows:
         return RewrittenDeleteGroup(group, [], None, dangling)
@@ -331,9 +397,64 @@ async def rewrite_delete_group(
     return RewrittenDeleteGroup(group, written, None, dangling)
 
 
+def _by_data_file(rows: pa.Table) -> list[tuple[str, np.ndarray]]:
+    """Positions per data file of rows sorted by (file_path, pos)."""
+    if not rows.num_rows:
+        return []
+    paths = rows.column("file_path").combine_chunks().dictionary_encode()
+    codes = paths.indices.to_numpy(zero_copy_only=False)
+    pos = rows.column("pos").to_numpy().astype(np.int64)
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    ends = np.r_[starts[1:], len(codes)]
+    names = paths.dictionary.to_pylist()
+    return [(str(names[codes[a]]), pos[a:b]) for a, b in zip(starts, ends, strict=True)]
+
+
+def _vector_target(group: DeleteFileGroup, path: str) -> DataFile:
+    """The data file a vector is written for, as ``write_deletion_vectors`` needs it: its
+    path, spec and partition (those of the group: a position delete applies only there)."""
+    return DataFile(
+        content=DataFileContent.DATA,
+        file_path=path,
+        file_format=FileFormat.PARQUET,
+        partition=group.partition,
+        record_count=0,
+        file_size_in_bytes=0,
+        spec_id=group.spec_id,
+    )
+
+
+async def _read_vector(io: FileIO, v: DataFile) -> np.ndarray:
+    if v.content_offset is None or v.content_size_in_bytes is None:
+        raise CorruptFileError("deletion vector without content offset and size", location=v.file_path)
+    blob = await io.read_range(v.file_path, v.content_offset, v.content_size_in_bytes)
+    return decode_deletion_vector(blob, v.file_path)
+
+
+async def _vector_group(
+    io: FileIO, job: DeleteGroupJob, group: DeleteFileGroup, rows: pa.Table, dangling: int, task_id: int
+) -> RewrittenDeleteGroup:
+    """One deletion vector per data file the group's live rows name, merged with the vector
+    it had; all in one Puffin file."""
+    existing = {v.referenced_data_file: v for v in group.vectors}
+    vectors: list[tuple[DataFile, np.ndarray]] = []
+    merged: list[DataFile] = []
+    for path, positions in await anyio.to_thread.run_sync(_by_data_file, rows):
+        old = existing.get(path)
+        if old is not None:
+            positions = np.union1d(positions, await _read_vector(io, old))
+            merged.append(old)
+        vectors.append((_vector_target(group, path), positions))
+    provider = LocationProvider(job.location, job.properties, write_id=f"{job.write_id}-{task_id}")
+    return RewrittenDeleteGroup(
+        group, await write_deletion_vectors(io, provider, vectors), None, dangling, merged
+    )
+
+
 class RewritePositionDeletesChange(GroupReplace):
-    """Replace the groups' position delete files by the ones their rewrite wrote in a
-    ``replace`` snapshot on main, each new file with its group's sequence number."""
+    """Replace the groups' position delete files (and the vectors merged into new ones) by
+    the files their rewrite wrote in a ``replace`` snapshot on main, each new file with its
+    group's sequence number."""
 
     content = ManifestContent.DELETES
     replaced = "position delete files"
@@ -341,9 +462,30 @@ class RewritePositionDeletesChange(GroupReplace):
 
     def __init__(self, groups: Sequence[RewrittenDeleteGroup], start: Snapshot) -> None:
         super().__init__(
-            [f for g in groups for f in g.group.files], [f for g in groups for f in g.added], start
+            [f for g in groups for f in (*g.group.files, *g.merged)],
+            [f for g in groups for f in g.added],
+            start,
         )
         self.groups = list(groups)
+
+    async def check_conflicts(self, walker: ManifestWalker, base: TableMetadata, parent: Snapshot) -> None:
+        """Also: no deletion vector added since the start for a data file this change
+        writes one for (a data file may have only one)."""
+        since = self.since_start(base, parent)
+        targets = {f.referenced_data_file for f in self.added if f.is_deletion_vector}
+        if not since or not targets:
+            return
+        for m in await walker.manifests(parent):
+            if m.content != ManifestContent.DELETES or m.added_snapshot_id not in since:
+                continue
+            for e in await walker.entries(m):
+                f = e.data_file
+                if e.is_live and e.snapshot_id in since and f.is_deletion_vector:
+                    if f.referenced_data_file in targets:
+                        raise CommitConflictError(
+                            f"a concurrent commit added a deletion vector for {f.referenced_data_file}, "
+                            "which this rewrite writes one for"
+                        )
 
     def added_entries(self, base: TableMetadata) -> list[ManifestEntry]:
         return [
@@ -403,20 +545,16 @@ async def plan_position_delete_rewrite(
     io: FileIO, md: TableMetadata, options: Mapping[str, Any] | None = None
 ) -> PositionDeletePlan | None:
     """The options and groups of the current snapshot's position delete files to rewrite;
-    None when nothing is worth rewriting (a v3 table holding v2 ones is refused)."""
+    None when nothing is worth rewriting. On v3 the groups convert every v2 position delete
+    file into deletion vectors (``plan_vector_groups``; the size options do not apply)."""
     opts = PositionDeleteRewriteOptions.parse(options, md.properties)
     start = md.current_snapshot()
     if start is None:
         return None
     if md.format_version >= 3:
-        left = await plan_delete_groups(io, md, PositionDeleteRewriteOptions(rewrite_all=True))
-        if left:
-            raise UnsupportedError(
-                f"table {md.location} is v3 and still holds {sum(len(g.files) for g in left)} v2 position "
-                "delete files: Java rewrites them into deletion vectors, which this rewrite does not do"
-            )
-        return None
-    groups = await plan_delete_groups(io, md, opts)
+        groups = await plan_vector_groups(io, md)
+    else:
+        groups = await plan_delete_groups(io, md, opts)
     if not groups:
         return None
     return PositionDeletePlan(start, groups, opts, delete_group_job(md, opts))

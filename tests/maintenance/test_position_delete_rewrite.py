@@ -12,7 +12,7 @@ from maint_helpers import SCHEMA, assert_readers_agree, ids, listing, rows
 from position_delete_tables import delete_rows, deleted_table, live_files
 
 import aioiceberg
-from aioiceberg.errors import CommitConflictError, UnsupportedError, ValidationError
+from aioiceberg.errors import CommitConflictError, ValidationError
 from aioiceberg.maintenance.position_deletes import (
     PositionDeleteRewriteOptions,
     plan_delete_groups,
@@ -105,14 +105,6 @@ async def test_v3_tables_with_deletion_vectors_are_left_as_they_are(tmp_path: Pa
     result = await table.rewrite_position_delete_files({"rewrite-all": "true"})
     assert result.snapshot_id is None and table.version == version
     assert ids(await table.scan().to_arrow()) == list(range(6, 20))
-
-
-@pytest.mark.anyio
-async def test_v3_tables_holding_v2_position_deletes_are_refused(tmp_path: Path) -> None:
-    table, _ = await deleted_table(aioiceberg.connect(str(tmp_path / "wh")))
-    await table.upgrade_table_version(3)
-    with pytest.raises(UnsupportedError, match="deletion vectors"):
-        await table.rewrite_position_delete_files()
 
 
 @pytest.mark.anyio

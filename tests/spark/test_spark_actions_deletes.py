@@ -19,8 +19,10 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+from dv_differential import MOR, duckdb_rows, make_rows, new_table, our_rows
 from maint_helpers import duckdb_ids, ids, pyiceberg_ids
 from position_delete_tables import delete_rows, deleted_table, live_files
+from position_delete_vectors import assert_converted, delete_state, deleted_positions
 from spark_sessions import local_session
 
 import aioiceberg
@@ -107,3 +109,38 @@ def test_a_failed_group_commits_nothing_or_is_left_out_with_partial_progress(
     after = default_loop.run(aioiceberg.load_table(location))
     _, left = default_loop.run(live_files(after))
     assert len(left) == 6 + 2  # the 'us' files stay as they were
+
+
+def test_on_an_upgraded_v3_table_the_action_writes_the_vectors_the_single_process_one_writes(
+    spark: Any, tmp_path: Path
+) -> None:
+    rows = make_rows(90)
+
+    async def build() -> Table:
+        table = await new_table(tmp_path, rows, version=2, props=MOR, batches=2)
+        await table.delete("id IN (0, 3, 48, 51)")  # part 'a': a delete file naming its 2 files
+        await table.delete("id IN (1, 46)")  # part 'b'
+        await table.upgrade_table_version(3)
+        await table.delete("id = 6")  # a vector holding the v2 positions of its file
+        return table
+
+    root = tmp_path / "wh"
+    table = default_loop.run(build())
+    expected = sorted(r for r in rows if r[0] not in {0, 3, 48, 51, 1, 46, 6})
+    before = default_loop.run(delete_state(table))
+    positions = default_loop.run(deleted_positions(table, before))
+    saved = tmp_path / "saved"
+    shutil.copytree(root, saved, symlinks=True)
+    single = default_loop.run(table.rewrite_position_delete_files())
+
+    restore(saved, root)
+    got = rewrite_position_delete_files(spark, table.location)
+    after = default_loop.run(aioiceberg.load_table(table.location))
+    converted = default_loop.run(delete_state(after))
+    assert_converted(before, converted)
+    (old,) = before.vectors
+    assert (old.file_path, old.content_offset) in converted.removed  # merged into the new one
+    assert sorted(got.rewritten_files) == sorted(single.rewritten_files)
+    assert len(got.added_files) == len(single.added_files) == len(converted.vectors) == 4
+    assert default_loop.run(deleted_positions(after, converted)) == positions
+    assert default_loop.run(our_rows(after)) == expected == duckdb_rows(after.metadata_location)

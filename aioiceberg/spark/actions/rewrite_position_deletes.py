@@ -6,7 +6,10 @@ delete files, the live data files they may name, its sequence number) to one Spa
 and commits what the tasks wrote with the single-process commit (``PositionDeletePlan.commit``
 through ``Table.commit_change``). The task reads the group's delete rows with aioiceberg's
 reader, drops the dangling ones, writes the rest with aioiceberg's writer and returns the
-new delete files as JSON. Where the job runs and what a failure leaves: ``group_tasks``.
+new delete files as JSON. On v3 the groups turn v2 position delete files into deletion
+vectors: a group also carries the vectors its data files had, the task merges them into
+the new ones with the same ``rewrite_delete_group`` and says which it merged. Where the
+job runs and what a failure leaves: ``group_tasks``.
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ __all__ = ["rewrite_position_delete_files"]
 
 
 class _DeleteGroups(GroupCodec[DeleteGroupJob, DeleteFileGroup, RewrittenDeleteGroup]):
-    """A group travels as its delete files, sequence number and the live data files its rows
-    may name; the new delete files and the dangling row count come back."""
+    """A group travels as its delete files, sequence number, the live data files its rows
+    may name and (v3) their vectors; the new delete files, the dangling row count and the
+    vectors merged (by index) come back."""
 
     def to_json(self, job: DeleteGroupJob, group: DeleteFileGroup) -> str:
         spec = job.specs[group.spec_id]
@@ -45,6 +49,8 @@ class _DeleteGroups(GroupCodec[DeleteGroupJob, DeleteFileGroup, RewrittenDeleteG
                 "sequence-number": group.sequence_number,
                 "files": [content_file_to_json(f, spec, job.schema) for f in group.files],
                 "live-data-files": sorted(group.live_data_files),
+                "to-vectors": group.to_vectors,
+                "vectors": [content_file_to_json(f, spec, job.schema) for f in group.vectors],
             },
             separators=(",", ":"),
         )
@@ -60,19 +66,23 @@ class _DeleteGroups(GroupCodec[DeleteGroupJob, DeleteFileGroup, RewrittenDeleteG
             files=files,
             sequence_number=int(seq) if seq is not None else None,
             live_data_files=frozenset(str(p) for p in obj["live-data-files"]),
+            to_vectors=bool(obj.get("to-vectors", False)),
+            vectors=tuple(content_file_from_json(f, job.specs, job.schema) for f in obj.get("vectors", ())),
         )
         done = await rewrite_delete_group(io, job, group, task_id=task_id)
         spec = job.specs[group.spec_id]
         return {
             "files": [content_file_to_json(f, spec, job.schema) for f in done.added],
             "dangling-rows": done.dangling_rows,
+            "merged": [group.vectors.index(f) for f in done.merged],
         }
 
     def outcome(
         self, job: DeleteGroupJob, group: DeleteFileGroup, reply: Mapping[str, Any]
     ) -> RewrittenDeleteGroup:
         files = [content_file_from_json(f, job.specs, job.schema) for f in reply["files"]]
-        return RewrittenDeleteGroup(group, files, None, int(reply["dangling-rows"]))
+        merged = [group.vectors[int(i)] for i in reply.get("merged", ())]
+        return RewrittenDeleteGroup(group, files, None, int(reply["dangling-rows"]), merged)
 
     def failed(self, group: DeleteFileGroup, error: str) -> RewrittenDeleteGroup:
         return RewrittenDeleteGroup(group, [], error)
