@@ -13,8 +13,10 @@ files first and manifest lists last, as in one process.
 The files are chosen before the commit (an unreadable manifest of a remaining snapshot
 fails the call with the table unchanged) and again from the committed metadata when the
 commit expired other snapshots than planned (a concurrent commit). A failed or unknown
-commit deletes nothing; a delete that fails is reported in ``failed_deletes`` (the file
-is left for orphan removal).
+commit deletes nothing. Nothing is raised once the commit landed: a delete that fails is
+reported in ``failed_deletes`` (the file is left for orphan removal); a delete job that
+fails on the executors sets ``cleanup_error`` and reports its files, and those of the
+kinds after it, in ``failed_deletes``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from pyspark.sql import functions as F
 
 import aioiceberg.table
 from aioiceberg._sync import default_loop
-from aioiceberg.errors import IcebergError
+from aioiceberg.errors import IcebergError, StoreError
 from aioiceberg.maintenance.expire import ExpireResult, expiry_millis, plan_expiry
 from aioiceberg.maintenance.reachable import statistics_paths
 from aioiceberg.spark.actions.reach import (
@@ -72,25 +74,21 @@ def expired_files(
     reached = reach_manifests(spark, store, tagged, KEPT, parallelism)
     lists = sorted(loc for loc, tags in reached.manifest_lists.values() if tags & GONE and not tags & KEPT)
     entries = manifest_entries(spark, store, reached.manifests.values(), KEPT, parallelism)
-    gone_manifests = entries.filter("kind = 'manifest' AND (tags & 1) != 0 AND (tags & 2) = 0")
-    content = (
-        entries.filter("kind = 'content'")
-        .groupBy("path")
+    # One aggregation over one scan of the entries (a union of two queries over them would
+    # read every manifest twice). A file goes when an expired snapshot reached it, or a
+    # remaining one names it only as DELETED, and no remaining one names it live; manifest
+    # rows are always "live", so for them this is "reached by an expired, not a remaining".
+    doomed = (
+        entries.groupBy("kind", "path")
         .agg(
-            F.expr("bool_or((tags & 1) != 0 OR ((tags & 2) != 0 AND NOT live))").alias("candidate"),
-            F.expr("bool_or((tags & 2) != 0 AND live)").alias("kept_live"),
+            F.expr(f"bool_or((tags & {GONE}) != 0 OR ((tags & {KEPT}) != 0 AND NOT live))").alias("gone"),
+            F.expr(f"bool_or((tags & {KEPT}) != 0 AND live)").alias("kept"),
             F.first("location").alias("location"),
         )
-        .filter("candidate AND NOT kept_live")
+        .filter("gone AND NOT kept")
+        .select("kind", "location")
     )
-    found = run_job(
-        "reading manifests",
-        lambda: (
-            content.select(F.lit("content").alias("kind"), "location")
-            .union(gone_manifests.select("kind", "location"))
-            .collect()
-        ),
-    )
+    found = run_job("reading manifests", doomed.collect)
     ids = {s.snapshot_id for s in expired}
     stats = [p for k, p in statistics_paths(before, ids).items() if k not in kept_stats]
     return ExpiredFiles(
@@ -134,8 +132,7 @@ def expire_snapshots(
     only commits. Returns what :meth:`aioiceberg.table.Table.expire_snapshots` returns.
     """
     opts = SourceOptions.parse({**(storage_options or {}), "path": table_location})
-    table = opts.load().aio
-    default_loop.run(table.refresh())
+    table = opts.load().aio  # the latest version: loading reads it
     store = TableStore(table.location, opts.storage_options)
     before = table.metadata
     ids = tuple(snapshot_ids)
@@ -190,7 +187,16 @@ def expire_snapshots(
         ("manifest lists", chosen.manifest_lists),
         ("statistics files", chosen.statistics),
     ):
-        done, bad = delete_on_executors(spark, store, paths, kind, parallelism)
+        if result.cleanup_error is not None:  # an earlier job failed: later kinds are left whole
+            deleted[kind] = []
+            failed += paths
+            continue
+        try:
+            done, bad = delete_on_executors(spark, store, paths, kind, parallelism)
+        except StoreError as exc:
+            # the commit landed: report what may be left (for orphan removal), never raise
+            result.cleanup_error = f"not every expired file was deleted: {exc}"
+            done, bad = [], list(paths)
         deleted[kind] = done
         failed += bad
     result.deleted_content_files = deleted["content files"]
