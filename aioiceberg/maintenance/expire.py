@@ -56,7 +56,8 @@ class ExpireResult:
     deleted_statistics_files: list[str] = field(default_factory=list)
     failed_deletes: list[str] = field(default_factory=list)
     cleanup_error: str | None = None
-    """Why no file was deleted although snapshots expired (their files are left as orphans)."""
+    """Why some or all of the expired snapshots' files were not deleted although the snapshots
+    expired (those files are in ``failed_deletes`` or left as orphans)."""
     dry_run: bool = False
     """Nothing was committed nor deleted: the lists say what an expiry would remove now."""
 
