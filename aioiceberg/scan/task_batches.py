@@ -314,12 +314,14 @@ def batch_of_tasks(
 ) -> pa.RecordBatch:
     """Tasks the plan built as objects (with deletes, or split), as a batch."""
     rendered = _batch_rendering(planner, rendered)
-    deletes: dict[str, dict[str, Any]] = {}
+    # by path and offset: deletion vectors of many data files share one Puffin file
+    deletes: dict[tuple[str, int | None], dict[str, Any]] = {}
 
     def delete_row(d: DataFile) -> dict[str, Any]:
-        found = deletes.get(d.file_path)
+        key = (d.file_path, d.content_offset)
+        found = deletes.get(key)
         if found is None:
-            found = deletes[d.file_path] = _delete_file(d)
+            found = deletes[key] = _delete_file(d)
         return found
 
     get: Callable[[FileScanTask], dict[str, Any]] = lambda t: {  # noqa: E731

@@ -13,7 +13,9 @@ Files it cannot read exactly (delete files, no
 field ids, identity partition values or defaults it would miss, types it does not hold,
 a store it cannot reach) are read by aioiceberg through a data source that reads the
 task groups planned here, and the two
-parts are one DataFrame. The rows are the same either way.
+parts are one DataFrame. The rows are the same either way. A table whose manifest list
+counts more data files than a threshold is planned on the executors instead, the plan
+kept as a DataFrame of tasks (``distributed_read``).
 """
 
 from __future__ import annotations
@@ -22,12 +24,9 @@ import json
 import logging
 import time
 from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import anyio
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
@@ -36,24 +35,33 @@ from aioiceberg._sync import default_loop
 from aioiceberg.errors import ValidationError
 from aioiceberg.expressions import AlwaysTrue
 from aioiceberg.expressions.binding import bind_row_filter
-from aioiceberg.io.base import FileIO
-from aioiceberg.io.local import local_path
-from aioiceberg.io.resolve import scheme_of
+from aioiceberg.io.resolve import S3_SCHEMES, scheme_of
+from aioiceberg.spark.actions.distributed_plan import prepare_plan
 from aioiceberg.spark.batch import SourceOptions, read_partition, spark_arrow_schema
 from aioiceberg.spark.columns import UntranslatableFilter, spark_column_filter
+from aioiceberg.spark.distributed_read import (
+    PLANNING_OPTION,
+    classic_session,
+    planning_options,
+    read_on_executors,
+)
 from aioiceberg.spark.native_files import (
+    FIELD_ID_READ_CONF,
     known_files_frame,
+    local_footers,
     native_file,
     spark_holds_exactly,
+    spark_local_path,
     spark_read_schema,
+    spark_s3a_url,
+    store_footers,
 )
-from aioiceberg.spark.s3a import s3a_available, s3a_location, s3a_read_options
+from aioiceberg.spark.s3a import s3a_available, s3a_read_options
 from aioiceberg.spark.task_json import group_tasks
 from aioiceberg.spec.name_mapping import DEFAULT_NAME_MAPPING_PROPERTY
 from aioiceberg.spec.properties import TableProperties
 from aioiceberg.spec.scan_tasks import FileScanTask, file_scan_task_to_json
 from aioiceberg.spec.schema_json import schema_to_json
-from aioiceberg.write.add_files import read_parquet_footer
 
 __all__ = [
     "FIELD_ID_READ_CONF",
@@ -63,64 +71,7 @@ __all__ = [
     "read_table",
 ]
 
-FIELD_ID_READ_CONF = "spark.sql.parquet.fieldId.read.enabled"
 PLANNED_SOURCE_NAME = "aioiceberg-planned"
-_AWKWARD_CHARS = frozenset("*?[]{}\\:")  # Spark globs its paths; Hadoop refuses ':' in them
-_FOOTER_THREADS = 8
-_STORE_FOOTERS = 32  # footer reads in flight against an object store
-
-
-def _local_path(file_path: str) -> str | None:
-    """The local file system path of a data file Spark can be handed, or None."""
-    if scheme_of(file_path) != "file":
-        return None
-    try:
-        path = local_path(file_path)
-    except ValueError:
-        return None
-    return None if _AWKWARD_CHARS.intersection(path) else path
-
-
-def _s3a_url(file_path: str) -> str | None:
-    """The ``s3a://`` URL of a data file on S3 Spark can be handed, or None."""
-    url = s3a_location(file_path)
-    if url is None or _AWKWARD_CHARS.intersection(url.removeprefix("s3a://")):
-        return None
-    return url
-
-
-def _footer_schema(path: str) -> pa.Schema | None:
-    try:
-        return pq.read_schema(path)
-    except Exception:  # unreadable here: aioiceberg's reader reports it properly
-        return None
-
-
-def _local_footers(paths: list[str]) -> list[pa.Schema | None]:
-    if len(paths) <= _FOOTER_THREADS:  # a few local footers: threads cost more than they save
-        return [_footer_schema(p) for p in paths]
-    with ThreadPoolExecutor(_FOOTER_THREADS) as pool:
-        return list(pool.map(_footer_schema, paths))
-
-
-async def _store_footers(io: FileIO, locations: list[str]) -> list[tuple[pa.Schema, int] | None]:
-    """The Arrow schemas of Parquet footers in an object store and the files' sizes as the
-    store reports them, read concurrently."""
-    found: list[tuple[pa.Schema, int] | None] = [None] * len(locations)
-    limit = anyio.CapacityLimiter(_STORE_FOOTERS)
-
-    async def one(i: int) -> None:
-        async with limit:
-            try:
-                metadata, size = await read_parquet_footer(io, locations[i])
-                found[i] = (metadata.schema.to_arrow_schema(), size)
-            except Exception:  # unreadable here: aioiceberg's reader reports it properly
-                found[i] = None
-
-    async with anyio.create_task_group() as tg:
-        for i in range(len(locations)):
-            tg.start_soon(one, i)
-    return found
 
 
 class _Phases:
@@ -136,11 +87,27 @@ class _Phases:
         self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self.last
         self.last = now
 
-    def log(self, location: str, tasks: int, native: int) -> None:
+    def log(self, location: str, what: str) -> None:
         logger = logging.getLogger("aioiceberg.spark")
         if logger.isEnabledFor(logging.DEBUG):
             phases = ", ".join(f"{k} {v:.3f}s" for k, v in self.seconds.items())
-            logger.debug("read_table %s: %d tasks, %d files to Spark: %s", location, tasks, native, phases)
+            logger.debug("read_table %s: %s: %s", location, what, phases)
+
+
+def _s3a_usable(spark: Any, location: str, storage_options: Mapping[str, str]) -> bool:
+    """Whether files on S3 may go to Spark's reader when planning on executors (which cannot
+    count them first: a table on S3 that cannot is named in a warning)."""
+    if s3a_read_options(set(), storage_options) is None:
+        why = "the storage options hold half an access key"
+    elif not s3a_available(spark):
+        why = "this session has no S3A connector (hadoop-aws; see docs/spark.md)"
+    else:
+        return True
+    if scheme_of(location) in S3_SCHEMES:
+        logging.getLogger("aioiceberg.spark").warning(
+            "read_table: data files on S3 are read through aioiceberg, not Spark's Parquet reader: %s", why
+        )
+    return False
 
 
 def _s3a_options(
@@ -202,11 +169,14 @@ class PlannedTasksReader(DataSourceReader):
 def read_table(
     spark: Any, location: str, options: Mapping[str, str] | None = None, *, native: bool = True
 ) -> Any:
-    """The table at ``location`` as a DataFrame, planned now, on this driver.
+    """The table at ``location`` as a DataFrame, planned now, on this driver or, for a large
+    table, on the executors (``distributed_read``).
 
     ``options`` are the data source's read options (``filter``, ``snapshot-id``,
-    ``as-of-timestamp``, ``branch`` / ``tag``, ``split-size``, ``open-file-cost``) and
-    storage options. The snapshot is fixed when this is called: the DataFrame reads it
+    ``as-of-timestamp``, ``branch`` / ``tag``, ``split-size``, ``open-file-cost``), storage
+    options, and ``distributed-planning`` (``auto``, ``true``, ``false``) with
+    ``distributed-planning-threshold`` (data files by the manifest list; ``auto`` plans on
+    executors at or above it). The snapshot is fixed when this is called: the DataFrame reads it
     however often it is evaluated. ``native=False`` reads every file through aioiceberg.
     Sets ``spark.sql.parquet.fieldId.read.enabled`` on the session when Spark reads files
     itself (it only affects reads whose schema carries Parquet field ids).
@@ -214,7 +184,8 @@ def read_table(
     from pyspark.sql.pandas.types import from_arrow_schema  # pyspark: optional (the spark extra)
 
     clock = _Phases()
-    opts = SourceOptions.parse({**(options or {}), "path": location})
+    planning, given = planning_options(options or {})
+    opts = SourceOptions.parse({**given, "path": location})
     table = opts.load()
     clock("load")
     typed = TableProperties(table.properties)
@@ -224,8 +195,6 @@ def read_table(
     schema = scan.snapshot_schema
     arrow = spark_arrow_schema(schema)
     spark_schema = from_arrow_schema(arrow, prefer_timestamp_ntz=True)
-    tasks = list(scan.plan_files())
-    clock("plan")
 
     row_filter: Any = None
     can_native = native and spark_holds_exactly(schema.as_struct)
@@ -234,6 +203,40 @@ def read_table(
             row_filter = spark_column_filter(schema, bind_row_filter(schema, opts.row_filter))
         except UntranslatableFilter:
             can_native = False
+
+    if planning.mode != "false" and classic_session(spark):
+        prepared = prepare_plan(spark, table, scan, opts)
+        clock("manifest list")
+        on_executors = planning.on_executors(prepared.data_files)
+        logging.getLogger("aioiceberg.spark").debug(
+            "read_table %s: planning on %s (%d data files in %d manifests by the manifest list, "
+            "threshold %d, %s=%s)",
+            location,
+            "executors" if on_executors else "the driver",
+            prepared.data_files,
+            prepared.data_manifests,
+            planning.threshold,
+            PLANNING_OPTION,
+            planning.mode,
+        )
+        if on_executors:
+            s3a = can_native and _s3a_usable(spark, table.location, opts.storage_options)
+            result = read_on_executors(
+                spark,
+                table,
+                prepared,
+                schema,
+                spark_schema,
+                storage_options=opts.storage_options,
+                native=can_native,
+                s3a=s3a,
+                row_filter=row_filter,
+            )
+            clock("plan on executors")
+            clock.log(location, "planned on executors")
+            return result
+    tasks = list(scan.plan_files())
+    clock("plan")
 
     native_paths: dict[str, str] = {}  # data file -> the URL Spark reads it by, in plan order
     sizes: dict[str, int] = {}  # URL -> the file's size, as its store answered our footer read
@@ -247,9 +250,9 @@ def read_table(
             file_path = task.file.file_path
             if file_path in with_deletes or task.file.file_format.upper() != "PARQUET":
                 continue
-            if (path := _local_path(file_path)) is not None:
+            if (path := spark_local_path(file_path)) is not None:
                 local.setdefault(file_path, path)
-            elif (url := _s3a_url(file_path)) is not None:
+            elif (url := spark_s3a_url(file_path)) is not None:
                 remote.setdefault(file_path, url)
         if remote:
             found = _s3a_options(spark, remote, opts.storage_options)
@@ -258,10 +261,10 @@ def read_table(
             else:
                 s3a_options = found
             clock("s3a options")
-        footers = dict(zip(local, _local_footers(list(local.values())), strict=True))
+        footers = dict(zip(local, local_footers(list(local.values())), strict=True))
         if remote:
-            store_footers = default_loop.run(_store_footers(table.io, list(remote)))
-            for file_path, found_footer in zip(remote, store_footers, strict=True):
+            found_store = default_loop.run(store_footers(table.io, list(remote)))
+            for file_path, found_footer in zip(remote, found_store, strict=True):
                 if found_footer is not None:
                     footers[file_path], sizes[remote[file_path]] = found_footer
         urls = {**{f: "file://" + p for f, p in local.items()}, **remote}
@@ -312,5 +315,5 @@ def read_table(
     for part in parts[1:]:
         result = result.unionByName(part)
     clock("aioiceberg part")
-    clock.log(location, len(tasks), len(native_paths))
+    clock.log(location, f"{len(tasks)} tasks, {len(native_paths)} files to Spark")
     return result

@@ -7,18 +7,26 @@ adds on top: delete files, a name mapping for files written without ids, identit
 partition values or initial defaults for columns a file lacks, and types it does not
 hold exactly (uuid, fixed, time, nanoseconds, int96). ``native_file`` decides per file
 from the file's own Parquet schema (its footer), so such files go to aioiceberg's reader
-and the rest to Spark's.
+and the rest to Spark's. The footers are read here too, and the paths Spark can be handed
+found: by the driver, or by the executors when they plan (``distributed_read``).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import anyio
 import pyarrow as pa
+import pyarrow.parquet as pq
 
+from aioiceberg.io.base import FileIO
+from aioiceberg.io.local import local_path
+from aioiceberg.io.resolve import scheme_of
 from aioiceberg.spark.columns import spark_type_name
+from aioiceberg.spark.s3a import s3a_location
 from aioiceberg.spec.arrow import field_id_of
 from aioiceberg.spec.partitioning import PartitionSpec
 from aioiceberg.spec.schema import Schema
@@ -42,17 +50,81 @@ from aioiceberg.spec.types import (
     TimestampType,
     TimestamptzType,
 )
+from aioiceberg.write.add_files import read_parquet_footer
 
 __all__ = [
     "FIELD_ID_METADATA",
+    "FIELD_ID_READ_CONF",
     "known_files_frame",
+    "local_footers",
     "native_file",
     "spark_holds_exactly",
+    "spark_local_path",
     "spark_read_schema",
+    "spark_s3a_url",
+    "store_footers",
 ]
 
+FIELD_ID_READ_CONF = "spark.sql.parquet.fieldId.read.enabled"
 FIELD_ID_METADATA = "parquet.field.id"  # the StructField metadata key Spark matches ids by
 _BLOCK_SIZE = 32 * 1024 * 1024  # S3A's default fs.s3a.block.size: what its own listing reports
+_AWKWARD_CHARS = frozenset("*?[]{}\\:")  # Spark globs its paths; Hadoop refuses ':' in them
+_FOOTER_THREADS = 8
+_STORE_FOOTERS = 32  # footer reads in flight against an object store
+
+
+def spark_local_path(file_path: str) -> str | None:
+    """The local file system path of a data file Spark can be handed, or None."""
+    if scheme_of(file_path) != "file":
+        return None
+    try:
+        path = local_path(file_path)
+    except ValueError:
+        return None
+    return None if _AWKWARD_CHARS.intersection(path) else path
+
+
+def spark_s3a_url(file_path: str) -> str | None:
+    """The ``s3a://`` URL of a data file on S3 Spark can be handed, or None."""
+    url = s3a_location(file_path)
+    if url is None or _AWKWARD_CHARS.intersection(url.removeprefix("s3a://")):
+        return None
+    return url
+
+
+def _footer_schema(path: str) -> pa.Schema | None:
+    try:
+        return pq.read_schema(path)
+    except Exception:  # unreadable here: aioiceberg's reader reports it properly
+        return None
+
+
+def local_footers(paths: list[str]) -> list[pa.Schema | None]:
+    """The Arrow schemas of local Parquet files' footers (None: unreadable)."""
+    if len(paths) <= _FOOTER_THREADS:  # a few local footers: threads cost more than they save
+        return [_footer_schema(p) for p in paths]
+    with ThreadPoolExecutor(_FOOTER_THREADS) as pool:
+        return list(pool.map(_footer_schema, paths))
+
+
+async def store_footers(io: FileIO, locations: list[str]) -> list[tuple[pa.Schema, int] | None]:
+    """The Arrow schemas of Parquet footers in an object store and the files' sizes as the
+    store reports them, read concurrently (None: unreadable)."""
+    found: list[tuple[pa.Schema, int] | None] = [None] * len(locations)
+    limit = anyio.CapacityLimiter(_STORE_FOOTERS)
+
+    async def one(i: int) -> None:
+        async with limit:
+            try:
+                metadata, size = await read_parquet_footer(io, locations[i])
+                found[i] = (metadata.schema.to_arrow_schema(), size)
+            except Exception:  # unreadable here: aioiceberg's reader reports it properly
+                found[i] = None
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(locations)):
+            tg.start_soon(one, i)
+    return found
 
 
 def spark_holds_exactly(t: IcebergType) -> bool:

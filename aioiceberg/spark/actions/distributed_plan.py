@@ -12,8 +12,9 @@ that many reads per task), and hand their tasks on as Arrow batches in the colum
 DataFrame holds exactly the tasks the single-process planner returns; nothing of it is
 collected on the driver unless the caller collects it.
 
-``read_table`` does not use it: it groups ``FileScanTask`` objects on the driver and
-reads some files through Spark's Parquet reader, which needs the plan there.
+``read_table`` uses it above a size (``aioiceberg.spark.distributed_read``):
+``prepare_plan`` reads the manifest list once on the driver, whose counts decide, and
+``plan_frame`` builds the DataFrame.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import anyio
 import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from aioiceberg import sync
 from aioiceberg._concurrency import task_group
 from aioiceberg._sync import default_loop
 from aioiceberg.errors import ValidationError
@@ -43,7 +45,22 @@ from aioiceberg.spark.batch import SourceOptions
 from aioiceberg.spec.manifest import ManifestFile
 from aioiceberg.spec.metadata_json import parse_table_metadata
 
-__all__ = ["DistributedPlan", "collect_tasks", "plan_files", "plan_share", "task_spark_schema"]
+__all__ = [
+    "BYTES_PER_ENTRY",
+    "DistributedPlan",
+    "PreparedPlan",
+    "collect_tasks",
+    "data_file_estimate",
+    "plan_files",
+    "plan_frame",
+    "plan_share",
+    "prepare_plan",
+    "task_spark_schema",
+]
+
+# a manifest entry's bytes, roughly (Avro, deflate, a few columns' stats): the size of a
+# manifest whose list gives no counts (v1) in files
+BYTES_PER_ENTRY = 200
 
 
 @dataclass(frozen=True)
@@ -108,6 +125,81 @@ def plan_share(plan: DistributedPlan, share: int) -> list[pa.RecordBatch]:
     return default_loop.run(_plan(plan, data)) if data else []
 
 
+def data_file_estimate(manifests: Sequence[ManifestFile]) -> int:
+    """The data files ``manifests`` list, from the manifest list's counts alone (no manifest
+    read): added plus existing; a manifest without counts (v1) counts one per
+    ``BYTES_PER_ENTRY`` of its length."""
+    total = 0
+    for m in manifests:
+        if m.added_files_count is None or m.existing_files_count is None:
+            total += max(1, m.manifest_length // BYTES_PER_ENTRY)
+        else:
+            total += m.added_files_count + m.existing_files_count
+    return total
+
+
+@dataclass(frozen=True)
+class PreparedPlan:
+    """What the driver decided before any manifest is read: the plan to ship (None: nothing
+    to plan, no snapshot or no data manifest left) and its size by the manifest list."""
+
+    plan: DistributedPlan | None
+    data_files: int
+    data_manifests: int
+
+
+def prepare_plan(
+    spark: Any,
+    table: sync.Table,
+    scan: sync.TableScan,
+    opts: SourceOptions,
+    *,
+    case_sensitive: bool = True,
+    parallelism: int | None = None,
+) -> PreparedPlan:
+    """Driver side: read the manifest list of ``scan``'s snapshot, choose its manifests by
+    their summaries and share the data manifests out (``scan`` is ``opts.scan(table, ...)``)."""
+    planner: Planner = scan.aio.planner
+    if planner.snapshot is None:
+        return PreparedPlan(None, 0, 0)
+    manifests = default_loop.run(planner.manifests())
+    data, deletes = planner.select(planner.bulk_choice(manifests), PlanMetrics())
+    if not data:
+        return PreparedPlan(None, 0, 0)
+    data.sort(key=lambda m: -m.manifest_length)  # big manifests first, spread round-robin
+    n = partitions_for(spark, len(data), parallelism)
+    plan = DistributedPlan(
+        store=TableStore(table.location, opts.storage_options),
+        metadata_location=table.metadata_location,
+        row_filter=json.dumps(expression_to_json(planner.row_filter)),
+        snapshot_id=opts.snapshot_id,
+        ref=opts.ref,
+        as_of=opts.as_of,
+        case_sensitive=case_sensitive,
+        split_size=planner.options.split_size,
+        deletes=deletes,
+        shares=[data[i::n] for i in range(n)],
+    )
+    return PreparedPlan(plan, data_file_estimate(data), len(data))
+
+
+def plan_frame(spark: Any, prepared: PreparedPlan) -> Any:
+    """The task DataFrame of a prepared plan: one Spark partition per share, planned when
+    an action runs (and again at each action)."""
+    plan = prepared.plan
+    if plan is None:
+        return spark.createDataFrame([], task_spark_schema())
+    shared = spark.sparkContext.broadcast(plan)
+
+    def tasks_of(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for ids in batches:
+            for share in ids.column(0).to_pylist():
+                yield from plan_share(shared.value, share)
+
+    n = len(plan.shares)
+    return spark.range(0, n, 1, n).mapInArrow(tasks_of, task_spark_schema())
+
+
 def plan_files(
     spark: Any,
     table_location: str,
@@ -134,35 +226,8 @@ def plan_files(
             continue
         row_filter = and_(row_filter, parse(given) if isinstance(given, str) else given)
     scan = opts.scan(table, row_filter=row_filter, case_sensitive=case_sensitive, split_size=opts.split_size)
-    planner: Planner = scan.aio.planner
-    if planner.snapshot is None:
-        return spark.createDataFrame([], task_spark_schema())
-    manifests = default_loop.run(planner.manifests())
-    data, deletes = planner.select(planner.bulk_choice(manifests), PlanMetrics())
-    if not data:
-        return spark.createDataFrame([], task_spark_schema())
-    data.sort(key=lambda m: -m.manifest_length)  # big manifests first, spread round-robin
-    n = partitions_for(spark, len(data), parallelism)
-    plan = DistributedPlan(
-        store=TableStore(table.location, opts.storage_options),
-        metadata_location=table.metadata_location,
-        row_filter=json.dumps(expression_to_json(planner.row_filter)),
-        snapshot_id=opts.snapshot_id,
-        ref=opts.ref,
-        as_of=opts.as_of,
-        case_sensitive=case_sensitive,
-        split_size=opts.split_size,
-        deletes=deletes,
-        shares=[data[i::n] for i in range(n)],
-    )
-    shared = spark.sparkContext.broadcast(plan)
-
-    def tasks_of(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for ids in batches:
-            for share in ids.column(0).to_pylist():
-                yield from plan_share(shared.value, share)
-
-    return spark.range(0, n, 1, n).mapInArrow(tasks_of, task_spark_schema())
+    prepared = prepare_plan(spark, table, scan, opts, case_sensitive=case_sensitive, parallelism=parallelism)
+    return plan_frame(spark, prepared)
 
 
 def collect_tasks(df: Any) -> pa.Table:
