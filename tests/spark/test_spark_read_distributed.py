@@ -66,16 +66,15 @@ def lineage(df: Any) -> str:
     return str(df._jdf.queryExecution().analyzed().toString())
 
 
-@pytest.fixture(scope="module", params=[2, 3])
-def table(request: Any, tmp_path_factory: pytest.TempPathFactory) -> sync.Table:
+def build(tmp_path_factory: pytest.TempPathFactory, version: int) -> sync.Table:
     """Partitioned by region, six appends (six data manifests), merge-on-read deletes
     (position delete files in v2, deletion vectors in v3) in some files, not all."""
-    root = tmp_path_factory.mktemp(f"read-v{request.param}")
+    root = tmp_path_factory.mktemp(f"read-v{version}")
     t = sync.connect(str(root)).create_table(
         "db.t",
         schema=SCHEMA,
         partition_by=["region"],
-        properties={"write.delete.mode": "merge-on-read", "format-version": str(request.param)},
+        properties={"write.delete.mode": "merge-on-read", "format-version": str(version)},
     )
     for k in range(6):
         ids = list(range(k * 50, k * 50 + 50))
@@ -95,6 +94,18 @@ def table(request: Any, tmp_path_factory: pytest.TempPathFactory) -> sync.Table:
     return t.refresh()
 
 
+@pytest.fixture(scope="module")
+def table(tmp_path_factory: pytest.TempPathFactory) -> sync.Table:
+    """v3: the deletes are deletion vectors (many data files' vectors in one Puffin file)."""
+    return build(tmp_path_factory, 3)
+
+
+@pytest.fixture(scope="module")
+def v2_table(tmp_path_factory: pytest.TempPathFactory) -> sync.Table:
+    """v2: the deletes are position delete files."""
+    return build(tmp_path_factory, 2)
+
+
 @pytest.mark.parametrize("row_filter", ["", "region = 'eu' AND v < 5", "x > 20.5 OR id = 3"])
 def test_executors_and_driver_read_the_same_rows(spark: Any, table: sync.Table, row_filter: str) -> None:
     options = {"filter": row_filter} if row_filter else {}
@@ -107,6 +118,13 @@ def test_executors_and_driver_read_the_same_rows(spark: Any, table: sync.Table, 
     if not row_filter:
         assert 0 < len(spark_files(on_executors)) < len({t.file.file_path for t in table.scan().plan_files()})
         assert rows(read(spark, table, "true", options, native=False)) == expected
+
+
+def test_position_delete_files_read_alike(spark: Any, v2_table: sync.Table) -> None:
+    expected = rows(read(spark, v2_table, "false"))
+    assert expected and rows(read(spark, v2_table, "true")) == expected
+    assert rows(read(spark, v2_table, "true", native=False)) == expected
+    assert spark_files(read(spark, v2_table, "true")) == spark_files(read(spark, v2_table, "false"))
 
 
 def test_task_rows_carry_each_files_own_deletion_vector(table: sync.Table) -> None:
