@@ -18,7 +18,9 @@ one uncompressed block) before ``polars.read_avro``, against polars on the origi
 Java- and PyIceberg-shaped manifests and a sweep of entries per block.
 ``planner`` prices DataFusion as a planner would run it (bytes through a tmpfs file, the table
 cast to polars' layout) against our polars path, per 500-entry manifest (benchmarks/README.md,
-Round 14).
+Round 14). ``native`` puts the compiled decoder (``native/``, built at install where cargo
+exists) beside the polars path it replaces, bytes in, the same Arrow table out, one thread and
+two at once (benchmarks/README.md, Round 15).
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ from aioiceberg.spec.manifest import (
     write_manifest,
 )
 from aioiceberg.spec.manifest.avro_blocks import reblock
-from aioiceberg.spec.manifest.columnar import avro_layout, open_columnar
+from aioiceberg.spec.manifest.columnar import _to_arrow, avro_layout, open_columnar
+from aioiceberg.spec.manifest.native_decode import decode_native, native_available
 from aioiceberg.testing.synthetic import bench_schema, bench_spec
 from aioiceberg.testing.synthetic import data_file as bench_data_file
 
@@ -400,6 +403,12 @@ def candidates() -> list[Candidate | tuple[str, str]]:
         Candidate("fastavro.block_reader", "dicts", fastavro_blocks, list),
         Candidate("zlib inflate only (floor)", "bytes", _zlib_floor, None),
     ]
+    if native_available():
+        out.append(
+            Candidate(
+                "aioiceberg native decoder (native/)", "Arrow", lambda m: decode_native(m.data), _arrow_rows
+            )
+        )
     return out
 
 
@@ -959,12 +968,104 @@ def planner(tiny: bool) -> None:
     print(f"Load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}.")
 
 
+def our_manifest(n_entries: int) -> bytes:
+    """The synthetic table's manifest as our writer writes it (fastavro's 16 KB blocks)."""
+    schema, spec = bench_schema(), bench_spec()
+    entries = [
+        ManifestEntry(
+            ManifestEntryStatus.ADDED,
+            None,
+            None,
+            None,
+            bench_data_file(schema, "s3://b/wh/db/t", 7, i, n_entries),
+        )
+        for i in range(n_entries)
+    ]
+    return write_manifest(entries, spec, schema, 2, 1, manifest_path="mem://m.avro")[0]
+
+
+def native(tiny: bool) -> None:
+    """The compiled decoder against the polars path (re-block, ``read_avro``, ``to_arrow``): CPU
+    ms per manifest, one thread, and wall ms per manifest with two threads decoding at once
+    (the parse runs without the GIL: on two idle cores two threads take about half the wall
+    time); "GIL free" is :func:`gil_free` on the manifest (Python another thread ran per
+    CPU-second of decoding: needs no idle core)."""
+    if not native_available():
+        print("\nNative decoder: not built (no cargo at install)")
+        return
+    n, big, rounds = (50, 400, 3) if tiny else (500, 4000, 7)
+    shapes = {f"Java {n} (64 KB blocks)": java_manifest(n, 2)}
+    try:
+        shapes[f"PyIceberg {n} (1 entry a block)"] = pyiceberg_manifest(n)
+    except ImportError:
+        pass
+    shapes[f"ours {n} (16 KB blocks, synthetic tables)"] = our_manifest(n)
+    shapes[f"Java {big} (64 KB blocks)"] = java_manifest(big, 2)
+
+    def polars_path(data: bytes) -> Any:
+        return _to_arrow(data, native=False)
+
+    def native_path(data: bytes) -> Any:
+        return _to_arrow(data, native=True)
+
+    def per_manifest(fn: Callable[[bytes], Any], data: bytes, threads: int) -> tuple[float, float]:
+        """(CPU ms, wall ms) per manifest, medians of ``rounds``; ``calls`` manifests a round."""
+        calls = max(2, 4000 // n if len(data) < 1 << 20 else 2) * threads
+        cpu: list[float] = []
+        wall: list[float] = []
+        for _ in range(rounds):
+            w, c = time.perf_counter(), time.process_time()
+            if threads == 1:
+                for _ in range(calls):
+                    fn(data)
+            else:
+                share = calls // threads
+                workers = [
+                    threading.Thread(target=lambda k=share: [fn(data) for _ in range(k)])
+                    for _ in range(threads)
+                ]
+                for t in workers:
+                    t.start()
+                for t in workers:
+                    t.join()
+            cpu.append((time.process_time() - c) * 1000 / calls)
+            wall.append((time.perf_counter() - w) * 1000 / calls)
+        return _median(cpu), _median(wall)
+
+    print("\nNative decoder against the polars path, bytes to the same Arrow table (ms a manifest)")
+    print(
+        "| manifest | bytes | same table | polars CPU | native CPU | speedup |"
+        " polars 2 threads wall | native 2 threads wall | native 1 -> 2 threads | GIL free polars / native |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for label, data in shapes.items():
+        want, got = polars_path(data), native_path(data)
+        same = "yes" if got.equals(want) else "NO"
+        p_cpu, _ = per_manifest(polars_path, data, 1)
+        n_cpu, n_wall = per_manifest(native_path, data, 1)
+        _, p2 = per_manifest(polars_path, data, 2)
+        _, n2 = per_manifest(native_path, data, 2)
+        cells = [label, f"{len(data):,}", same, f"{p_cpu:.3f}", f"{n_cpu:.3f}", f"{p_cpu / n_cpu:.1f}x"]
+        cells += [f"{p2:.3f}", f"{n2:.3f}", f"{n_wall / n2:.2f}x"]
+        m = Manifest(label, data, "", 0, [])
+        spin = 0.05 if tiny else 0.5
+        free = [
+            gil_free(lambda m: polars_path(m.data), m, spin),
+            gil_free(lambda m: native_path(m.data), m, spin),
+        ]
+        cells.append(f"{free[0]:.2f} / {free[1]:.2f}")
+        print("| " + " | ".join(cells) + " |")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"Load average at the end: {load} ({os.cpu_count()} cores).")
+
+
 SECTIONS: dict[str, Callable[[bool], None]] = {
     "matrix": matrix,
     "batched": batched,
     "ours": ours,
     "reblock": reblocking,
     "planner": planner,
+    "native": native,
 }
 
 

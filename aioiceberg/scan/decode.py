@@ -109,6 +109,7 @@ class PruneContext:
     key: str = field(default="", compare=False)
     pause_gc: bool = field(default=False, compare=False)
     vectorized: bool = True
+    native_decoder: bool = True
 
     def evaluators(self) -> _Evaluators:
         """Built once per context object (a plan's threads share them; a worker process
@@ -134,6 +135,7 @@ class PruneContext:
         untrusted: frozenset[int] = frozenset(),
         pause_gc: bool = False,
         vectorized: bool = True,
+        native_decoder: bool = True,
     ) -> PruneContext:
         schema_json = json.dumps(schema_to_json(schema), sort_keys=True)
         specs_json = {i: json.dumps(partition_spec_to_json(s), sort_keys=True) for i, s in specs.items()}
@@ -155,6 +157,7 @@ class PruneContext:
             digest.hexdigest(),
             pause_gc,
             vectorized,
+            native_decoder,
         )
 
     @property
@@ -271,7 +274,9 @@ def _columnar(
     """Decoded and pruned by the columnar decoder, or None when the fastavro reader must
     decide (header problems raise as that reader's do). The columns keep every stat (for
     the cache); the entries returned, ``columns``'."""
-    cm = open_columnar(data, manifest, columns_needed=None, discard_deleted=True, part=part)
+    cm = open_columnar(
+        data, manifest, columns_needed=None, discard_deleted=True, part=part, native=ctx.native_decoder
+    )
     if cm is None:
         return None
     ev = ctx.evaluators()
@@ -410,7 +415,9 @@ def _decode_group(
 ) -> list[DecodeResult] | None:
     spec_id = batch[0][1].partition_spec_id
     columns = stats_columns_for(ctx, batch[0][1])
-    cm = open_columnar_batch(batch, columns_needed=None, discard_deleted=True, layouts=layouts)
+    cm = open_columnar_batch(
+        batch, columns_needed=None, discard_deleted=True, layouts=layouts, native=ctx.native_decoder
+    )
     if cm is None or cm.owner is None:
         return None
     try:

@@ -43,6 +43,7 @@ class ScanOptions(TypedDict, total=False):
     columnar: bool
     columnar_min_entries: int
     vectorized: bool
+    native_decoder: bool
     files_in_flight: int
     batch_rows: int
     include_file_column: bool
@@ -77,7 +78,9 @@ class PlanOptions:
     one thread; ``columnar``: False decodes with fastavro only; ``columnar_min_entries``:
     manifests listing fewer entries are decoded in batches; ``vectorized``: False prunes every
     entry with the per-entry evaluators only (the bulk path must keep the same files: this is
-    how that is checked)."""
+    how that is checked); ``native_decoder``: False decodes columnar manifests with polars even
+    where the compiled decoder is installed (both give the same columns: this is how that is
+    checked)."""
 
     io_concurrency: int = 64
     decode_workers: int | None = None
@@ -90,6 +93,7 @@ class PlanOptions:
     columnar: bool = True
     columnar_min_entries: int = COLUMNAR_MIN_ENTRIES
     vectorized: bool = True
+    native_decoder: bool = True
 
     def __post_init__(self) -> None:
         _at_least("io_concurrency", self.io_concurrency, 1)

@@ -130,6 +130,7 @@ class Planner:
             untrusted,
             self.runtime.pause_gc,
             options.vectorized,
+            options.native_decoder,
         )
         bound = BoundFilter(self.schema, self.specs, self.bound_filter, case_sensitive)
         self.chooser = ManifestChooser(bound)

@@ -1,7 +1,9 @@
-"""A columnar manifest reader: Avro bytes -> polars -> Arrow columns, entries built on demand.
+"""A columnar manifest reader: Avro bytes -> Arrow columns, entries built on demand.
 
-``polars.read_avro`` decodes a whole manifest into columns several times faster than
-fastavro builds dicts, and releases the GIL while it does. Callers prune on the columns
+The columns come from the compiled decoder (:mod:`~aioiceberg.spec.manifest.native_decode`)
+where it is installed and handles the writer schema, else from ``polars.read_avro``: both
+give the same table, decode a whole manifest several times faster than fastavro builds
+dicts, and release the GIL while they do. Callers prune on the columns
 (partition tuples, bound columns) and build :class:`ManifestEntry` objects only for the
 rows they keep; the result is identical to :func:`read_manifest` for those rows.
 
@@ -35,6 +37,7 @@ from aioiceberg.spec.manifest.entry import ManifestEntry, ManifestEntryStatus
 from aioiceberg.spec.manifest.entry_rows import STAT_FIELDS, EntryRows, Row
 from aioiceberg.spec.manifest.fastavro_reader import open_manifest
 from aioiceberg.spec.manifest.manifest_file import ManifestContent, ManifestFile
+from aioiceberg.spec.manifest.native_decode import decode_native, native_available
 from aioiceberg.spec.manifest.writer_schema import partition_field_types
 
 __all__ = [
@@ -72,8 +75,15 @@ _LOGICAL_TYPES: dict[tuple[Any, Any], pa.DataType] = {
 
 @functools.cache
 def columnar_available() -> bool:
-    """True when polars is installed (the columnar path can be tried at all); does not import it."""
-    return importlib.util.find_spec("polars") is not None
+    """True when the compiled decoder or polars is installed (the columnar path can be tried
+    at all); does not import polars."""
+    return native_available() or importlib.util.find_spec("polars") is not None
+
+
+def _decoder_ready(native: bool) -> bool:
+    """A columnar decoder exists for this call: the compiled one (unless ``native`` is False:
+    the polars path forced, as the differential tests do) or polars."""
+    return (native and native_available()) or _polars() is not None
 
 
 def _casts_of(reader: Any) -> list[pa.DataType | None] | None:
@@ -98,13 +108,22 @@ def _casts_of(reader: Any) -> list[pa.DataType | None] | None:
     return casts
 
 
-def _to_arrow(data: bytes) -> pa.Table:
+def _to_arrow(data: bytes, native: bool = True, location: str | None = None) -> pa.Table:
+    """The manifest's entries as columns: the one way from Avro bytes to them. The compiled
+    decoder where installed (``native``), which reads any block size itself; polars where it is
+    not, or declines the writer schema. Damaged bytes raise (``CorruptFileError`` from the
+    compiled decoder, polars' own error otherwise); callers let the fastavro reader decide."""
+    if native:
+        table = decode_native(data, location)
+        if table is not None:
+            return table
     pl = _polars()
-    assert pl is not None
+    if pl is None:  # pragma: no cover - polars is a dependency
+        raise ImportError("no columnar manifest decoder: polars is not installed")
     # one big block: polars pays a fixed cost per block, and PyIceberg writes one entry per
     # block (6x faster re-blocked; 1.1-1.2x on Java's 64 KB blocks: benchmarks/manifest_decode.py)
-    table: pa.Table = pl.read_avro(io.BytesIO(reblock(data) or data)).to_arrow()
-    return table
+    polars_table: pa.Table = pl.read_avro(io.BytesIO(reblock(data) or data)).to_arrow()
+    return polars_table
 
 
 def _one_array(column: pa.ChunkedArray) -> pa.Array:
@@ -700,16 +719,18 @@ def open_columnar(
     columns_needed: Iterable[int] | None = None,
     discard_deleted: bool = False,
     part: bool = False,
+    native: bool = True,
 ) -> ColumnarManifest | None:
     """Decode a manifest into columns, or None when the fastavro reader must decide.
 
     Header problems raise exactly as :func:`read_manifest` does (it is the same check).
     ``part``: ``data`` is the header and some blocks of ``manifest``, whose whole length the
-    caller has checked against the list's.
+    caller has checked against the list's. ``native``: False decodes with polars even where
+    the compiled decoder is installed (see :func:`_to_arrow`).
     """
     location = location or (manifest.manifest_path if manifest is not None else None)
     reader, meta = open_manifest(data, manifest, location)
-    if meta.format_version == 1 or _polars() is None:
+    if meta.format_version == 1 or not _decoder_ready(native):
         return None
     if manifest is not None and manifest.manifest_length != len(data) and not part:
         return None  # a disputed length: the fastavro reader checks the entry counts
@@ -717,7 +738,7 @@ def open_columnar(
     if casts is None:
         return None
     try:
-        table = _to_arrow(data)
+        table = _to_arrow(data, native, location)
         needed = frozenset(columns_needed) if columns_needed is not None else None
         return ColumnarManifest(meta, table, manifest, casts, needed, discard_deleted)
     except Exception:  # the fastavro reader decides what this file is
@@ -812,10 +833,12 @@ def open_columnar_batch(
     columns_needed: Iterable[int] | None = None,
     discard_deleted: bool = False,
     layouts: Sequence[AvroLayout | None] | None = None,
+    native: bool = True,
 ) -> ColumnarManifest | None:
     """Decode several manifests in one call, or None when they cannot share one.
 
-    ``layouts``: the items' :func:`avro_layout`, when the caller has them already.
+    ``layouts``: the items' :func:`avro_layout`, when the caller has them already;
+    ``native``: as for :func:`open_columnar`.
 
     Small manifests cost the columnar decoder more per file than per entry. Manifests whose
     headers are byte for byte the same (one schema, spec, codec and format version: what
@@ -825,7 +848,7 @@ def open_columnar_batch(
     that differs, a length the manifest list disputes, v1, v3 row ids to assign) is None:
     the caller decodes those manifests one by one, which also says what is wrong.
     """
-    if len(items) < 2 or _polars() is None:
+    if len(items) < 2 or not _decoder_ready(native):
         return None
     first_data, first_mf = items[0]
     if layouts is None:
@@ -859,7 +882,7 @@ def open_columnar_batch(
         pieces.append((data, layout.blocks))
         counts.append(layout.rows)
     try:
-        table = _to_arrow(_container(first, pieces))
+        table = _to_arrow(_container(first, pieces), native)
         if table.num_rows != sum(counts):
             return None
         owner = np.repeat(np.arange(len(items), dtype=np.int64), counts)
@@ -878,10 +901,16 @@ def read_manifest_entries_columnar(
     *,
     columns_needed: Iterable[int] | None = None,
     discard_deleted: bool = False,
+    native: bool = True,
 ) -> list[ManifestEntry] | None:
     """All (live, with ``discard_deleted``) entries via the columnar path; None: use fastavro."""
     cm = open_columnar(
-        data, manifest, location, columns_needed=columns_needed, discard_deleted=discard_deleted
+        data,
+        manifest,
+        location,
+        columns_needed=columns_needed,
+        discard_deleted=discard_deleted,
+        native=native,
     )
     if cm is None:
         return None

@@ -2,8 +2,9 @@
 
 A manifest list of thousands of rows costs fastavro ~7 us a row to decode into dicts and
 about as much again to turn into :class:`ManifestFile` rows; it sits in front of every
-plan of the snapshot. ``polars.read_avro`` decodes the same bytes into columns several
-times faster (and releases the GIL), and rows are then built from whole columns.
+plan of the snapshot. The columnar decoder (``columnar._to_arrow``: the compiled one where
+installed, else ``polars.read_avro``) decodes the same bytes into columns several times faster
+(and releases the GIL), and rows are then built from whole columns.
 
 :func:`read_manifest_list_columnar` returns None whenever it cannot promise the rows
 :func:`~aioiceberg.spec.manifest.fastavro_reader.read_manifest_list` would build: a field or type
@@ -24,7 +25,7 @@ import pyarrow as pa
 
 from aioiceberg.spec.manifest.avro_schemas import SUPPORTED_FORMAT_VERSIONS
 from aioiceberg.spec.manifest.builders import frozen_builder
-from aioiceberg.spec.manifest.columnar import _one_array, _polars, avro_layout
+from aioiceberg.spec.manifest.columnar import _decoder_ready, _one_array, _to_arrow, avro_layout
 from aioiceberg.spec.manifest.fastavro_reader import read_manifest_list
 from aioiceberg.spec.manifest.manifest_file import ManifestContent, ManifestFile, PartitionFieldSummary
 from aioiceberg.spec.manifest.writer_schema import record_fields
@@ -305,7 +306,7 @@ def read_manifest_list_columnar(
 
 def _columnar_rows(data: bytes, min_rows: int) -> ManifestRows | None:
     layout = avro_layout(data)
-    if layout is None or layout.rows < min_rows or _polars() is None:
+    if layout is None or layout.rows < min_rows or not _decoder_ready(True):
         return None
     try:
         reader = fastavro.reader(io.BytesIO(data))
@@ -317,7 +318,7 @@ def _columnar_rows(data: bytes, min_rows: int) -> ManifestRows | None:
         version = int(text) if text is not None else guess
         if version not in SUPPORTED_FORMAT_VERSIONS:
             return None
-        table: pa.Table = _polars().read_avro(io.BytesIO(data)).to_arrow()
+        table = _to_arrow(data)  # the compiled decoder where installed, else polars
         if table.num_rows != layout.rows:
             return None
         return ManifestRows(table, version)

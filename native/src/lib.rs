@@ -1,0 +1,919 @@
+//! Iceberg manifest decoding: Avro object container bytes -> Arrow buffers, per column.
+//!
+//! The writer schema in the file's header drives the decoding. Each column of the top-level
+//! record becomes a tree of buffers (validity bitmap, offsets, values) that the Python side
+//! assembles into `pyarrow` arrays with the types `polars.read_avro(...).to_arrow()` gives,
+//! so the two paths yield equal tables. A schema holding a type outside the handled set is
+//! reported as such before any record is read (the caller then decodes another way); damaged
+//! bytes are an error naming what is wrong, never a panic or a read out of bounds.
+
+use std::collections::HashMap;
+
+use flate2::{Decompress, FlushDecompress, Status};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyTuple};
+use serde_json::Value;
+
+#[cfg(target_endian = "big")]
+compile_error!(
+    "the manifest decoder writes Arrow buffers in the machine's byte order: little-endian only"
+);
+
+const MAGIC: &[u8; 4] = b"Obj\x01";
+/// Inflated bytes of one block at most: a manifest block is kilobytes to a few megabytes.
+const MAX_INFLATED: usize = 1 << 30;
+
+type Res<T> = Result<T, String>;
+
+// ---------------------------------------------------------------------------------------------
+// schema
+
+#[derive(Clone, Copy, PartialEq)]
+enum IntOut {
+    I32,
+    Date,
+    TimeMillis,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum LongOut {
+    I64,
+    TsMicrosUtc,
+    TsMillisUtc,
+    TsMicrosLocal,
+    TimeMicros,
+}
+
+#[derive(Clone)]
+enum Ty {
+    Bool,
+    Int(IntOut),
+    Long(LongOut),
+    Float,
+    Double,
+    Str,
+    Bytes,
+    Fixed(usize),
+    DecBytes(u32, u32),
+    DecFixed(usize, u32, u32),
+    /// Items, and the fewest bytes one takes.
+    Array(Box<Node>, u64),
+    Record(Vec<(String, Node)>),
+}
+
+#[derive(Clone)]
+struct Node {
+    ty: Ty,
+    /// A union with null: the branch index that is null (the other one holds `ty`).
+    null_branch: Option<i64>,
+}
+
+impl Node {
+    /// The fewest bytes one value takes: bounds the item counts a block may announce.
+    fn min_size(&self) -> u64 {
+        if self.null_branch.is_some() {
+            return 1;
+        }
+        match &self.ty {
+            Ty::Bool
+            | Ty::Int(_)
+            | Ty::Long(_)
+            | Ty::Str
+            | Ty::Bytes
+            | Ty::DecBytes(..)
+            | Ty::Array(..) => 1,
+            Ty::Float => 4,
+            Ty::Double => 8,
+            Ty::Fixed(n) | Ty::DecFixed(n, ..) => *n as u64,
+            Ty::Record(fields) => fields.iter().map(|(_, f)| f.min_size()).sum(),
+        }
+    }
+
+    /// The Arrow type the Python side builds, as a tag.
+    fn tag(&self) -> String {
+        match &self.ty {
+            Ty::Bool => "bool".into(),
+            Ty::Int(IntOut::I32) => "i32".into(),
+            Ty::Int(IntOut::Date) => "date32".into(),
+            Ty::Int(IntOut::TimeMillis) | Ty::Long(LongOut::TimeMicros) => "time64ns".into(),
+            Ty::Long(LongOut::I64) => "i64".into(),
+            Ty::Long(LongOut::TsMicrosUtc) => "ts_us_utc".into(),
+            Ty::Long(LongOut::TsMillisUtc) => "ts_ms_utc".into(),
+            Ty::Long(LongOut::TsMicrosLocal) => "ts_us".into(),
+            Ty::Float => "f32".into(),
+            Ty::Double => "f64".into(),
+            Ty::Str => "lstr".into(),
+            Ty::Bytes | Ty::Fixed(_) => "lbin".into(),
+            Ty::DecBytes(p, s) | Ty::DecFixed(_, p, s) => format!("dec:{p}:{s}"),
+            Ty::Array(..) => "llist".into(),
+            Ty::Record(_) => "struct".into(),
+        }
+    }
+}
+
+/// Why a schema is not decoded here: `Unsupported` (decode another way) or `Invalid` (damage).
+enum SchemaErr {
+    Unsupported(String),
+    Invalid(String),
+}
+
+fn invalid<T>(what: impl Into<String>) -> Result<T, SchemaErr> {
+    Err(SchemaErr::Invalid(what.into()))
+}
+
+/// The name a record or fixed must have.
+fn type_name(o: &serde_json::Map<String, Value>) -> Result<&str, SchemaErr> {
+    match o.get("name").and_then(Value::as_str) {
+        Some(name) if !name.is_empty() => Ok(name),
+        _ => invalid("a named type without a name"),
+    }
+}
+
+struct SchemaParser {
+    named: HashMap<String, Node>,
+}
+
+fn unsupported<T>(what: impl Into<String>) -> Result<T, SchemaErr> {
+    Err(SchemaErr::Unsupported(what.into()))
+}
+
+impl SchemaParser {
+    fn parse(&mut self, v: &Value, namespace: &str) -> Result<Node, SchemaErr> {
+        match v {
+            Value::String(name) => self.named_or_primitive(name, namespace),
+            Value::Array(branches) => {
+                if branches.len() != 2 {
+                    return unsupported("a union that is not [null, T]");
+                }
+                let is_null = |b: &Value| match b {
+                    Value::String(s) => s == "null",
+                    Value::Object(o) => {
+                        o.get("type") == Some(&Value::String("null".into())) && o.len() == 1
+                    }
+                    _ => false,
+                };
+                let (null_at, other) = match (is_null(&branches[0]), is_null(&branches[1])) {
+                    (true, false) => (0, &branches[1]),
+                    (false, true) => (1, &branches[0]),
+                    _ => return unsupported("a union that is not [null, T]"),
+                };
+                let inner = self.parse(other, namespace)?;
+                if inner.null_branch.is_some() {
+                    return unsupported("a nested union");
+                }
+                Ok(Node {
+                    ty: inner.ty,
+                    null_branch: Some(null_at),
+                })
+            }
+            Value::Object(o) => self.complex(o, namespace),
+            _ => unsupported("a schema that is neither a name, a union nor an object"),
+        }
+    }
+
+    fn named_or_primitive(&mut self, name: &str, namespace: &str) -> Result<Node, SchemaErr> {
+        let ty = match name {
+            "boolean" => Ty::Bool,
+            "int" => Ty::Int(IntOut::I32),
+            "long" => Ty::Long(LongOut::I64),
+            "float" => Ty::Float,
+            "double" => Ty::Double,
+            "string" => Ty::Str,
+            "bytes" => Ty::Bytes,
+            _ => {
+                let full = if name.contains('.') || namespace.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{namespace}.{name}")
+                };
+                return match self.named.get(&full).or_else(|| self.named.get(name)) {
+                    Some(node) => Ok(node.clone()),
+                    None => unsupported(format!("type {name}")),
+                };
+            }
+        };
+        Ok(Node {
+            ty,
+            null_branch: None,
+        })
+    }
+
+    fn register(
+        &mut self,
+        o: &serde_json::Map<String, Value>,
+        namespace: &str,
+        node: &Node,
+    ) -> Result<(), SchemaErr> {
+        let name = type_name(o)?;
+        let ns = o
+            .get("namespace")
+            .and_then(Value::as_str)
+            .unwrap_or(namespace);
+        let full = if name.contains('.') || ns.is_empty() {
+            name.to_string()
+        } else {
+            format!("{ns}.{name}")
+        };
+        if self.named.insert(full.clone(), node.clone()).is_some() {
+            return invalid(format!("type {full} defined twice"));
+        }
+        if full != name {
+            self.named.insert(name.to_string(), node.clone());
+        }
+        Ok(())
+    }
+
+    fn complex(
+        &mut self,
+        o: &serde_json::Map<String, Value>,
+        namespace: &str,
+    ) -> Result<Node, SchemaErr> {
+        let base = match o.get("type") {
+            Some(Value::String(s)) => s.as_str(),
+            Some(other) if o.get("logicalType").is_none() => return self.parse(other, namespace),
+            _ => return unsupported("a type object without a type name"),
+        };
+        let logical = o.get("logicalType").and_then(Value::as_str);
+        let node = |ty| {
+            Ok(Node {
+                ty,
+                null_branch: None,
+            })
+        };
+        match (base, logical) {
+            ("record", _) => {
+                let name = type_name(o)?;
+                let ns = o
+                    .get("namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or(namespace);
+                let inner_ns = if name.contains('.') {
+                    name[..name.rfind('.').unwrap_or(0)].to_string()
+                } else {
+                    ns.to_string()
+                };
+                let Some(Value::Array(fields)) = o.get("fields") else {
+                    return invalid("a record without fields");
+                };
+                let mut out = Vec::with_capacity(fields.len());
+                for f in fields {
+                    let (Some(fname), Some(ftype)) =
+                        (f.get("name").and_then(Value::as_str), f.get("type"))
+                    else {
+                        return invalid("a record field without a name or type");
+                    };
+                    out.push((fname.to_string(), self.parse(ftype, &inner_ns)?));
+                }
+                let n = Node {
+                    ty: Ty::Record(out),
+                    null_branch: None,
+                };
+                self.register(o, namespace, &n)?;
+                Ok(n)
+            }
+            ("array", None) | ("array", Some("map")) => {
+                let Some(items) = o.get("items") else {
+                    return unsupported("an array without items");
+                };
+                let item = self.parse(items, namespace)?;
+                let min = item.min_size();
+                if min == 0 {
+                    // items of no bytes: a count alone could ask for any number
+                    return unsupported("an array of items that take no bytes");
+                }
+                node(Ty::Array(Box::new(item), min))
+            }
+            ("fixed", l) => {
+                let Some(size) = o.get("size").and_then(Value::as_u64) else {
+                    return invalid("a fixed without a size");
+                };
+                let size = size as usize;
+                let ty = match l {
+                    None | Some("uuid") => Ty::Fixed(size),
+                    Some("decimal") => {
+                        let (p, s) = decimal_params(o)?;
+                        if size == 0 || size > 16 {
+                            return unsupported("a decimal wider than 16 bytes");
+                        }
+                        Ty::DecFixed(size, p, s)
+                    }
+                    Some(other) => return unsupported(format!("logical type {other} on fixed")),
+                };
+                let n = Node {
+                    ty,
+                    null_branch: None,
+                };
+                self.register(o, namespace, &n)?;
+                Ok(n)
+            }
+            ("bytes", Some("decimal")) => {
+                let (p, s) = decimal_params(o)?;
+                node(Ty::DecBytes(p, s))
+            }
+            ("int", Some("date")) => node(Ty::Int(IntOut::Date)),
+            ("int", Some("time-millis")) => node(Ty::Int(IntOut::TimeMillis)),
+            ("long", Some("timestamp-micros")) => node(Ty::Long(LongOut::TsMicrosUtc)),
+            ("long", Some("timestamp-millis")) => node(Ty::Long(LongOut::TsMillisUtc)),
+            ("long", Some("local-timestamp-micros")) => node(Ty::Long(LongOut::TsMicrosLocal)),
+            ("long", Some("time-micros")) => node(Ty::Long(LongOut::TimeMicros)),
+            ("long", Some("timestamp-nanos")) => node(Ty::Long(LongOut::I64)),
+            ("string", Some("uuid")) => node(Ty::Str),
+            (prim, None) => match prim {
+                "boolean" | "int" | "long" | "float" | "double" | "string" | "bytes" => {
+                    self.named_or_primitive(prim, namespace)
+                }
+                _ => unsupported(format!("type {prim}")),
+            },
+            (prim, Some(l)) => unsupported(format!("logical type {l} on {prim}")),
+        }
+    }
+}
+
+fn decimal_params(o: &serde_json::Map<String, Value>) -> Result<(u32, u32), SchemaErr> {
+    let p = o.get("precision").and_then(Value::as_u64).unwrap_or(0);
+    let s = o.get("scale").and_then(Value::as_u64).unwrap_or(0);
+    if p == 0 || p > 38 || s > p {
+        return unsupported("a decimal outside precision 1-38");
+    }
+    Ok((p as u32, s as u32))
+}
+
+// ---------------------------------------------------------------------------------------------
+// reading
+
+struct Cur<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cur<'a> {
+    #[inline]
+    fn long(&mut self) -> Res<i64> {
+        let mut result: u64 = 0;
+        let mut shift = 0u32;
+        loop {
+            let Some(&b) = self.buf.get(self.pos) else {
+                return Err("truncated varint".into());
+            };
+            self.pos += 1;
+            result |= ((b & 0x7F) as u64) << shift;
+            if b & 0x80 == 0 {
+                return Ok(((result >> 1) as i64) ^ -((result & 1) as i64));
+            }
+            shift += 7;
+            if shift > 63 {
+                return Err("varint too long".into());
+            }
+        }
+    }
+
+    #[inline]
+    fn take(&mut self, n: usize) -> Res<&'a [u8]> {
+        let end = self.pos.checked_add(n).ok_or("length out of range")?;
+        let Some(s) = self.buf.get(self.pos..end) else {
+            return Err("truncated value".into());
+        };
+        self.pos = end;
+        Ok(s)
+    }
+
+    #[inline]
+    fn len_prefixed(&mut self) -> Res<&'a [u8]> {
+        let n = self.long()?;
+        if n < 0 {
+            return Err("negative length".into());
+        }
+        self.take(n as usize)
+    }
+
+    fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+}
+
+#[derive(Default)]
+struct Bits {
+    bytes: Vec<u8>,
+    len: usize,
+}
+
+impl Bits {
+    #[inline]
+    fn push(&mut self, on: bool) {
+        if self.len % 8 == 0 {
+            self.bytes.push(0);
+        }
+        if on {
+            if let Some(b) = self.bytes.last_mut() {
+                *b |= 1 << (self.len % 8);
+            }
+        }
+        self.len += 1;
+    }
+}
+
+/// A validity bitmap built only once a null occurs (most columns never hold one).
+#[derive(Default)]
+struct Validity {
+    bits: Bits,
+    len: usize,
+    nulls: usize,
+}
+
+impl Validity {
+    #[inline]
+    fn push_valid(&mut self) {
+        if self.nulls > 0 {
+            self.bits.push(true);
+        }
+        self.len += 1;
+    }
+
+    fn push_null(&mut self) {
+        if self.nulls == 0 {
+            let mut bytes = vec![0xFFu8; self.len / 8];
+            if self.len % 8 != 0 {
+                bytes.push(((1u16 << (self.len % 8)) - 1) as u8);
+            }
+            self.bits = Bits {
+                bytes,
+                len: self.len,
+            };
+        }
+        self.bits.push(false);
+        self.nulls += 1;
+        self.len += 1;
+    }
+}
+
+enum Data {
+    Bool(Bits),
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    Bin { offsets: Vec<i64>, values: Vec<u8> },
+    Dec(Vec<i128>),
+    List { offsets: Vec<i64>, child: Box<Col> },
+    Struct(Vec<Col>),
+}
+
+struct Col {
+    validity: Validity,
+    data: Data,
+}
+
+impl Col {
+    fn new(node: &Node) -> Col {
+        let data = match &node.ty {
+            Ty::Bool => Data::Bool(Bits::default()),
+            Ty::Int(IntOut::I32) | Ty::Int(IntOut::Date) => Data::I32(Vec::new()),
+            Ty::Int(IntOut::TimeMillis) | Ty::Long(_) => Data::I64(Vec::new()),
+            Ty::Float => Data::F32(Vec::new()),
+            Ty::Double => Data::F64(Vec::new()),
+            Ty::Str | Ty::Bytes | Ty::Fixed(_) => Data::Bin {
+                offsets: vec![0],
+                values: Vec::new(),
+            },
+            Ty::DecBytes(..) | Ty::DecFixed(..) => Data::Dec(Vec::new()),
+            Ty::Array(item, _) => Data::List {
+                offsets: vec![0],
+                child: Box::new(Col::new(item)),
+            },
+            Ty::Record(fields) => Data::Struct(fields.iter().map(|(_, f)| Col::new(f)).collect()),
+        };
+        Col {
+            validity: Validity::default(),
+            data,
+        }
+    }
+
+    /// A null slot: invalid, with a placeholder value (children of a null struct are null too).
+    fn push_null(&mut self) {
+        self.validity.push_null();
+        match &mut self.data {
+            Data::Bool(b) => b.push(false),
+            Data::I32(v) => v.push(0),
+            Data::I64(v) => v.push(0),
+            Data::F32(v) => v.push(0.0),
+            Data::F64(v) => v.push(0.0),
+            Data::Bin { offsets, .. } | Data::List { offsets, .. } => {
+                let last = *offsets.last().unwrap_or(&0);
+                offsets.push(last);
+            }
+            Data::Dec(v) => v.push(0),
+            Data::Struct(children) => children.iter_mut().for_each(Col::push_null),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.validity.len
+    }
+
+    /// Room for `n` more values (an array block announces its count).
+    fn reserve(&mut self, n: usize) {
+        match &mut self.data {
+            Data::Bool(_) | Data::Bin { .. } | Data::List { .. } => {}
+            Data::I32(v) => v.reserve(n),
+            Data::I64(v) => v.reserve(n),
+            Data::F32(v) => v.reserve(n),
+            Data::F64(v) => v.reserve(n),
+            Data::Dec(v) => v.reserve(n),
+            Data::Struct(children) => children.iter_mut().for_each(|c| c.reserve(n)),
+        }
+    }
+
+    fn nulls(&self) -> usize {
+        self.validity.nulls
+    }
+}
+
+fn be_i128(b: &[u8]) -> Res<i128> {
+    if b.len() > 16 {
+        return Err("decimal wider than 16 bytes".into());
+    }
+    if b.is_empty() {
+        return Ok(0);
+    }
+    let mut buf = if b[0] & 0x80 != 0 {
+        [0xFFu8; 16]
+    } else {
+        [0u8; 16]
+    };
+    buf[16 - b.len()..].copy_from_slice(b);
+    Ok(i128::from_be_bytes(buf))
+}
+
+fn read_value(node: &Node, col: &mut Col, cur: &mut Cur) -> Res<()> {
+    if let Some(null_at) = node.null_branch {
+        let branch = cur.long()?;
+        if branch == null_at {
+            col.push_null();
+            return Ok(());
+        }
+        if branch != 1 - null_at {
+            return Err(format!("union branch {branch} out of range"));
+        }
+    }
+    col.validity.push_valid();
+    match (&node.ty, &mut col.data) {
+        (Ty::Bool, Data::Bool(b)) => {
+            let v = cur.take(1)?[0];
+            if v > 1 {
+                return Err(format!("boolean byte {v}"));
+            }
+            b.push(v == 1);
+        }
+        (Ty::Int(out), data) => {
+            let v = cur.long()?;
+            let v = i32::try_from(v).map_err(|_| "int out of range".to_string())?;
+            match (out, data) {
+                (IntOut::TimeMillis, Data::I64(d)) => d.push((v as i64) * 1_000_000),
+                (_, Data::I32(d)) => d.push(v),
+                _ => return Err("internal: column of another type".into()),
+            }
+        }
+        (Ty::Long(out), Data::I64(d)) => {
+            let v = cur.long()?;
+            d.push(if *out == LongOut::TimeMicros {
+                v.wrapping_mul(1000)
+            } else {
+                v
+            });
+        }
+        (Ty::Float, Data::F32(d)) => {
+            let b = cur.take(4)?;
+            d.push(f32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        }
+        (Ty::Double, Data::F64(d)) => {
+            let b = cur.take(8)?;
+            let mut a = [0u8; 8];
+            a.copy_from_slice(b);
+            d.push(f64::from_le_bytes(a));
+        }
+        (Ty::Str, Data::Bin { offsets, values }) => {
+            let b = cur.len_prefixed()?;
+            if std::str::from_utf8(b).is_err() {
+                return Err("string is not UTF-8".into());
+            }
+            values.extend_from_slice(b);
+            offsets.push(values.len() as i64);
+        }
+        (Ty::Bytes, Data::Bin { offsets, values }) => {
+            values.extend_from_slice(cur.len_prefixed()?);
+            offsets.push(values.len() as i64);
+        }
+        (Ty::Fixed(n), Data::Bin { offsets, values }) => {
+            values.extend_from_slice(cur.take(*n)?);
+            offsets.push(values.len() as i64);
+        }
+        (Ty::DecBytes(..), Data::Dec(d)) => d.push(be_i128(cur.len_prefixed()?)?),
+        (Ty::DecFixed(n, ..), Data::Dec(d)) => d.push(be_i128(cur.take(*n)?)?),
+        (Ty::Array(item, min), Data::List { offsets, child }) => {
+            let min = *min;
+            loop {
+                let mut count = cur.long()?;
+                if count == 0 {
+                    break;
+                }
+                if count < 0 {
+                    count = count.checked_neg().ok_or("array count out of range")?;
+                    let size = cur.long()?;
+                    if size < 0 {
+                        return Err("negative array block size".into());
+                    }
+                }
+                let count = count as u64;
+                if count > cur.remaining() as u64 / min {
+                    return Err("array count beyond the block".into());
+                }
+                child.reserve(count as usize);
+                for _ in 0..count {
+                    read_value(item, child, cur)?;
+                }
+            }
+            offsets.push(child.len() as i64);
+        }
+        (Ty::Record(fields), Data::Struct(children)) => {
+            for ((_, f), c) in fields.iter().zip(children.iter_mut()) {
+                read_value(f, c, cur)?;
+            }
+        }
+        _ => return Err("internal: column of another type".into()),
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// container
+
+/// Avro's `deflate`: one raw DEFLATE stream (RFC 1951), which must be complete; bytes after
+/// its end are ignored (PyIceberg leaves zlib's checksum there).
+fn inflate(block: &[u8], state: &mut Decompress, out: &mut Vec<u8>) -> Res<()> {
+    state.reset(false);
+    out.clear();
+    let want = block.len().saturating_mul(8).clamp(1024, MAX_INFLATED);
+    if out.capacity() < want {
+        out.reserve(want);
+    }
+    loop {
+        let used = (state.total_in() as usize).min(block.len());
+        let before = (state.total_in(), out.len());
+        let status = state
+            .decompress_vec(&block[used..], out, FlushDecompress::None)
+            .map_err(|e| format!("deflate: {e}"))?;
+        if let Status::StreamEnd = status {
+            return Ok(());
+        }
+        if out.len() == out.capacity() {
+            if out.len() >= MAX_INFLATED {
+                return Err("block inflates beyond 1 GiB".into());
+            }
+            out.reserve(out.len());
+        } else if before == (state.total_in(), out.len())
+            || state.total_in() as usize >= block.len()
+        {
+            return Err("deflate stream cut short".into());
+        }
+    }
+}
+
+struct Header<'a> {
+    schema: &'a [u8],
+    deflate: bool,
+    sync: [u8; 16],
+    body: usize,
+}
+
+fn header(data: &[u8]) -> Res<Header<'_>> {
+    if data.len() < 4 || &data[..4] != MAGIC {
+        return Err("not an Avro container (bad magic)".into());
+    }
+    let mut cur = Cur { buf: data, pos: 4 };
+    let mut schema = None;
+    let mut codec: Option<&[u8]> = None;
+    loop {
+        let mut count = cur.long()?;
+        if count == 0 {
+            break;
+        }
+        if count < 0 {
+            count = count.checked_neg().ok_or("header count out of range")?;
+            cur.long()?;
+        }
+        if count as u64 > cur.remaining() as u64 {
+            return Err("header count beyond the file".into());
+        }
+        for _ in 0..count {
+            let key = cur.len_prefixed()?;
+            let value = cur.len_prefixed()?;
+            if std::str::from_utf8(key).is_err() {
+                return Err("header metadata key is not UTF-8".into());
+            }
+            match key {
+                b"avro.schema" => schema = Some(value),
+                b"avro.codec" => {
+                    if codec.is_some() {
+                        return Err("avro.codec given twice".into());
+                    }
+                    codec = Some(value)
+                }
+                _ => {}
+            }
+        }
+    }
+    let sync_bytes = cur
+        .take(16)
+        .map_err(|_| "header cut short before the sync marker".to_string())?;
+    let mut sync = [0u8; 16];
+    sync.copy_from_slice(sync_bytes);
+    let deflate = match codec.unwrap_or(b"null") {
+        b"null" => false,
+        b"deflate" => true,
+        other => return Err(format!("codec {}", String::from_utf8_lossy(other))),
+    };
+    let schema = schema.ok_or("no avro.schema in the header")?;
+    Ok(Header {
+        schema,
+        deflate,
+        sync,
+        body: cur.pos,
+    })
+}
+
+enum Outcome {
+    Columns(Vec<(String, Node)>, Vec<Col>, usize),
+    Unsupported(String),
+}
+
+fn decode(data: &[u8]) -> Res<Outcome> {
+    let h = header(data)?;
+    let json: Value =
+        serde_json::from_slice(h.schema).map_err(|e| format!("schema is not JSON: {e}"))?;
+    let mut parser = SchemaParser {
+        named: HashMap::new(),
+    };
+    let root = match parser.parse(&json, "") {
+        Ok(n) => n,
+        Err(SchemaErr::Unsupported(what)) => return Ok(Outcome::Unsupported(what)),
+        Err(SchemaErr::Invalid(what)) => return Err(format!("invalid schema: {what}")),
+    };
+    let (Ty::Record(fields), None) = (&root.ty, root.null_branch) else {
+        return Ok(Outcome::Unsupported(
+            "a top-level schema that is not a record".into(),
+        ));
+    };
+    let fields = fields.clone();
+    if root.min_size() == 0 {
+        return Ok(Outcome::Unsupported("records that take no bytes".into()));
+    }
+    let mut cols: Vec<Col> = fields.iter().map(|(_, f)| Col::new(f)).collect();
+    let min: u64 = fields.iter().map(|(_, f)| f.min_size()).sum();
+    let mut rows = 0usize;
+    let mut cur = Cur {
+        buf: data,
+        pos: h.body,
+    };
+    let mut inflated = Vec::new();
+    let mut state = Decompress::new(false);
+    let mut block_no = 0usize;
+    while cur.pos < data.len() {
+        let count = cur.long().map_err(|e| format!("block {block_no}: {e}"))?;
+        let size = cur.long().map_err(|e| format!("block {block_no}: {e}"))?;
+        if count < 0 || size < 0 {
+            return Err(format!("block {block_no}: negative count or size"));
+        }
+        let stored = cur
+            .take(size as usize)
+            .map_err(|_| format!("block {block_no}: cut short"))?;
+        let marker = cur
+            .take(16)
+            .map_err(|_| format!("block {block_no}: cut short before its sync marker"))?;
+        if marker != h.sync {
+            return Err(format!("block {block_no}: sync marker differs"));
+        }
+        let bytes: &[u8] = if h.deflate {
+            inflate(stored, &mut state, &mut inflated)
+                .map_err(|e| format!("block {block_no}: {e}"))?;
+            &inflated
+        } else {
+            stored
+        };
+        let count = count as u64;
+        if count > bytes.len() as u64 / min {
+            return Err(format!(
+                "block {block_no}: {count} records cannot fit in {} bytes",
+                bytes.len()
+            ));
+        }
+        let mut rc = Cur { buf: bytes, pos: 0 };
+        cols.iter_mut().for_each(|c| c.reserve(count as usize));
+        for _ in 0..count {
+            for ((_, f), c) in fields.iter().zip(cols.iter_mut()) {
+                read_value(f, c, &mut rc)
+                    .map_err(|e| format!("block {block_no}, record {rows}: {e}"))?;
+            }
+            rows += 1;
+        }
+        if rc.pos != bytes.len() {
+            return Err(format!(
+                "block {block_no}: {} bytes after its {count} records",
+                bytes.len() - rc.pos
+            ));
+        }
+        block_no += 1;
+    }
+    Ok(Outcome::Columns(fields, cols, rows))
+}
+
+// ---------------------------------------------------------------------------------------------
+// to Python
+
+fn raw<T: Copy>(v: &[T]) -> &[u8] {
+    // SAFETY: plain numbers (no padding, any bit pattern valid as bytes), little-endian target
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+}
+
+/// (tag, length, null count, validity or None, buffers, children as (name, column))
+fn to_py(py: Python<'_>, node: &Node, col: &Col) -> PyResult<PyObject> {
+    let validity: PyObject = if col.nulls() > 0 {
+        PyBytes::new(py, &col.validity.bits.bytes)
+            .into_any()
+            .unbind()
+    } else {
+        py.None()
+    };
+    let bytes = |b: &[u8]| PyBytes::new(py, b).into_any().unbind();
+    let mut children: Vec<PyObject> = Vec::new();
+    let buffers: Vec<PyObject> = match (&node.ty, &col.data) {
+        (_, Data::Bool(b)) => vec![bytes(&b.bytes)],
+        (_, Data::I32(v)) => vec![bytes(raw(v))],
+        (_, Data::I64(v)) => vec![bytes(raw(v))],
+        (_, Data::F32(v)) => vec![bytes(raw(v))],
+        (_, Data::F64(v)) => vec![bytes(raw(v))],
+        (_, Data::Dec(v)) => vec![bytes(raw(v))],
+        (_, Data::Bin { offsets, values }) => vec![bytes(raw(offsets)), bytes(values)],
+        (Ty::Array(item, _), Data::List { offsets, child }) => {
+            children.push(
+                PyTuple::new(py, [py.None(), to_py(py, item, child)?])?
+                    .into_any()
+                    .unbind(),
+            );
+            vec![bytes(raw(offsets))]
+        }
+        (Ty::Record(fields), Data::Struct(cols)) => {
+            for ((name, f), c) in fields.iter().zip(cols) {
+                let name = name.as_str().into_pyobject(py)?.into_any().unbind();
+                children.push(
+                    PyTuple::new(py, [name, to_py(py, f, c)?])?
+                        .into_any()
+                        .unbind(),
+                );
+            }
+            vec![]
+        }
+        _ => return Err(PyValueError::new_err("internal: column of another type")),
+    };
+    let out = (
+        node.tag(),
+        col.len(),
+        col.nulls(),
+        validity,
+        PyList::new(py, buffers)?,
+        PyList::new(py, children)?,
+    );
+    Ok(out.into_pyobject(py)?.into_any().unbind())
+}
+
+/// Decode an Avro container of manifest entries into column buffers.
+///
+/// Returns (rows, [(name, column)]), or a str naming the type that is not handled here;
+/// raises ValueError naming what is wrong with damaged bytes. The GIL is released while
+/// the bytes are parsed.
+#[pyfunction]
+fn decode_columns(py: Python<'_>, data: &[u8]) -> PyResult<PyObject> {
+    let outcome = py
+        .allow_threads(|| decode(data))
+        .map_err(PyValueError::new_err)?;
+    match outcome {
+        Outcome::Unsupported(what) => Ok(what.into_pyobject(py)?.into_any().unbind()),
+        Outcome::Columns(fields, cols, rows) => {
+            let mut out = Vec::with_capacity(cols.len());
+            for ((name, f), c) in fields.iter().zip(&cols) {
+                let name = name.as_str().into_pyobject(py)?.into_any().unbind();
+                out.push(PyTuple::new(py, [name, to_py(py, f, c)?])?);
+            }
+            Ok((rows, PyList::new(py, out)?)
+                .into_pyobject(py)?
+                .into_any()
+                .unbind())
+        }
+    }
+}
+
+#[pymodule]
+fn _manifest_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(decode_columns, m)?)?;
+    Ok(())
+}
