@@ -6,6 +6,9 @@ listing of the location through aioiceberg's store layer, in one process).
     python benchmarks/orphans.py --objects 200000
     python benchmarks/orphans.py --tiny             # smoke run (used by the tests): 300
                                                     # objects, two tasks a job, no warm-up
+    python benchmarks/orphans.py --one-process --objects 100000   # no Spark: the floor, the
+                                                    # orphan listing alone, one process (dry
+                                                    # run, deleting)
 
 The table (a few snapshots, a few dozen referenced files) lives in a temporary folder;
 the orphans are ``--objects`` small files in 1,000-object partition folders under its
@@ -37,6 +40,7 @@ import pyarrow as pa  # noqa: E402
 from aioiceberg import sync  # noqa: E402
 from aioiceberg._sync import default_loop  # noqa: E402
 from aioiceberg.io.resolve import resolve_io  # noqa: E402
+from aioiceberg.maintenance.orphans import list_candidates  # noqa: E402
 from aioiceberg.runtime import default_runtime  # noqa: E402
 
 PER_FOLDER = 1000
@@ -72,6 +76,21 @@ async def raw_listing(location: str) -> int:
     return count
 
 
+async def candidates_listing(location: str) -> int:
+    """The listing orphan removal makes (objects and temp files, before the comparison)."""
+    io = resolve_io(location, runtime=default_runtime())
+    count = 0
+    async for _ in list_candidates(io, location.rstrip("/") + "/", time.time() - 86400):
+        count += 1
+    return count
+
+
+def best_of(name: str, times: int, fn: Any) -> tuple[float, Any]:
+    """The fastest of ``times`` runs (a listing on a shared machine: the least disturbed)."""
+    runs = [timed(name, fn) for _ in range(times)]
+    return min(r[0] for r in runs), runs[0][1]
+
+
 def timed(name: str, fn: Any) -> tuple[float, Any]:
     start = time.perf_counter()
     result = fn()
@@ -84,8 +103,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--objects", type=int, default=1_000_000, help="orphan objects to create")
     parser.add_argument("--tiny", action="store_true", help="a smoke run (for the suite)")
+    parser.add_argument("--one-process", action="store_true", help="no Spark: floor and one process only")
     args = parser.parse_args()
     objects = 300 if args.tiny else args.objects
+    if args.one_process:
+        one_process(objects)
+        return
     # tiny: the run only has to go end to end, so Spark does the least it can (its start
     # dominates): two tasks a job, a JVM that compiles less, no warm-up job
     parallelism = 2 if args.tiny else None
@@ -157,6 +180,40 @@ def main() -> None:
             f"{spent * 1000 / max(objects, 1):.3f} ms per delete."
         )
     print(f"Load average at the end: {os.getloadavg()[0]:.1f}.")
+
+
+def one_process(objects: int) -> None:
+    """The floor and one process (dry run, then deleting the same orphans), without Spark."""
+    with tempfile.TemporaryDirectory(prefix="orphans-bench-") as tmp:
+        started = time.perf_counter()
+        table = make_table(Path(tmp) / "wh", objects)
+        print(f"{objects:,} orphan objects written in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        location = table.location
+        load = os.getloadavg()[0]
+        floor, listed = best_of("raw listing", 3, lambda: default_loop.run(raw_listing(location)))
+        candidates, _ = best_of("orphan listing", 3, lambda: default_loop.run(candidates_listing(location)))
+        age = dt.timedelta(days=3)
+        one, expected = timed(
+            "one process", lambda: sync.load_table(location).remove_orphan_files(age, dry_run=True)
+        )
+        one_real, removed = timed(
+            "one process deleting", lambda: sync.load_table(location).remove_orphan_files(age)
+        )
+        if len(expected) != objects or removed != expected:
+            raise SystemExit(
+                f"answers differ: dry run {len(expected)}, deleting {len(removed)}, made {objects}"
+            )
+    print(f"\nOrphan removal, {objects:,} orphans among {listed:,} objects, local disk, one process")
+    print("| run | seconds | objects/s |")
+    print("|---|---|---|")
+    for name, seconds in (
+        ("raw listing, one process (floor, best of 3)", floor),
+        ("orphan listing: objects and temp files (best of 3)", candidates),
+        ("remove_orphan_files, one process (dry run)", one),
+        ("remove_orphan_files, one process (deleting)", one_real),
+    ):
+        print(f"| {name} | {seconds:.2f} | {listed / seconds:,.0f} |")
+    print(f"Load average: {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end.")
 
 
 if __name__ == "__main__":

@@ -180,6 +180,15 @@ class FileIO(abc.ABC):
         for info in nothing:
             yield info
 
+    async def list_with_incomplete(self, prefix: str, *, page_size: int = 1000) -> AsyncIterator[ObjectInfo]:
+        """What ``list`` and ``list_incomplete`` yield for ``prefix``, each once, in no promised
+        order: for callers that want both (cleanup), from one listing where a store can (a
+        local disk walks its tree once)."""
+        async for info in self.list(prefix, page_size=page_size):
+            yield info
+        async for info in self.list_incomplete(prefix):
+            yield info
+
     # -- writes ------------------------------------------------------------
     @abc.abstractmethod
     async def write(self, location: str, data: bytes) -> ObjectInfo:

@@ -161,6 +161,31 @@ def _is_internal(name: str) -> bool:
     return name == LOCK_NAME or name.startswith(TMP_PREFIX)
 
 
+def _spelled(path: str, as_uri: bool) -> str:
+    """A listed file's location: a ``file:`` URI when the listing's prefix was one."""
+    return Path(path).as_uri() if as_uri else path
+
+
+def folder_entries(folder: str) -> list[str]:
+    """What lies right in ``folder`` (a location ending in ``/``), sorted: files (temp files
+    included, lock files not) and folders (ending in ``/``; a link to a folder is a file, as
+    listings never follow one), spelled as :meth:`LocalFileIO.list` spells locations, so
+    that a listing of an entry names its objects as a listing of ``folder`` would. Nothing
+    when the folder is gone. Blocking: for a worker thread."""
+    as_uri = folder.startswith("file:")
+    path = local_path(folder)
+    try:
+        with os.scandir(path) as found:
+            return sorted(
+                _spelled(os.path.join(path, e.name), as_uri)
+                + ("/" if e.is_dir(follow_symlinks=False) else "")
+                for e in found
+                if e.name != LOCK_NAME
+            )
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
 class LocalFileIO(FileIO):
     """Objects are files; ``file:///abs/path`` and plain paths both work."""
 
@@ -210,23 +235,27 @@ class LocalFileIO(FileIO):
 
     async def list(self, prefix: str, *, page_size: int = 1000) -> AsyncIterator[ObjectInfo]:
         """String-prefix semantics like S3: ``dir/ab`` matches ``dir/abc`` and ``dir/ab/x``."""
-        async for info in self._walk(prefix, page_size, temp=False):
+        async for info in self._walk(prefix, page_size, lambda name: not _is_internal(name)):
             yield info
 
     async def list_incomplete(self, prefix: str) -> AsyncIterator[ObjectInfo]:
         """Temp files of writes that never finished (the writer was killed before its rename)."""
-        async for info in self._walk(prefix, 1000, temp=True):
+        async for info in self._walk(prefix, 1000, lambda name: name.startswith(TMP_PREFIX)):
             yield info
 
-    async def _walk(self, prefix: str, page_size: int, *, temp: bool) -> AsyncIterator[ObjectInfo]:
+    async def list_with_incomplete(self, prefix: str, *, page_size: int = 1000) -> AsyncIterator[ObjectInfo]:
+        """Objects and temp files from one walk of the tree (two listings walk it twice)."""
+        async for info in self._walk(prefix, page_size, lambda name: name != LOCK_NAME):
+            yield info
+
+    async def _walk(
+        self, prefix: str, page_size: int, wanted: Callable[[str], bool]
+    ) -> AsyncIterator[ObjectInfo]:
         as_uri = prefix.startswith("file:")
         path_prefix = local_path(prefix)
         if prefix.endswith("/") and not path_prefix.endswith("/"):
             path_prefix += "/"
         root = path_prefix if path_prefix.endswith("/") else os.path.dirname(path_prefix)
-
-        def wanted(name: str) -> bool:
-            return name.startswith(TMP_PREFIX) if temp else not _is_internal(name)
 
         def scan() -> list[tuple[str, os.stat_result]]:
             found: list[tuple[str, os.stat_result]] = []
@@ -249,7 +278,7 @@ class LocalFileIO(FileIO):
         entries = await self._run(prefix, scan)
         for i in range(0, len(entries), page_size):
             for full, st in entries[i : i + page_size]:
-                yield _info(Path(full).as_uri() if as_uri else full, st)
+                yield _info(_spelled(full, as_uri), st)
             await anyio.sleep(0)
 
     # -- writes ------------------------------------------------------------

@@ -10,7 +10,6 @@ days) are deleted, so files of commits still in flight are left alone.
 from __future__ import annotations
 
 import datetime as dt
-import os
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ import anyio.to_thread
 from aioiceberg.commit.protocols.base import version_hint_path
 from aioiceberg.errors import LocationNotAllowedError, ObjectNotFoundError, StoreError, ValidationError
 from aioiceberg.io.base import FileIO, ObjectInfo
-from aioiceberg.io.local import LocalFileIO, local_path
+from aioiceberg.io.local import LocalFileIO, folder_entries
 from aioiceberg.io.locations import is_within, normalized_location
 from aioiceberg.maintenance.reachable import (
     MaintainedTable,
@@ -86,9 +85,11 @@ async def reference_roots(table: MaintainedTable, kept: Iterable[str] = ()) -> R
         if md is not None:
             continue
         try:
-            versions.append(parse_table_metadata(await table.io.read(path), path))
+            data = await table.io.read(path)
         except ObjectNotFoundError:
             continue  # already cleaned up: it references nothing now
+        # a metadata file of a long history runs to megabytes: parsed off the event loop
+        versions.append(await anyio.to_thread.run_sync(parse_table_metadata, data, path))
     fixed = {normalize(p) for p in metadata_files}
     fixed.add(normalize(version_hint_path(table.location)))
     fixed |= {normalize(p) for p in kept}
@@ -160,7 +161,7 @@ def owned(entry: str, location: str) -> bool:
 
 
 # a folder with more objects right in it than this is listed whole, not split further: each
-# object entry costs a listing of its folder
+# object entry is one more entry to hand out (and one stat to list it)
 SPLIT_MAX_OBJECTS = 16
 SPLIT_MAX_DEPTH = 4
 
@@ -173,25 +174,17 @@ async def split_entries(io: FileIO, prefix: str, want: int) -> list[str] | None:
     if not isinstance(io, LocalFileIO):
         return None
 
-    def children(folder: str) -> list[str]:
-        try:
-            with os.scandir(local_path(folder)) as found:
-                # a link to a folder is an object entry: listings never follow it
-                return sorted(
-                    folder + e.name + ("/" if e.is_dir(follow_symlinks=False) else "") for e in found
-                )
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-
+    # entries are spelled as the store's listing spells locations: a listing of a folder
+    # entry then names its objects as the listing of ``prefix`` does (``owned`` compares)
     def split() -> list[str]:
-        entries = children(prefix)
+        entries = folder_entries(prefix)
         for _ in range(SPLIT_MAX_DEPTH):
             if len(entries) >= want:
                 break
             expanded: list[str] = []
             grew = False
             for entry in entries:
-                inner = children(entry) if entry.endswith("/") else []
+                inner = folder_entries(entry) if entry.endswith("/") else []
                 if inner and sum(not e.endswith("/") for e in inner) <= SPLIT_MAX_OBJECTS:
                     expanded += inner
                     grew = True
@@ -210,18 +203,32 @@ async def list_candidates(
 ) -> AsyncIterator[ObjectInfo]:
     """Objects under ``prefix`` old enough to be orphans (temp files of dead writers
     included), before the referenced ones are taken out; of only ``entries`` of a split
-    when given (:func:`split_entries`), so several listers share one location without overlap."""
+    when given (:func:`split_entries`), so several listers share one location without overlap.
+
+    Objects and temp files come from one listing (``list_with_incomplete``: one walk of a
+    local tree); an object entry of a split is one ``head``, not a listing of its folder."""
     try:
         normal_prefix: str | None = normalized_location(prefix, "orphan scan location")
     except LocationNotAllowedError:
         normal_prefix = None
     for listed in [prefix] if entries is None else entries:
-        for source in (io.list(listed), io.list_incomplete(listed)):
-            async for info in source:
-                if entries is not None and not owned(listed, info.location):
-                    continue  # a sibling's object that shares the listed name as a prefix
-                if old_enough(info, cutoff) and deletable(info.location, prefix, normal_prefix):
-                    yield info
+        found = (
+            io.list_with_incomplete(listed) if entries is None or listed.endswith("/") else _one(io, listed)
+        )
+        async for info in found:
+            if entries is not None and not owned(listed, info.location):
+                continue  # a sibling's object that shares the listed name as a prefix
+            if old_enough(info, cutoff) and deletable(info.location, prefix, normal_prefix):
+                yield info
+
+
+async def _one(io: FileIO, location: str) -> AsyncIterator[ObjectInfo]:
+    """The object an entry of a split names, if it is still there (a split names objects
+    as listings name them: see :func:`split_entries`)."""
+    try:
+        yield await io.head(location)
+    except ObjectNotFoundError:
+        return
 
 
 async def remove_orphan_files(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import anyio
 
@@ -39,10 +39,12 @@ class MaintainedTable(Protocol):
 
 
 def normalize(location: str) -> str:
-    """One spelling per object: ``file:/x``, ``file:///x`` and ``/x`` match, as do s3a/s3n and s3."""
+    """One spelling per object: ``file:/x``, ``file:///x`` and ``/x`` match, as do s3a/s3n and s3.
+    A ``file:`` URI names the path it decodes to (as the local store reads it): a listing
+    spells ``p=1/`` as ``p%3D1/``, a manifest as written."""
     if location.startswith("file:"):
         parts = urlsplit(location)
-        return parts.path
+        return unquote(parts.path)
     for alias in ("s3a://", "s3n://"):
         if location.startswith(alias):
             return "s3://" + location[len(alias) :]

@@ -16,3 +16,13 @@ def test_orphans_benchmark_runs_in_tiny_mode() -> None:
     assert "raw listing, one process (floor)" in runs
     assert "delete_orphan_files, Spark local[2] (deleting)" in runs
     assert "300 orphans" in out
+
+
+@pytest.mark.timeout(180)
+def test_orphans_benchmark_runs_in_one_process_without_spark() -> None:
+    out = run_tiny("orphans.py", "--one-process", timeout=150)
+    runs = {line.split(" | ")[0].removeprefix("| ") for line in table_lines(out)}
+    assert "orphan listing: objects and temp files (best of 3)" in runs
+    assert "remove_orphan_files, one process (deleting)" in runs
+    assert not any("Spark" in run for run in runs)
+    assert "300 orphans" in out

@@ -13,7 +13,7 @@ from loop_helpers import loop_ticks
 
 from aioiceberg.errors import PreconditionFailedError
 from aioiceberg.io import LocalFileIO, resolve_io
-from aioiceberg.io.local import LOCK_NAME
+from aioiceberg.io.local import LOCK_NAME, TMP_PREFIX, folder_entries
 from aioiceberg.runtime import default_runtime
 
 pytestmark = pytest.mark.anyio
@@ -97,6 +97,38 @@ async def test_listing_hides_lock_and_temp_files(tmp_path: Path) -> None:
     await io.write_if_match(str(tmp_path / "p"), b"2", v1.etag)
     assert (tmp_path / LOCK_NAME).exists()
     assert [o.location async for o in io.list(str(tmp_path) + "/")] == [str(tmp_path / "p")]
+
+
+async def test_one_walk_lists_objects_and_a_dead_writers_temp_files_never_the_lock(tmp_path: Path) -> None:
+    io = LocalFileIO().bind_runtime(default_runtime())
+    v1 = await io.write(str(tmp_path / "d" / "p"), b"1")
+    await io.write_if_match(str(tmp_path / "d" / "p"), b"2", v1.etag)
+    await io.write(str(tmp_path / "d" / "q" / "r"), b"3")
+    (tmp_path / "d" / "q" / f"{TMP_PREFIX}dead").write_bytes(b"half")  # its writer was killed
+    assert (tmp_path / "d" / LOCK_NAME).exists()
+    listed = [o.location async for o in io.list_with_incomplete((tmp_path / "d").as_uri() + "/")]
+    assert listed == [
+        (tmp_path / "d" / "p").as_uri(),
+        (tmp_path / "d" / "q" / f"{TMP_PREFIX}dead").as_uri(),
+        (tmp_path / "d" / "q" / "r").as_uri(),
+    ]
+
+
+async def test_folder_entries_are_spelled_as_listings_spell_locations(tmp_path: Path) -> None:
+    io = LocalFileIO().bind_runtime(default_runtime())
+    await io.write(str(tmp_path / "s=a b" / "f 1"), b"1")
+    await io.write(str(tmp_path / "s=a b" / "x%41"), b"2")
+    v1 = await io.write(str(tmp_path / "top"), b"3")
+    await io.write_if_match(str(tmp_path / "top"), b"4", v1.etag)  # leaves a lock file
+    (tmp_path / "link").symlink_to(tmp_path / "s=a b")  # an object entry: listings never follow it
+    for spell in (lambda p: p.as_uri(), str):
+        folder = spell(tmp_path) + "/"
+        inner = spell(tmp_path / "s=a b") + "/"
+        assert folder_entries(folder) == sorted([inner, spell(tmp_path / "link"), spell(tmp_path / "top")])
+        listed = [o.location async for o in io.list(folder)]
+        assert sorted(folder_entries(inner)) == [loc for loc in listed if loc.startswith(inner)]
+        assert len(listed) == 3
+    assert folder_entries(tmp_path.as_uri() + "/gone/") == []
 
 
 async def test_replacements_never_repeat_a_version_token(tmp_path: Path) -> None:
