@@ -26,6 +26,7 @@ from aioiceberg.maintenance.reachable import (
     ManifestWalker,
     delete_files,
     normalize,
+    spellings,
     statistics_paths,
 )
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
@@ -90,11 +91,11 @@ async def reference_roots(table: MaintainedTable, kept: Iterable[str] = ()) -> R
             continue  # already cleaned up: it references nothing now
         # a metadata file of a long history runs to megabytes: parsed off the event loop
         versions.append(await anyio.to_thread.run_sync(parse_table_metadata, data, path))
-    fixed = {normalize(p) for p in metadata_files}
-    fixed.add(normalize(version_hint_path(table.location)))
-    fixed |= {normalize(p) for p in kept}
+    fixed = {s for p in metadata_files for s in spellings(p)}
+    fixed |= spellings(version_hint_path(table.location))
+    fixed |= {s for p in kept for s in spellings(p)}
     for md in versions:
-        fixed |= set(statistics_paths(md))
+        fixed |= {s for p in statistics_paths(md).values() for s in spellings(p)}
     current_ids = {s.snapshot_id for s in current.snapshots}
     older = {
         s.snapshot_id: s for md in versions[1:] for s in md.snapshots if s.snapshot_id not in current_ids
@@ -111,8 +112,8 @@ async def referenced_files(table: MaintainedTable, kept: Iterable[str] = ()) -> 
     # The current snapshots' files must all be readable: skipping one that is missing would
     # take the files only it references for orphans. Older versions' snapshots may have been
     # expired since, their files deleted.
-    refs |= set((await walker.reach(roots.current)).all())
-    refs |= set((await walker.reach(roots.older, missing_ok=True)).all())
+    for reached in (await walker.reach(roots.current), await walker.reach(roots.older, missing_ok=True)):
+        refs |= {s for stored in reached.all().values() for s in spellings(stored)}
     return refs
 
 

@@ -19,7 +19,15 @@ from aioiceberg.io.base import FileIO
 from aioiceberg.spec.manifest import ManifestEntry, ManifestFile, read_manifest, snapshot_manifests
 from aioiceberg.spec.metadata import Snapshot, TableMetadata
 
-__all__ = ["MaintainedTable", "ManifestWalker", "Reachable", "delete_files", "normalize", "statistics_paths"]
+__all__ = [
+    "MaintainedTable",
+    "ManifestWalker",
+    "Reachable",
+    "delete_files",
+    "normalize",
+    "spellings",
+    "statistics_paths",
+]
 
 
 class MaintainedTable(Protocol):
@@ -49,6 +57,17 @@ def normalize(location: str) -> str:
         if location.startswith(alias):
             return "s3://" + location[len(alias) :]
     return location
+
+
+def spellings(location: str) -> set[str]:
+    """Every on-disk path a stored ``location`` may name: :func:`normalize`'s and, for a
+    ``file:`` URI holding ``%``, its path as written. Java's Hadoop file system does not decode
+    escapes (a partition value ``a/b`` is the folder ``p=a%2Fb``) where our local store does,
+    so orphan removal keeps a listed object reached by either reading."""
+    out = {normalize(location)}
+    if location.startswith("file:") and "%" in location:
+        out.add(urlsplit(location).path)
+    return out
 
 
 @dataclass

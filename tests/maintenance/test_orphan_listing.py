@@ -4,6 +4,7 @@ the objects and the temp files of writers that died, and the listing split into 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 import time
@@ -128,3 +129,26 @@ async def test_a_table_at_a_file_uri_keeps_its_files_in_folders_whose_names_a_ur
     removed = await table.remove_orphan_files(older_than=later)
     assert [normalize(p) for p in removed] == [normalize(stray)]
     assert ids(await table.scan().to_arrow()) == list(range(6))
+
+
+async def test_a_file_named_as_javas_file_system_names_it_is_not_an_orphan(tmp_path: Path) -> None:
+    # Java's Hadoop file system does not decode escapes: a partition value ``a/b`` is the
+    # folder ``region=a%2Fb`` on disk and in the manifest; our store decodes, so the listed
+    # object decodes to that name while the manifest's location decodes to ``region=a/b``
+    table = await aioiceberg.connect((tmp_path / "wh").as_uri()).create_table(
+        "db.t", schema=SCHEMA, partition_by=["region"]
+    )
+    await table.append(rows(0, 6))
+    [task, *_] = [t async for t in table.scan().plan_files()]
+    java_dir = Path(normalize(table.location)) / "data" / "region=a%2Fb"
+    java_dir.mkdir(parents=True)
+    on_disk = java_dir / "java.parquet"
+    on_disk.write_bytes(Path(normalize(task.file.file_path)).read_bytes())
+    as_java_writes = f"{table.location}/data/region=a%2Fb/java.parquet"
+    await table.append_data_files([dataclasses.replace(task.file, file_path=as_java_writes)])
+    stray = java_dir / "stray.parquet"
+    stray.write_bytes(b"x")
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+    removed = await table.remove_orphan_files(older_than=later)
+    assert [normalize(p) for p in removed] == [str(stray)]
+    assert on_disk.exists()

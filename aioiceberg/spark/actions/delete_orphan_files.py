@@ -38,7 +38,7 @@ from aioiceberg.maintenance.orphans import (
     scan_prefix,
     split_entries,
 )
-from aioiceberg.maintenance.reachable import normalize
+from aioiceberg.maintenance.reachable import normalize, spellings
 from aioiceberg.spark.actions.reach import (
     TableStore,
     delete_on_executors,
@@ -102,10 +102,16 @@ def delete_orphan_files(
     roots = default_loop.run(reference_roots(table, kept))
     snapshots = [(s, REQUIRED) for s in roots.current] + [(s, OLDER) for s in roots.older]
     reached = reach_manifests(spark, store, snapshots, REQUIRED, parallelism)
-    fixed = set(roots.fixed) | set(reached.manifest_lists)
+    fixed = set(roots.fixed) | {s for stored, _ in reached.manifest_lists.values() for s in spellings(stored)}
     entries = manifest_entries(spark, store, reached.manifests.values(), REQUIRED, parallelism)
-    referenced = entries.select("path").union(
-        spark.createDataFrame([(p,) for p in fixed] or [], "path string")
+    # a file: location holding "%" may name its path as written too (spellings): those few
+    # rows go through Python, the rest stay in Spark
+    escaped = entries.where(F.col("location").startswith("file:") & F.col("location").contains("%"))
+    as_written = escaped.select("location").rdd.flatMap(lambda row: [(s,) for s in spellings(row[0])])
+    referenced = (
+        entries.select("path")
+        .union(spark.createDataFrame(as_written, "path string"))
+        .union(spark.createDataFrame([(p,) for p in fixed] or [], "path string"))
     )
 
     want = partitions_for(spark, 1 << 30, parallelism)
