@@ -9,8 +9,10 @@ The planner's tests and ``benchmarks/plan.py`` build their tables here.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from aioiceberg.io import FileIO
@@ -20,6 +22,7 @@ from aioiceberg.spec.manifest import (
     FileFormat,
     ManifestEntry,
     ManifestEntryStatus,
+    ManifestFile,
     write_manifest,
     write_manifest_list,
 )
@@ -144,8 +147,16 @@ def snapshot_metadata(location: str, list_path: str) -> tuple[str, bytes]:
     return f"{location}/metadata/00001-{uuid.uuid4().hex}.metadata.json", serialize_table_metadata(md)
 
 
-async def build_table(io: FileIO, location: str, manifests: int, entries: int) -> str:
-    """Write the synthetic table under ``location``; returns its metadata file location."""
+async def build_table(
+    io: FileIO,
+    location: str,
+    manifests: int,
+    entries: int,
+    relayout: Callable[[bytes, ManifestFile], bytes] | None = None,
+) -> str:
+    """Write the synthetic table under ``location``; returns its metadata file location.
+    ``relayout`` re-writes each manifest's bytes (the same entries as another writer lays them
+    out); the manifest list then gives the new lengths."""
     md = empty_metadata(location)
     schema = md.schema()
     sem = asyncio.Semaphore(16)
@@ -160,6 +171,9 @@ async def build_table(io: FileIO, location: str, manifests: int, entries: int) -
         ]
         path = f"{location}/metadata/m{m:05d}-{uuid.uuid4().hex[:8]}.avro"
         data, mf = write_manifest(entries_m, md.spec(), schema, 2, SNAPSHOT_ID, manifest_path=path)
+        if relayout is not None:
+            data = relayout(data, mf)
+            mf = dataclasses.replace(mf, manifest_length=len(data))
         async with sem:
             await io.write(path, data)
         written.append((m, mf))

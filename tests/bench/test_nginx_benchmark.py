@@ -153,15 +153,20 @@ def _rows(lines: list[str]) -> list[str]:
 
 @needs_nginx
 def test_plan_benchmark_tiny_run_on_nginx() -> None:
-    """Table built on disk with s3:// paths, planned by both engines through nginx."""
-    rows = _rows(_run("plan.py", "--stores", "nginx", "--delay-ms", "5", "--filters", "day_1pct"))
-    plans = [r for r in rows if r.startswith("| nginx+5ms | 4x20 |")]
-    assert len(plans) == 1 and plans[0].split("|")[4].strip() == "20"  # one day of 4 x 20 files
-    service = [r for r in rows if r.startswith("| 4x20 | nginx+5ms |")]
-    assert len(service) == 1 and service[0].split("|")[3].strip() == "20"
-    cells = [c.strip() for c in service[0].split("|")]
-    # two later queries fit in 4 days: each timed, each held to its own floor
-    assert cells[4] == "2" and cells[9].endswith("x") and cells[10].count("-") == 1
+    """Tables built on disk with s3:// paths (ours, and PyIceberg's manifest writer's), planned
+    by both engines through nginx."""
+    args = ("--stores", "nginx", "--delay-ms", "5", "--filters", "day_1pct", "--writer", "ours,pyiceberg")
+    rows = _rows(_run("plan.py", *args))
+    plans = [r.split("|") for r in rows if r.startswith("| nginx+5ms | 4x20 |") and r.count("|") > 10]
+    # one day of 4 x 20 files, whoever wrote the manifests
+    assert [(p[3].strip(), p[5].strip()) for p in plans] == [("ours", "20"), ("pyiceberg", "20")]
+    tables = [r.split("|") for r in rows if r.startswith("| nginx+5ms | 4x20 | pyiceberg | 4 |")]
+    assert len(tables) == 1 and tables[0][6].strip() == "1.0"  # PyIceberg: one entry a block
+    service = [[c.strip() for c in r.split("|")] for r in rows if r.startswith("| 4x20 | nginx+5ms |")]
+    assert [(c[3], c[4]) for c in service] == [("ours", "20"), ("pyiceberg", "20")]
+    for cells in service:
+        # two later queries fit in 4 days: each timed, each held to its own floor
+        assert cells[5] == "2" and cells[10].endswith("x") and cells[11].count("-") == 1
 
 
 @needs_nginx
@@ -180,9 +185,9 @@ def test_store_get_benchmark_tiny_run_on_nginx() -> None:
 def test_plan_benchmark_skips_the_store_without_nginx() -> None:
     """No nginx (here: ``NGINX`` names no binary): one line naming the install, other stores run."""
     env = {**os.environ, "NGINX": "/nonexistent/nginx"}
-    lines = _run("plan.py", "--stores", "local,nginx", "--filters", "day_1pct", env=env)
+    lines = _run("plan.py", "--stores", "local,nginx", "--filters", "day_1pct", "--writer", "ours", env=env)
     assert "nginx store skipped: nginx not found (install: apt-get install -y nginx-light" in lines[0]
     rows = _rows(lines)
-    assert len([r for r in rows if r.startswith("| local | 4x20 | day_1pct |")]) == 1
-    assert len([r for r in rows if r.startswith("| 4x20 | local |")]) == 1  # the service case
+    assert len([r for r in rows if r.startswith("| local | 4x20 | ours | day_1pct |")]) == 1
+    assert len([r for r in rows if r.startswith("| 4x20 | local | ours |")]) == 1  # the service case
     assert not any("nginx" in r for r in rows)
