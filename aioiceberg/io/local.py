@@ -50,6 +50,18 @@ def local_path(location: str) -> str:
     return os.path.abspath(location)
 
 
+def existing_path(location: str) -> str:
+    """The path of a file to read or delete: :func:`local_path`, or the path as written when
+    that does not exist and the ``file:`` URI holds escapes. Java's Hadoop file system writes
+    URIs without decoding them (``file:/t/p=a%2Fb/f`` is the folder ``p=a%2Fb``); our writes
+    always go to the decoded path, which wins when both exist. Blocking: for a worker thread."""
+    path = local_path(location)
+    if "%" not in location or not location.startswith("file:") or os.path.lexists(path):
+        return path
+    written = urlsplit(location).path
+    return written if os.path.lexists(written) else path
+
+
 def _token(st: os.stat_result) -> str:
     return f"{st.st_ino:x}-{st.st_mtime_ns:x}-{st.st_size:x}"
 
@@ -207,9 +219,8 @@ class LocalFileIO(FileIO):
 
     # -- reads -------------------------------------------------------------
     async def read(self, location: str) -> bytes:
-        path = local_path(location)
-
         def run() -> bytes:
+            path = existing_path(location)
             _stat(path, location)
             with open(path, "rb") as f:
                 return f.read()
@@ -217,9 +228,8 @@ class LocalFileIO(FileIO):
         return await self._run(location, run)
 
     async def read_block(self, location: str, start: int, length: int) -> RangeResult:
-        path = local_path(location)
-
         def run() -> RangeResult:
+            path = existing_path(location)
             _stat(path, location)
             with open(path, "rb") as f:
                 st = os.fstat(f.fileno())
@@ -230,8 +240,7 @@ class LocalFileIO(FileIO):
         return await self._run(location, run)
 
     async def head(self, location: str) -> ObjectInfo:
-        path = local_path(location)
-        return await self._run(location, lambda: _info(location, _stat(path, location)))
+        return await self._run(location, lambda: _info(location, _stat(existing_path(location), location)))
 
     async def list(self, prefix: str, *, page_size: int = 1000) -> AsyncIterator[ObjectInfo]:
         """String-prefix semantics like S3: ``dir/ab`` matches ``dir/abc`` and ``dir/ab/x``."""
@@ -352,10 +361,7 @@ class LocalFileIO(FileIO):
         return await self._run(location, run)
 
     async def delete(self, location: str, *, if_match: str | None = None) -> None:
-        path = local_path(location)
-        directory = os.path.dirname(path)
-
-        def unlink() -> None:
+        def unlink(path: str) -> None:
             if if_match is not None and _token(_stat(path, location)) != if_match:
                 raise PreconditionFailedError(location=location)
             try:
@@ -364,13 +370,15 @@ class LocalFileIO(FileIO):
                 if if_match is not None:
                     raise ObjectNotFoundError(location=location) from None
                 return
-            self._sync_dir(directory)
+            self._sync_dir(os.path.dirname(path))
 
         def run() -> None:
+            path = existing_path(location)
+            directory = os.path.dirname(path)
             try:
                 with _dir_lock(directory, create=False):
                     try:
-                        unlink()
+                        unlink(path)
                     finally:
                         _remove_if_empty(directory)
             except FileNotFoundError:  # no folder: no file
@@ -382,9 +390,10 @@ class LocalFileIO(FileIO):
     async def delete_many(self, locations: Iterable[str], *, concurrency: int = 16) -> None:
         """Deletes grouped by folder: one lock, one folder fsync and one emptiness check per
         folder rather than per file (what made bulk deletes slow); folders in parallel."""
+        wanted = list(locations)
+        paths = await anyio.to_thread.run_sync(lambda: [existing_path(location) for location in wanted])
         by_folder: dict[str, list[tuple[str, str]]] = {}
-        for location in locations:
-            path = local_path(location)
+        for location, path in zip(wanted, paths, strict=True):
             by_folder.setdefault(os.path.dirname(path), []).append((location, path))
         failures: list[str] = []
         limiter = anyio.Semaphore(concurrency)

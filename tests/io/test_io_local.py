@@ -11,7 +11,7 @@ import anyio
 import pytest
 from loop_helpers import loop_ticks
 
-from aioiceberg.errors import PreconditionFailedError
+from aioiceberg.errors import ObjectNotFoundError, PreconditionFailedError
 from aioiceberg.io import LocalFileIO, resolve_io
 from aioiceberg.io.local import LOCK_NAME, TMP_PREFIX, folder_entries
 from aioiceberg.runtime import default_runtime
@@ -89,6 +89,43 @@ async def test_plain_paths_and_file_uris_name_the_same_file(tmp_path: Path) -> N
     assert await io.read((tmp_path / "a" / "b.txt").as_uri()) == b"hello"
     listed = [o.location async for o in io.list(str(tmp_path) + "/")]
     assert listed == [str(tmp_path / "a" / "b.txt")]
+
+
+async def test_escaped_file_uris_find_files_at_the_path_as_written(tmp_path: Path) -> None:
+    """Java's Hadoop file system keeps ``file:/t/p=a%2Fb/f`` at the folder ``p=a%2Fb``: reads,
+    heads and deletes find it there; our writes go to the decoded path, which wins."""
+    io = LocalFileIO().bind_runtime(default_runtime())
+    java = tmp_path / "t" / "p=a%2Fb"
+    java.mkdir(parents=True)
+    for name in ("f", "g", "h"):
+        (java / name).write_bytes(b"java")
+    location = f"file:{java}/f"
+    assert await io.read(location) == b"java"
+    assert (await io.head(location)).size == 4
+    assert (await io.read_block(location, 1, 2)).data == b"av"
+    await io.delete(location)
+    await io.delete_many([f"file:{java}/g", f"file://{java}/h"])
+    assert not java.exists()  # its last file gone, the folder went too
+
+    both = tmp_path / "u" / "p=a%2Fb"
+    both.mkdir(parents=True)
+    (both / "f").write_bytes(b"java")
+    location = f"file:{both}/f"
+    await io.write(location, b"ours")
+    assert (tmp_path / "u" / "p=a" / "b" / "f").read_bytes() == b"ours"
+    assert await io.read(location) == b"ours"
+    await io.delete(location)
+    assert not (tmp_path / "u" / "p=a" / "b" / "f").exists() and (both / "f").read_bytes() == b"java"
+
+    spaced = (tmp_path / "My Data" / "x").as_uri()  # a warehouse of ours: written decoded
+    await io.write(spaced, b"x")
+    assert await io.read(spaced) == b"x" and not (tmp_path / "My%20Data").exists()
+    await io.delete_many([spaced])
+    assert not (tmp_path / "My Data").exists()
+    missing = f"file:{tmp_path}/v/p=a%2Fb/f"
+    with pytest.raises(ObjectNotFoundError):
+        await io.read(missing)
+    await io.delete(missing)  # nothing there: nothing to do
 
 
 async def test_listing_hides_lock_and_temp_files(tmp_path: Path) -> None:
