@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from aioiceberg.io.base import FileIO
-from aioiceberg.io.local import local_path
+from aioiceberg.io.local import existing_path
 from aioiceberg.io.resolve import scheme_of
 from aioiceberg.spark.columns import spark_type_name
 from aioiceberg.spark.s3a import s3a_location
@@ -78,7 +78,7 @@ def spark_local_path(file_path: str) -> str | None:
     if scheme_of(file_path) != "file":
         return None
     try:
-        path = local_path(file_path)
+        path = existing_path(file_path)  # Java's escaped folders (p=a%2Fb) as written
     except ValueError:
         return None
     return None if _AWKWARD_CHARS.intersection(path) else path

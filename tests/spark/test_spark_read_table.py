@@ -8,12 +8,14 @@ which files Spark read itself is checked through ``DataFrame.inputFiles()``.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -96,6 +98,27 @@ def test_a_plain_table_is_read_by_spark_itself_and_prunes_columns(spark: Any, tm
     pruned = aioiceberg.spark.read_table(spark, table.location, {"filter": "region = 'eu' AND id < 40"})
     assert len(native_paths(pruned)) == 2  # eu files of the first two appends (ids 0-59)
     assert sorted(r["id"] for r in pruned.collect()) == [i for i in range(40) if i % 3 == 0]
+
+
+def test_a_file_in_a_folder_java_escapes_is_read_by_spark_at_its_path(spark: Any, tmp_path: Path) -> None:
+    # Java's Hadoop file system writes a partition value a/b as the folder region=a%2Fb, on
+    # disk and in the manifest (file:// warehouses): Spark must be handed that folder, not
+    # the path the location decodes to
+    schema = pa.schema([("id", pa.int64()), ("region", pa.string())])
+    table = sync.connect(tmp_path.as_uri()).create_table("db.t", schema=schema, partition_by=["region"])
+    table.append(pa.table({"id": [1, 2, 3], "region": ["eu"] * 3}, schema=schema))
+    [task] = list(table.scan().plan_files())
+    folder = Path(task.file.file_path.removeprefix("file://")).parent.parent / "region=a%2Fb"
+    folder.mkdir()
+    (folder / "java.parquet").write_bytes(Path(task.file.file_path.removeprefix("file://")).read_bytes())
+    table.delete("id > 0")
+    as_java_writes = f"{table.location}/data/region=a%2Fb/java.parquet"
+    table.append_data_files([dataclasses.replace(task.file, file_path=as_java_writes)])
+    rows = assert_reads_alike(spark, table)
+    assert [r[0] for r in rows] == [1, 2, 3]
+    df = aioiceberg.spark.read_table(spark, table.location)
+    # Spark read it itself, from the folder as named (its URI escapes the %)
+    assert {unquote(p) for p in native_paths(df)} == {str(folder / "java.parquet")}
 
 
 def test_an_evolved_schema_reads_the_same_by_field_id(spark: Any, tmp_path: Path) -> None:
