@@ -5,13 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from servers.jvm import QUICK_JVM
 from servers.spark_cluster import session_builder
 
 import aioiceberg.spark
-
-# a short-lived JVM running small jobs: the C1 compiler alone and the serial collector do the
-# same work on less CPU time than C2 and G1
-QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def local_session(app: str, cores: int = 2) -> Iterator[Any]:

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from .java_spark import JavaSpark
+from .jvm import QUICK_JVM
 from .localstack import LocalStackServer, localstack_python
 from .moto import FAKE_CREDENTIALS, MotoServer
 from .postgres import PostgresServer
@@ -38,8 +39,9 @@ def java_spark() -> Iterator[JavaSpark]:
     """Apache Iceberg's Java implementation in a Spark session of its own (one JVM per test process).
 
     Modules that use it mark themselves ``pytest.mark.xdist_group("java")`` so one worker holds it.
+    The JVM runs C1 only (``QUICK_JVM``); the benchmarks start theirs with Java's defaults.
     """
-    with JavaSpark() as peer:
+    with JavaSpark({"spark.driver.extraJavaOptions": QUICK_JVM}) as peer:
         yield peer
 
 

@@ -15,6 +15,7 @@ pytest.importorskip("pyspark")
 
 from maint_helpers import duckdb_ids
 from servers.backends import create_bucket
+from servers.jvm import QUICK_JVM
 from servers.plugin import s3_storage_options
 from servers.spark_cluster import session_builder
 
@@ -34,8 +35,11 @@ def rows(start: int, count: int) -> pa.Table:
 
 
 def local_session(app: str, **conf: str) -> Any:
-    """A local[2] SparkSession on 127.0.0.1 with the aioiceberg source registered."""
-    session = session_builder("local[2]", app, conf).getOrCreate()
+    """A local[2] SparkSession on 127.0.0.1 with the aioiceberg source registered (the JVM,
+    if this session starts it, runs C1 only: ``QUICK_JVM``)."""
+    session = session_builder(
+        "local[2]", app, {"spark.driver.extraJavaOptions": QUICK_JVM, **conf}
+    ).getOrCreate()
     aioiceberg.spark.register(session)
     return session
 

@@ -19,6 +19,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+from servers.jvm import QUICK_JVM
 from servers.spark_cluster import session_builder
 
 import aioiceberg.spark
@@ -56,7 +57,9 @@ def batch(k: int) -> pa.Table:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    session = session_builder("local[2]", "aioiceberg-pushdown", {}).getOrCreate()
+    session = session_builder(
+        "local[2]", "aioiceberg-pushdown", {"spark.driver.extraJavaOptions": QUICK_JVM}
+    ).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     aioiceberg.spark.register(session, filter_pushdown=True)
     yield session

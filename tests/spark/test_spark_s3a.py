@@ -26,6 +26,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from servers.backends import create_bucket
+from servers.jvm import QUICK_JVM
 from servers.moto import MotoServer
 from servers.plugin import s3_storage_options
 from servers.spark_cluster import S3A_JARS, session_builder
@@ -41,7 +42,9 @@ SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("region", pa.string()),
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
     subprocess.run(["bash", str(SETUP), str(S3A_JARS)], check=True, timeout=600)
-    session = session_builder("local[2]", "aioiceberg-s3a", {}).getOrCreate()
+    session = session_builder(
+        "local[2]", "aioiceberg-s3a", {"spark.driver.extraJavaOptions": QUICK_JVM}
+    ).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     aioiceberg.spark.register(session)
     if not s3a_available(session):
