@@ -283,7 +283,8 @@ class ManifestLoader:
         # repeat would find nothing); the rest of its entries are dropped once consumed.
         # A view is sized only when it might fit (sizing unbuilt rows builds a sample).
         room = self.cache.max_bytes // 2 - ctx.cached_bytes
-        whole = DecodedManifest.of(result.decoded) if result.decoded is not None else None
+        # no room left (a plan bigger than half the cache): nothing is sized, nothing kept
+        whole = DecodedManifest.of(result.decoded) if result.decoded is not None and room > 0 else None
         if whole is not None and whole.size <= room:
             ctx.cached_bytes += whole.size
             self.cache.put_decoded(key, mf.manifest_length, whole)

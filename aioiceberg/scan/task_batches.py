@@ -109,6 +109,8 @@ class Rendered:
         # per spec: (position, '"<field id>": ') in the sorted order of the field ids as text
         self._layouts: dict[int, list[tuple[int, str]]] = {}
         self._values: dict[tuple[int, int, type, Any], str] = {}
+        # the values of every delete-free task's empty ``delete_files``: built once a plan
+        self.no_deletes = pa.array([], TASK_SCHEMA.field("delete_files").type.value_type)
 
     def start_batch(self) -> None:
         """Tuples are kept for one batch (a plan may hold as many as it has files); values
@@ -239,7 +241,7 @@ def batch_of_columns(
     rendered = _batch_rendering(planner, rendered)
     residual_of = planner.residual_of
     delete_type = TASK_SCHEMA.field("delete_files").type
-    no_deletes = pa.array([], delete_type.value_type)
+    no_deletes = rendered.no_deletes
     pieces: list[list[pa.Array]] = []
     for cm, at, _ in entries.parts:
         n = len(at)
@@ -256,7 +258,7 @@ def batch_of_columns(
             file_formats = pa.repeat(formats[0], n)
         else:
             file_formats = formats.take(pc.index_in(raw_formats, value_set=format_set))
-        codes, tuples = cm.partition_keys(at)
+        codes, tuples = cm.partition_keys(at, every)
         firsts = np.zeros(len(tuples), dtype=np.int64)
         firsts[codes[::-1]] = np.arange(n - 1, -1, -1)  # each tuple's first row: for messages
         first_paths = paths.take(pa.array(firsts)).to_pylist()

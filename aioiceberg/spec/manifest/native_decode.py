@@ -2,7 +2,8 @@
 
 ``aioiceberg._manifest_native`` (built from ``native/`` where a Rust toolchain exists at
 install) parses the Avro container with the GIL released and hands back each column's
-buffers; they are assembled here into arrays of the types ``polars.read_avro(...).to_arrow()``
+buffers (the decoded vectors themselves, read through the buffer protocol: no copy); they
+are assembled here into arrays of the types ``polars.read_avro(...).to_arrow()``
 gives for the same schema (large strings and binaries, large lists, everything nullable,
 timestamps in UTC, times in nanoseconds), so a table from either path is equal and nothing
 downstream can tell them apart. Without the extension :func:`native_available` is False
