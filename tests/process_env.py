@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 CLEARED = ("PYSPARK_", "AIOICEBERG_", "AWS_")
@@ -27,15 +28,18 @@ def clean_env() -> dict[str, str]:
     return env
 
 
-def run_as_user(script: Path, cwd: Path, timeout_s: float, what: str) -> None:
-    """Run ``script`` with this interpreter in ``cwd`` and a clean environment; a non-zero
-    exit fails the test with the end of its output (a time-out propagates)."""
+def run_as_user(
+    script: Path, cwd: Path, timeout_s: float, what: str, extra_env: Mapping[str, str] | None = None
+) -> None:
+    """Run ``script`` with this interpreter in ``cwd`` and a clean environment (plus
+    ``extra_env``: settings of the test's own, such as JVM flags); a non-zero exit fails the
+    test with the end of its output (a time-out propagates)."""
     import pytest
 
     done = subprocess.run(
         [sys.executable, str(script)],
         cwd=cwd,
-        env=clean_env(),
+        env={**clean_env(), **(extra_env or {})},
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from process_env import run_as_user
+from servers.jvm import QUICK_PYSPARK_ENV
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NEEDS = {"spark_pipeline.py": ("pyspark",), "rest_server.py": ("pyiceberg", "duckdb", "aiohttp")}
@@ -35,5 +36,6 @@ def test_example_runs(example: Path, tmp_path: Path) -> None:
         pytest.importorskip(module)
     source = example.read_text()
     assert source.startswith('"""') and len(source.splitlines()) <= 90, "documented at the top, and short"
-    run_as_user(example, tmp_path, TIMEOUT_S, example.name)
+    quick = QUICK_PYSPARK_ENV if "pyspark" in NEEDS.get(example.name, ()) else None  # Spark's JVM: C1 only
+    run_as_user(example, tmp_path, TIMEOUT_S, example.name, quick)
     assert list(tmp_path.iterdir()) == [], "an example cleans up after itself"

@@ -589,11 +589,11 @@ def test_delete_index_ignores_deletes_bounded_to_other_paths() -> None:
 
 
 def test_benchmark_tiny_mode_runs() -> None:
-    """Four filters on the table as we write it, one on the table as Java writes it (``--tiny``)."""
+    """Two filters on the table as we write it, one on the table as Java writes it (``--tiny``)."""
     out = run_tiny("plan.py", timeout=240).splitlines()
     cells = [line.split("|") for line in out if line.startswith("| local | 4x20 |")]
     plans = [(c[3].strip(), c[4].strip()) for c in cells if len(c) > 10]  # not the tables' rows
-    filters = ("none", "day_1pct", "id_eq", "metrics_only")
+    filters = ("none", "day_1pct")
     assert plans == [*(("ours", f) for f in filters), ("java", "none")]
     assert len([line for line in out if line.startswith("| >= 3x every cold cell |")]) == 2  # per API
 

@@ -11,6 +11,10 @@ options, or ``spark.executorEnv.*``.
 
 ``cluster_session`` connects a SparkSession to it and waits until every worker's executor
 has registered, so the first job already runs on all of them.
+
+``java_options`` (the tests pass ``servers.jvm.QUICK_JVM``; the benchmarks none, so Java's
+defaults) go to the daemons (``SPARK_DAEMON_JAVA_OPTS``) and, through ``cluster_session``, to
+the executors and the driver.
 """
 
 from __future__ import annotations
@@ -82,8 +86,16 @@ class _Daemon:
 class SparkCluster:
     """``with SparkCluster(work_dir) as cluster: cluster.master_url`` -> ``spark://127.0.0.1:P``."""
 
-    def __init__(self, work_dir: Path, workers: int = 2, cores: int = 1, memory: str = "1g") -> None:
+    def __init__(
+        self,
+        work_dir: Path,
+        workers: int = 2,
+        cores: int = 1,
+        memory: str = "1g",
+        java_options: str | None = None,
+    ) -> None:
         self.work_dir = work_dir
+        self.java_options = java_options
         self.workers = workers
         self.cores = cores
         self.memory = memory
@@ -117,6 +129,8 @@ class SparkCluster:
             SPARK_MASTER_OPTS="-Dspark.port.maxRetries=0 -Dspark.master.rest.enabled=false",
             SPARK_WORKER_OPTS="-Dspark.port.maxRetries=0",
         )
+        if self.java_options is not None:
+            env["SPARK_DAEMON_JAVA_OPTS"] = self.java_options
         return env
 
     def _spawn(self, name: str, args: list[str]) -> _Daemon:
@@ -288,8 +302,12 @@ def cluster_session(cluster: SparkCluster, app: str, **conf: str) -> Any:
     registered, returned once an executor of every worker has registered."""
     import aioiceberg.spark
 
+    jvm = cluster.java_options
+    java = (
+        {} if jvm is None else {"spark.executor.extraJavaOptions": jvm, "spark.driver.extraJavaOptions": jvm}
+    )
     session = session_builder(
-        cluster.master_url, app, {"spark.executor.memory": "768m", **conf}
+        cluster.master_url, app, {"spark.executor.memory": "768m", **java, **conf}
     ).getOrCreate()
     try:
         if session.sparkContext.master != cluster.master_url:
