@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import itertools
 import json
@@ -26,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pytest
@@ -282,6 +284,35 @@ def test_delete_orphan_files_removes_what_one_process_removes(spark: Any, tmp_pa
     for name in ("beside", "beside_file", "outside"):
         assert str(made[name].relative_to(root)) in left
     assert sorted(sync.load_table(location).scan().to_arrow().column("id").to_pylist()) == sorted(build_ids())
+
+
+def test_delete_orphan_files_keeps_a_file_named_as_javas_file_system_names_it(
+    spark: Any, tmp_path: Path
+) -> None:
+    # Java writes a partition value a/b into a file:// warehouse as the folder region=a%2Fb,
+    # on disk and in the manifest: not an orphan, though the location decodes elsewhere
+    table = sync.connect((tmp_path / "wh").as_uri()).create_table(
+        "db.t", schema=SCHEMA, partition_by=["region"]
+    )
+    table.append(
+        pa.table(
+            {"id": [1, 2], "x": [1, 2], "y": [0.5, 1.5], "name": ["a", "b"], "region": ["eu", "eu"]},
+            schema=SCHEMA,
+        )
+    )
+    [task] = list(table.scan().plan_files())
+    folder = tmp_path / "wh" / "db" / "t" / "data" / "region=a%2Fb"
+    folder.mkdir(parents=True)
+    source = Path(task.file.file_path.removeprefix("file://"))
+    (folder / "java.parquet").write_bytes(source.read_bytes())
+    (folder / "stray.parquet").write_bytes(b"x")
+    java_spelled = f"{table.location}/data/region=a%2Fb/java.parquet"
+    table.append_data_files([dataclasses.replace(task.file, file_path=java_spelled)])
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+    expected = sync.load_table(table.location).remove_orphan_files(later, dry_run=True)
+    got = delete_orphan_files(spark, table.location, older_than=later, dry_run=True)
+    assert sorted(got) == sorted(expected)
+    assert [Path(unquote(p.removeprefix("file://"))).name for p in got] == ["stray.parquet"]
 
 
 def build_ids() -> list[int]:

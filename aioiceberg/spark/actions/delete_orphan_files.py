@@ -104,15 +104,17 @@ def delete_orphan_files(
     reached = reach_manifests(spark, store, snapshots, REQUIRED, parallelism)
     fixed = set(roots.fixed) | {s for stored, _ in reached.manifest_lists.values() for s in spellings(stored)}
     entries = manifest_entries(spark, store, reached.manifests.values(), REQUIRED, parallelism)
-    # a file: location holding "%" may name its path as written too (spellings): those few
-    # rows go through Python, the rest stay in Spark
-    escaped = entries.where(F.col("location").startswith("file:") & F.col("location").contains("%"))
-    as_written = escaped.select("location").rdd.flatMap(lambda row: [(s,) for s in spellings(row[0])])
-    referenced = (
-        entries.select("path")
-        .union(spark.createDataFrame(as_written, "path string"))
-        .union(spark.createDataFrame([(p,) for p in fixed] or [], "path string"))
-    )
+    # a file: location holding "%" also names its path as written (spellings: a URI's path,
+    # up to any ? or #), in the same pass over the entries (a second would read every
+    # manifest again)
+    stored = F.col("location")
+    as_written = F.when(
+        stored.startswith("file:") & stored.contains("%"),
+        F.regexp_extract(stored, r"^file:(?://[^/?#]*)?([^?#]*)", 1),
+    ).otherwise(F.col("path"))
+    referenced = entries.select(
+        F.explode(F.array_distinct(F.array(F.col("path"), as_written))).alias("path")
+    ).union(spark.createDataFrame([(p,) for p in fixed] or [], "path string"))
 
     want = partitions_for(spark, 1 << 30, parallelism)
     top = default_loop.run(split_entries(table.io, prefix, want))
