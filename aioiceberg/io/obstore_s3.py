@@ -87,6 +87,8 @@ def _translate(exc: BaseException, location: str, *, conditional: bool = False) 
         return PreconditionFailedError(message, location=location)
     if status == 501 and conditional:
         return ConditionalWritesUnsupportedError(message, location=location)
+    if status == 501:  # the server does not implement the request: a retry cannot help
+        return StoreError(message, location=location, retryable=False)
     if status == 409 and ("ConditionalRequestConflict" in text or "OperationAborted" in text):
         return StoreError(message, location=location, retryable=True)
     if status == 429 or any(code in text for code in _THROTTLES):

@@ -64,6 +64,8 @@ def _translate(exc: Exception, location: str, *, conditional: bool = False) -> S
             return ObjectNotFoundError(message, location=location)
         if status == 501 and conditional:
             return ConditionalWritesUnsupportedError(message, location=location)
+        if status == 501:  # the server does not implement the request: a retry cannot help
+            return StoreError(message, location=location, retryable=False)
         if status == 409 and code in {"ConditionalRequestConflict", "OperationAborted"}:
             return StoreError(message, location=location, retryable=True)
         if code in _THROTTLE_CODES or status == 429:

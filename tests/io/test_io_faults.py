@@ -222,3 +222,17 @@ async def test_append_survives_a_lost_response_to_the_probe(
         assert len((await catalog.load_table("db.t")).snapshots()) == 1
     finally:
         await close_all_clients()
+
+
+async def test_a_request_the_store_does_not_implement_fails_at_once(
+    proxied: tuple[FileIO, str], fault_proxy: FaultProxy
+) -> None:
+    # s3proxy answers 501 to a checksum header it does not know: retrying cannot change that
+    io, base = proxied
+    await io.write(f"{base}obj", b"x")
+    fault_proxy.configure(unimplemented_filter=lambda r: r.method == "GET" and r.path.endswith("/obj"))
+    before = fault_proxy.stats.by_method.get("GET", 0)
+    with pytest.raises(StoreError, match="501") as raised:
+        await io.read(f"{base}obj")
+    assert not raised.value.retryable
+    assert fault_proxy.stats.by_method.get("GET", 0) - before == 1  # asked once, not retried

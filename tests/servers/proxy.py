@@ -47,6 +47,12 @@ SLOWDOWN_BODY = (
 RequestFilter = Callable[[web.Request], bool]
 
 
+NOT_IMPLEMENTED_BODY = (
+    b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code>'
+    b"<Message>A header you provided implies functionality that is not implemented</Message></Error>"
+)
+
+
 def conditional_put(request: web.Request) -> bool:
     """Matches PUTs carrying If-None-Match or If-Match."""
     return request.method == "PUT" and ("If-None-Match" in request.headers or "If-Match" in request.headers)
@@ -62,6 +68,7 @@ class FaultConfig:
     drop_next: int = 0  # drop the responses of the next N requests matching drop_filter
     delay_filter: RequestFilter | None = None  # delay only matching requests (None: all)
     refuse_filter: RequestFilter | None = None  # answer matching requests 503 without forwarding
+    unimplemented_filter: RequestFilter | None = None  # answer matching requests 501 without forwarding
     ignore_conditions: bool = False
     seed: int | None = None
 
@@ -138,6 +145,9 @@ class FaultProxy:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         delay, slowdown, drop, strip = self._decide(request)
+        unimplemented = self.config.unimplemented_filter
+        if unimplemented is not None and unimplemented(request):
+            return web.Response(status=501, body=NOT_IMPLEMENTED_BODY, content_type="application/xml")
         if delay:
             await asyncio.sleep(delay)
         if slowdown:
