@@ -56,16 +56,24 @@ def s3proxy_jar() -> Path:
 
 
 class S3Proxy:
-    """s3proxy on ``directory`` (filesystem backend), any signature accepted."""
+    """s3proxy on ``directory`` (filesystem backend), any signature accepted.
+    ``ignore_unknown_headers``: it answers 501 to a request with a header it does not know
+    (obstore's DeleteObjects sends ``x-amz-checksum-sha256``) unless told to ignore them."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, ignore_unknown_headers: bool = False) -> None:
         self.directory = directory
+        self.ignore_unknown_headers = ignore_unknown_headers
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def object_path(self, bucket: str, key: str) -> Path:
+        """The file (or, for a key prefix, the folder) that holds ``key`` in the filesystem
+        backend: a file written there lists as an object (its size, its mtime as LastModified)."""
+        return self.directory / "data" / bucket / key
 
     def start(self) -> S3Proxy:
         data = self.directory / "data"
@@ -78,6 +86,7 @@ class S3Proxy:
                     "s3proxy.authorization=none",
                     "jclouds.provider=filesystem",
                     f"jclouds.filesystem.basedir={data}",
+                    f"s3proxy.ignore-unknown-headers={str(self.ignore_unknown_headers).lower()}",
                     "",
                 ]
             )
