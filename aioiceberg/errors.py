@@ -178,6 +178,14 @@ class ConditionalWritesUnsupportedError(StoreError, UnsupportedError):
         super().__init__(message, location=location, retryable=False)
 
 
+class ListingStalledError(StoreError):
+    """A paged listing stopped moving: the store handed back a continuation token it had
+    already given (or the same page again), so asking for the next page would never end."""
+
+    def __init__(self, message: str, *, location: str | None = None) -> None:
+        super().__init__(message, location=location, retryable=False)
+
+
 class CommitError(IcebergError):
     """A commit did not go through as asked. Each subclass fixes ``retryable`` once (none
     flips its parent's), so ``except CommitError`` catches every outcome and the flag tells

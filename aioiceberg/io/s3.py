@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 from aioiceberg.errors import (
     ConditionalWritesUnsupportedError,
+    ListingStalledError,
     ObjectNotFoundError,
     PreconditionFailedError,
     StoreError,
@@ -202,8 +203,14 @@ class S3FileIO(FileIO):
         return await self._call(location, op)
 
     async def list(self, prefix: str, *, page_size: int = 1000) -> AsyncIterator[ObjectInfo]:
+        """Pages until the store says the listing is complete. A store that hands back a token
+        it gave before, or the same page again (s3proxy reads back its URL-encoded token
+        undecoded and restarts at a key with ``=``), raises ListingStalledError instead of
+        paging forever."""
         bucket, key_prefix = split_s3(prefix)
         token: str | None = None
+        seen_tokens: set[str] = set()
+        previous_keys: list[str] = []
         while True:
             kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": key_prefix, "MaxKeys": page_size}
             if token:
@@ -214,16 +221,33 @@ class S3FileIO(FileIO):
                 return page
 
             page = await self._call(prefix, op)
-            for item in page.get("Contents", ()):
+            if token:
+                seen_tokens.add(token)
+            next_token = page.get("NextContinuationToken")
+            if page.get("IsTruncated") and next_token in seen_tokens:
+                raise ListingStalledError(
+                    f"the store repeats its continuation token {next_token!r}: the listing would never end",
+                    location=prefix,
+                )
+            contents = page.get("Contents", ())
+            keys = [item["Key"] for item in contents]
+            if token and keys and keys == previous_keys:
+                raise ListingStalledError(
+                    f"the store answered continuation token {token!r} with the page it had already "
+                    "sent: it repeats its listing and would never end",
+                    location=prefix,
+                )
+            previous_keys = keys
+            for item in contents:
                 yield ObjectInfo(
                     f"s3://{bucket}/{item['Key']}",
                     int(item["Size"]),
                     unquote_etag(item.get("ETag")),
                     item["LastModified"].timestamp() if item.get("LastModified") else None,
                 )
-            token = page.get("NextContinuationToken")
-            if not page.get("IsTruncated") or not token:
+            if not page.get("IsTruncated") or not next_token:
                 return
+            token = next_token
 
     # -- writes ------------------------------------------------------------
     async def write(self, location: str, data: bytes) -> ObjectInfo:
