@@ -21,6 +21,7 @@ from aioiceberg.errors import LocationNotAllowedError, ObjectNotFoundError, Stor
 from aioiceberg.io.base import FileIO, ObjectInfo
 from aioiceberg.io.local import LocalFileIO, folder_entries
 from aioiceberg.io.locations import is_within, normalized_location
+from aioiceberg.io.resolve import scheme_of
 from aioiceberg.maintenance.reachable import (
     MaintainedTable,
     ManifestWalker,
@@ -144,8 +145,10 @@ def deletable(location: str, prefix: str, normal_prefix: str | None) -> bool:
     """Whether a listed object may be deleted: under ``prefix`` as a string and as a location
     (``normal_prefix``, normalized: a key holding ``.``, ``..`` or empty segments is left
     alone, as stores disagree on where such a key is; None: a prefix of a scheme with no
-    normal form, compared as a string only)."""
-    if not location.startswith(prefix):
+    normal form, compared as a string only). Local locations compare as the paths they
+    name: a table at ``file:/x`` (as Java's Hadoop file system writes it) lists as
+    ``file:///x``."""
+    if not location.startswith(prefix) and not _same_local_prefix(location, prefix):
         return False
     if normal_prefix is None:
         return True
@@ -153,6 +156,14 @@ def deletable(location: str, prefix: str, normal_prefix: str | None) -> bool:
         return is_within(normalized_location(location), normal_prefix)
     except LocationNotAllowedError:
         return False
+
+
+def _same_local_prefix(location: str, prefix: str) -> bool:
+    """Whether local ``location`` lies under local ``prefix`` whichever way each is spelled
+    (``file:/x``, ``file:///x``, ``file://localhost/x``, ``/x``)."""
+    if scheme_of(location) != "file" or scheme_of(prefix) != "file":
+        return False
+    return normalize(location).startswith(normalize(prefix))
 
 
 def owned(entry: str, location: str) -> bool:

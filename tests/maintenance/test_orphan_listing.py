@@ -17,7 +17,7 @@ from maint_helpers import SCHEMA, ids, rows
 import aioiceberg
 from aioiceberg.io import LocalFileIO
 from aioiceberg.io.local import LOCK_NAME, TMP_PREFIX
-from aioiceberg.maintenance.orphans import list_candidates, split_entries
+from aioiceberg.maintenance.orphans import list_candidates, remove_orphan_files, split_entries
 from aioiceberg.maintenance.reachable import normalize
 from aioiceberg.runtime import default_runtime
 
@@ -152,3 +152,34 @@ async def test_a_file_named_as_javas_file_system_names_it_is_not_an_orphan(tmp_p
     removed = await table.remove_orphan_files(older_than=later)
     assert [normalize(p) for p in removed] == [str(stray)]
     assert on_disk.exists()
+
+
+async def test_a_table_at_a_one_slash_file_uri_loses_its_stray_and_keeps_every_live_file(
+    tmp_path: Path,
+) -> None:
+    # Java's Hadoop file system writes ``file:/x``; the local store lists ``file:///x``: the
+    # two (and a plain ``/x``) name one folder, so its old stray is an orphan and nothing else
+    table = await aioiceberg.connect(f"file:{tmp_path / 'wh'}").create_table(
+        "db.t", schema=SCHEMA, partition_by=["region"]
+    )
+    await table.append(rows(0, 6))
+    await table.append(rows(6, 4))
+    assert table.location.startswith("file:/") and not table.location.startswith("file://")
+    assert table.metadata_location.startswith(table.location)
+    live = [t.file.file_path async for t in table.scan().plan_files()]
+    assert live and all(p.startswith(table.location) for p in live)
+    stray = Path(normalize(table.location)) / "data" / "region=eu" / "stray.parquet"
+    stray.write_bytes(b"x")
+    files = {p for p in Path(normalize(table.location)).rglob("*") if p.is_file() and p.name != LOCK_NAME}
+    for path in files:
+        os.utime(path, (OLD, OLD))  # every file older than the default three days
+
+    folder = str(Path(normalize(table.location)) / "data")  # the same table as a plain path
+    in_folder = await remove_orphan_files(table, dry_run=True, location=folder)
+    assert [normalize(p) for p in in_folder] == [str(stray)]
+    removed = await table.remove_orphan_files()
+    assert [normalize(p) for p in removed] == [str(stray)]
+    left = {p for p in Path(normalize(table.location)).rglob("*") if p.is_file() and p.name != LOCK_NAME}
+    assert left == files - {stray}
+    assert all(Path(normalize(p)).exists() for p in live)
+    assert ids(await table.scan().to_arrow()) == list(range(10))
