@@ -15,9 +15,8 @@ pytest.importorskip("pyspark")
 
 from maint_helpers import duckdb_ids
 from servers.backends import create_bucket
-from servers.jvm import QUICK_JVM
 from servers.plugin import s3_storage_options
-from servers.spark_cluster import session_builder
+from spark_sessions import local_session
 
 import aioiceberg.spark
 from aioiceberg import sync
@@ -34,22 +33,9 @@ def rows(start: int, count: int) -> pa.Table:
     )
 
 
-def local_session(app: str, **conf: str) -> Any:
-    """A local[2] SparkSession on 127.0.0.1 with the aioiceberg source registered (the JVM,
-    if this session starts it, runs C1 only: ``QUICK_JVM``)."""
-    session = session_builder(
-        "local[2]", app, {"spark.driver.extraJavaOptions": QUICK_JVM, **conf}
-    ).getOrCreate()
-    aioiceberg.spark.register(session)
-    return session
-
-
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    session = local_session("aioiceberg-tests")
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    yield from local_session("aioiceberg-tests")
 
 
 def ids_of(df: Any) -> list[int]:

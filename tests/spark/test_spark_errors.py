@@ -14,17 +14,14 @@ import pytest
 pytest.importorskip("pyspark")
 
 from broken_tables import _break_data_file, _break_manifest, _table, _truncate
-from test_spark import local_session
+from spark_sessions import local_session
 
 from aioiceberg.table import Table
 
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    session = local_session("aioiceberg-error-tests", **{"spark.task.maxFailures": "1"})
-    session.sparkContext.setLogLevel("OFF")
-    yield session
-    session.stop()
+    yield from local_session("aioiceberg-error-tests", log_level="OFF", conf={"spark.task.maxFailures": "1"})
 
 
 BREAKAGES: dict[str, tuple[Callable[[Table], Awaitable[str]], str]] = {  # -> the class named

@@ -23,7 +23,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from test_spark import local_session
+from spark_sessions import local_session
 
 import aioiceberg.spark
 from aioiceberg import sync
@@ -38,10 +38,7 @@ from aioiceberg.spec.types import IntegerType, LongType, NestedField, StringType
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    session = local_session("aioiceberg-read-table")
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    yield from local_session("aioiceberg-read-table")
 
 
 def canon(rows: list[Any]) -> list[tuple[Any, ...]]:

@@ -21,7 +21,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from test_spark import local_session
+from spark_sessions import local_session
 
 import aioiceberg.spark
 from aioiceberg.errors import SparkSetupError
@@ -29,10 +29,7 @@ from aioiceberg.errors import SparkSetupError
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    session = local_session("aioiceberg-setup-tests", **{"spark.task.maxFailures": "1"})
-    session.sparkContext.setLogLevel("OFF")
-    yield session
-    session.stop()
+    yield from local_session("aioiceberg-setup-tests", log_level="OFF", conf={"spark.task.maxFailures": "1"})
 
 
 @contextmanager
