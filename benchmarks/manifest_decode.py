@@ -46,17 +46,22 @@ import fastavro
 import fastavro.write
 import pyarrow as pa
 
-from aioiceberg.spec.manifest import (
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from aioiceberg.spec.manifest import (  # noqa: E402
     ManifestEntry,
     ManifestEntryStatus,
     read_manifest,
     write_manifest,
 )
-from aioiceberg.spec.manifest.avro_blocks import reblock
-from aioiceberg.spec.manifest.columnar import _to_arrow, avro_layout, open_columnar
-from aioiceberg.spec.manifest.native_decode import decode_native, native_available
-from aioiceberg.testing.synthetic import bench_schema, bench_spec
-from aioiceberg.testing.synthetic import data_file as bench_data_file
+from aioiceberg.spec.manifest.avro_blocks import reblock  # noqa: E402
+from aioiceberg.spec.manifest.columnar import _to_arrow, avro_layout, open_columnar  # noqa: E402
+from aioiceberg.spec.manifest.native_decode import decode_native, native_available  # noqa: E402
+from aioiceberg.testing.synthetic import bench_schema, bench_spec  # noqa: E402
+from aioiceberg.testing.synthetic import data_file as bench_data_file  # noqa: E402
+from benchmarks.plan_writers import pyiceberg_entry  # noqa: E402
 
 N_ENTRIES = 1000
 JAVA_SYNC_INTERVAL = 64_000  # Avro's DataFileWriter default, which Iceberg's Java writer keeps
@@ -75,11 +80,10 @@ NO_STATS = ("content", "file_path", "file_format", "partition", "record_count", 
 # -- manifests as Java and PyIceberg write them -----------------------------------------------
 
 
-def java_manifest(n_entries: int, format_version: int) -> bytes:
-    """The synthetic table's manifest (``aioiceberg.testing.synthetic``), re-blocked at Java's
-    sync interval: our writer keeps fastavro's 16 KB blocks."""
-    schema, spec = bench_schema(), bench_spec()
-    entries = [
+def _entries(n_entries: int) -> list[ManifestEntry]:
+    """The synthetic table's manifest entries (``aioiceberg.testing.synthetic``), all ADDED."""
+    schema = bench_schema()
+    return [
         ManifestEntry(
             ManifestEntryStatus.ADDED,
             None,
@@ -89,7 +93,20 @@ def java_manifest(n_entries: int, format_version: int) -> bytes:
         )
         for i in range(n_entries)
     ]
-    data, _ = write_manifest(entries, spec, schema, format_version, 1, manifest_path="mem://m.avro")
+
+
+def our_manifest(n_entries: int, format_version: int = 2) -> bytes:
+    """The synthetic table's manifest as our writer writes it (fastavro's 16 KB blocks)."""
+    entries = _entries(n_entries)
+    return write_manifest(
+        entries, bench_spec(), bench_schema(), format_version, 1, manifest_path="mem://m.avro"
+    )[0]
+
+
+def java_manifest(n_entries: int, format_version: int) -> bytes:
+    """The synthetic table's manifest re-blocked at Java's sync interval: our writer keeps
+    fastavro's 16 KB blocks."""
+    data = our_manifest(n_entries, format_version)
     reader = fastavro.reader(io.BytesIO(data))
     records = list(reader)
     metadata = {k: v for k, v in reader.metadata.items() if not k.startswith("avro.")}
@@ -108,18 +125,13 @@ def java_manifest(n_entries: int, format_version: int) -> bytes:
 
 def pyiceberg_manifest(n_entries: int) -> bytes:
     """The same entries written by PyIceberg's own manifest writer (v2, deflate)."""
+    # pyiceberg: the benchmark's comparison client, not installed everywhere
     from pyiceberg.io.pyarrow import PyArrowFileIO
-    from pyiceberg.manifest import DataFile as PyDataFile
-    from pyiceberg.manifest import DataFileContent as PyContent
-    from pyiceberg.manifest import FileFormat as PyFormat
-    from pyiceberg.manifest import ManifestEntry as PyEntry
-    from pyiceberg.manifest import ManifestEntryStatus as PyStatus
     from pyiceberg.manifest import write_manifest as py_write_manifest
     from pyiceberg.partitioning import PartitionField as PyField
     from pyiceberg.partitioning import PartitionSpec as PySpec
     from pyiceberg.schema import Schema as PySchema
     from pyiceberg.transforms import BucketTransform, DayTransform
-    from pyiceberg.typedef import Record
     from pyiceberg.types import DoubleType, StringType, TimestamptzType
     from pyiceberg.types import LongType as PyLong
     from pyiceberg.types import NestedField as PyNested
@@ -139,26 +151,8 @@ def pyiceberg_manifest(n_entries: int) -> bytes:
     with tempfile.TemporaryDirectory() as tmp:
         path = str(Path(tmp) / "m.avro")
         with py_write_manifest(2, spec, schema, PyArrowFileIO().new_output(path), 1, "deflate") as writer:
-            for i in range(n_entries):
-                d = bench_data_file(ours, "s3://bucket/wh/db/t", 7, i, n_entries)
-                df = PyDataFile.from_args(
-                    content=PyContent.DATA,
-                    file_path=d.file_path,
-                    file_format=PyFormat.PARQUET,
-                    partition=Record(*d.partition),
-                    record_count=d.record_count,
-                    file_size_in_bytes=d.file_size_in_bytes,
-                    column_sizes=dict(d.column_sizes or {}),
-                    value_counts=dict(d.value_counts or {}),
-                    null_value_counts=dict(d.null_value_counts or {}),
-                    nan_value_counts=dict(d.nan_value_counts or {}),
-                    lower_bounds=dict(d.lower_bounds or {}),
-                    upper_bounds=dict(d.upper_bounds or {}),
-                    split_offsets=list(d.split_offsets or ()),
-                    sort_order_id=0,
-                    _table_format_version=2,
-                )
-                writer.add(PyEntry.from_args(status=PyStatus.ADDED, snapshot_id=1, data_file=df))
+            for e in _entries(n_entries):
+                writer.add(pyiceberg_entry(ManifestEntry(e.status, 1, None, None, e.data_file), 2))
         return Path(path).read_bytes()
 
 
@@ -966,22 +960,6 @@ def planner(tiny: bool) -> None:
             cells = [label, call, str(threads), f"{pc_:.2f} / {pw:.2f}", f"{dc:.2f} / {dw:.2f}"]
             print("| " + " | ".join(cells) + f" | {pc_ / dc:.2f}x |")
     print(f"Load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}.")
-
-
-def our_manifest(n_entries: int) -> bytes:
-    """The synthetic table's manifest as our writer writes it (fastavro's 16 KB blocks)."""
-    schema, spec = bench_schema(), bench_spec()
-    entries = [
-        ManifestEntry(
-            ManifestEntryStatus.ADDED,
-            None,
-            None,
-            None,
-            bench_data_file(schema, "s3://b/wh/db/t", 7, i, n_entries),
-        )
-        for i in range(n_entries)
-    ]
-    return write_manifest(entries, spec, schema, 2, 1, manifest_path="mem://m.avro")[0]
 
 
 def native(tiny: bool) -> None:

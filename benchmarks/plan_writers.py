@@ -23,7 +23,7 @@ from typing import Any
 
 import fastavro
 
-from aioiceberg.spec.manifest import ManifestEntryStatus, ManifestFile, read_manifest
+from aioiceberg.spec.manifest import ManifestEntry, ManifestEntryStatus, ManifestFile, read_manifest
 from aioiceberg.spec.manifest.columnar import avro_layout
 
 WRITERS = ("ours", "java", "pyiceberg")
@@ -268,15 +268,9 @@ def pyiceberg_manifest(data: bytes, manifest: ManifestFile | None = None) -> byt
     and spec parsed from the manifest's header), as PyIceberg writes a table's manifests."""
     # pyiceberg: the benchmark's comparison client (a dev dependency), loaded only for this writer
     from pyiceberg.io.pyarrow import PyArrowFileIO
-    from pyiceberg.manifest import DataFile as PyDataFile
-    from pyiceberg.manifest import DataFileContent as PyContent
-    from pyiceberg.manifest import FileFormat as PyFormat
-    from pyiceberg.manifest import ManifestEntry as PyEntry
-    from pyiceberg.manifest import ManifestEntryStatus as PyStatus
     from pyiceberg.manifest import write_manifest as py_write_manifest
     from pyiceberg.partitioning import PartitionSpec as PySpec
     from pyiceberg.schema import Schema as PySchema
-    from pyiceberg.typedef import Record
 
     meta = fastavro.reader(io.BytesIO(data)).metadata
     version = int(meta["format-version"])
@@ -295,34 +289,7 @@ def pyiceberg_manifest(data: bytes, manifest: ManifestFile | None = None) -> byt
         output = PyArrowFileIO().new_output(path)
         with py_write_manifest(version, spec, schema, output, snapshot_id, "gzip") as writer:  # type: ignore[arg-type]
             for e in decoded.entries:
-                d = e.data_file
-                df = PyDataFile.from_args(
-                    content=PyContent(int(d.content)),
-                    file_path=d.file_path,
-                    file_format=PyFormat(d.file_format.value),
-                    partition=Record(*d.partition),
-                    record_count=d.record_count,
-                    file_size_in_bytes=d.file_size_in_bytes,
-                    column_sizes=dict(d.column_sizes or {}),
-                    value_counts=dict(d.value_counts or {}),
-                    null_value_counts=dict(d.null_value_counts or {}),
-                    nan_value_counts=dict(d.nan_value_counts or {}),
-                    lower_bounds=dict(d.lower_bounds or {}),
-                    upper_bounds=dict(d.upper_bounds or {}),
-                    key_metadata=d.key_metadata,
-                    split_offsets=list(d.split_offsets) if d.split_offsets is not None else None,
-                    equality_ids=list(d.equality_ids) if d.equality_ids is not None else None,
-                    sort_order_id=d.sort_order_id,
-                    _table_format_version=version,  # type: ignore[arg-type]
-                )
-                status = PyStatus(int(e.status))
-                py_entry = PyEntry.from_args(
-                    status=status,
-                    snapshot_id=e.snapshot_id,
-                    sequence_number=e.sequence_number,
-                    file_sequence_number=e.file_sequence_number,
-                    data_file=df,
-                )
+                py_entry = pyiceberg_entry(e, version)
                 if e.status == ManifestEntryStatus.ADDED:
                     writer.add(py_entry)
                 elif e.status == ManifestEntryStatus.EXISTING:
@@ -330,3 +297,43 @@ def pyiceberg_manifest(data: bytes, manifest: ManifestFile | None = None) -> byt
                 else:
                     writer.delete(py_entry)
         return Path(path).read_bytes()
+
+
+def pyiceberg_entry(entry: ManifestEntry, version: int) -> Any:
+    """Our manifest entry as PyIceberg 0.12's ``ManifestEntry`` (its data file and every
+    value as we hold them), for PyIceberg's manifest writer in format ``version``."""
+    # pyiceberg: the benchmark's comparison client (a dev dependency), loaded only for this writer
+    from pyiceberg.manifest import DataFile as PyDataFile
+    from pyiceberg.manifest import DataFileContent as PyContent
+    from pyiceberg.manifest import FileFormat as PyFormat
+    from pyiceberg.manifest import ManifestEntry as PyEntry
+    from pyiceberg.manifest import ManifestEntryStatus as PyStatus
+    from pyiceberg.typedef import Record
+
+    d = entry.data_file
+    data_file = PyDataFile.from_args(
+        content=PyContent(int(d.content)),
+        file_path=d.file_path,
+        file_format=PyFormat(d.file_format.value),
+        partition=Record(*d.partition),
+        record_count=d.record_count,
+        file_size_in_bytes=d.file_size_in_bytes,
+        column_sizes=dict(d.column_sizes or {}),
+        value_counts=dict(d.value_counts or {}),
+        null_value_counts=dict(d.null_value_counts or {}),
+        nan_value_counts=dict(d.nan_value_counts or {}),
+        lower_bounds=dict(d.lower_bounds or {}),
+        upper_bounds=dict(d.upper_bounds or {}),
+        key_metadata=d.key_metadata,
+        split_offsets=list(d.split_offsets) if d.split_offsets is not None else None,
+        equality_ids=list(d.equality_ids) if d.equality_ids is not None else None,
+        sort_order_id=d.sort_order_id,
+        _table_format_version=version,  # type: ignore[arg-type]
+    )
+    return PyEntry.from_args(
+        status=PyStatus(int(entry.status)),
+        snapshot_id=entry.snapshot_id,
+        sequence_number=entry.sequence_number,
+        file_sequence_number=entry.file_sequence_number,
+        data_file=data_file,
+    )
