@@ -88,7 +88,8 @@ def task_spark_schema() -> Any:
 async def _plan(plan: DistributedPlan, data: Sequence[ManifestFile]) -> list[pa.RecordBatch]:
     io = plan.store.open()
     location = plan.metadata_location
-    metadata = parse_table_metadata(await io.read(location), location)
+    # a metadata file of a long history runs to megabytes: parsed off the event loop
+    metadata = await anyio.to_thread.run_sync(parse_table_metadata, await io.read(location), location)
     planner = Planner(
         io,
         metadata,
