@@ -39,6 +39,7 @@ from aioiceberg.commit.protocols.pointer_swap import MetadataPointer, Pointer
 from aioiceberg.errors import (
     CommitFailedError,
     CommitStateUnknownError,
+    ListingStalledError,
     LocationNotAllowedError,
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
@@ -153,15 +154,40 @@ class _S3Tables(AwsService):
         self.assigned: dict[tuple[str, str], str] = {}
 
     async def pages(self, method: str, key: str, **kwargs: Any) -> list[dict[str, Any]]:
-        """Every entry of a paged listing (``continuationToken``)."""
+        """Every entry of a paged listing (``continuationToken``). A service that hands back a
+        token it was given before, or the same page again for a new token, raises
+        ListingStalledError instead of paging forever."""
         out: list[dict[str, Any]] = []
         token: str | None = None
+        sent: set[str] = set()
+        previous: list[dict[str, Any]] = []
         while True:
             page = await self.read(method, **kwargs, **({"continuationToken": token} if token else {}))
-            out.extend(page.get(key, []))
+            entries: list[dict[str, Any]] = page.get(key, [])
+            if token and entries and entries == previous:
+                raise ListingStalledError(
+                    f"{self._listing(method, kwargs)}: the service answered continuation token "
+                    f"{token!r} with the page it had already sent, so the listing would never end",
+                    location=self.options.table_bucket_arn,
+                )
+            out.extend(entries)
+            previous = entries
+            if token:
+                sent.add(token)
             token = page.get("continuationToken")
             if not token:
                 return out
+            if token in sent:
+                raise ListingStalledError(
+                    f"{self._listing(method, kwargs)}: the service repeats its continuation token "
+                    f"{token!r}, so the listing would never end",
+                    location=self.options.table_bucket_arn,
+                )
+
+    def _listing(self, method: str, kwargs: Mapping[str, Any]) -> str:
+        """The listing an error names: the call, its table bucket and its arguments."""
+        given = "".join(f", {name} {value!r}" for name, value in kwargs.items())
+        return f"{self.label} {method} of table bucket {self.options.bucket!r}{given}"
 
     async def metadata_location(self, namespace: str, name: str) -> dict[str, Any] | None:
         """``{versionToken, metadataLocation, warehouseLocation}``; None for no such table."""
