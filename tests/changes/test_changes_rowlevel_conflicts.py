@@ -10,9 +10,9 @@ from pathlib import Path
 import anyio
 import pyarrow as pa
 import pytest
+from rowlevel_tables import ROWS, SCHEMA, Row, assert_reads, new_table, row, rows_of, to_table
 from servers.backends import create_bucket
 from servers.plugin import s3_storage_options
-from test_changes_rowlevel import ROWS, SCHEMA, Row, assert_reads, new_table, row, rows_of, to_table
 
 import aioiceberg
 from aioiceberg.commit.protocols import ConditionalWriteProtocol

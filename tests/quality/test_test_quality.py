@@ -5,6 +5,12 @@ dropped (``a == b`` as a statement), a test that asserts nothing (no ``assert``,
 ``pytest.raises`` / ``warns`` / ``fail`` and no call to a helper named ``assert_*``,
 ``check_*`` or ``expect_*``, leading underscores aside), and an ``assert`` on a tuple or a
 string, which is always true.
+
+And no module under tests/ imports a test module: what two test modules share sits in a
+helper module at tests/ (named for what it holds). An imported test module brings its
+fixtures and module-level set-up along, ties the two modules' layout together (it works
+only while pytest happens to have put the other's folder on ``sys.path``) and makes a
+change to one test break another.
 """
 
 from __future__ import annotations
@@ -88,6 +94,42 @@ def test_every_test_module_asserts_what_it_exists_for(modules: dict[str, ast.Mod
     assert found == [], "\n".join(found)
 
 
+def imported_test_modules(tree: ast.Module, test_modules: frozenset[str]) -> list[tuple[int, str]]:
+    """``(line, module)`` for each import in ``tree`` of one of ``test_modules`` (module names
+    without folder), at any depth: ``import test_x``, ``from test_x import ...``, a dotted
+    ``from spec.test_x import ...``, ``from spec import test_x`` and
+    ``importlib.import_module("test_x")``."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt | ast.expr):
+            continue
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [part for alias in node.names for part in alias.name.split(".")]
+        elif isinstance(node, ast.ImportFrom):
+            names = [*(node.module or "").split("."), *(alias.name for alias in node.names)]
+        elif (
+            isinstance(node, ast.Call)
+            and _called_name(node) in ("import_module", "__import__")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            names = node.args[0].value.split(".")
+        found += [(node.lineno, name) for name in names if name in test_modules]
+    return found
+
+
+def test_no_module_imports_a_test_module(modules: dict[str, ast.Module]) -> None:
+    test_modules = frozenset(Path(name).stem for name in modules if Path(name).name.startswith("test_"))
+    found = [
+        f"{name}:{line}: imports the test module {imported} (share through a helper module at tests/)"
+        for name, tree in modules.items()
+        for line, imported in imported_test_modules(tree, test_modules)
+    ]
+    assert found == [], "\n".join(found)
+
+
 def test_the_exceptions_name_tests_that_exist(modules: dict[str, ast.Module]) -> None:
     tests = {
         f"{name}::{node.name}"
@@ -138,3 +180,30 @@ def test_only_test_modules_need_assertions_but_all_modules_keep_comparisons() ->
         "helpers.py:2: the result of this comparison is dropped (assert it?)"
     ]
     assert problems("def test_x() -> None:\n    f()\n", "helpers.py", is_test_module=False) == []
+
+
+TEST_MODULES = frozenset({"test_a", "test_b"})
+IMPORTS_OF_TEST_MODULES = {
+    "from": "from test_a import ROWS\n",
+    "import": "import test_a\n",
+    "import as": "import test_a as a\n",
+    "from a folder": "from spec.test_a import ROWS\n",
+    "from a package": "from spec import test_b\n",
+    "inside a function": "def f() -> None:\n    from test_b import rows\n",
+    "importlib": "importlib.import_module('test_a')\n",
+}
+OTHER_IMPORTS = {
+    "a helper module": "from spark_sessions import local_session\n",
+    "a name like a test's": "from rows_helpers import test_a_rows, test_rows\n",
+    "a module that is not a test's": "import test_c\nfrom tests import testing\n",
+}
+
+
+@pytest.mark.parametrize("source", list(IMPORTS_OF_TEST_MODULES.values()), ids=list(IMPORTS_OF_TEST_MODULES))
+def test_the_check_finds_each_import_of_a_test_module(source: str) -> None:
+    assert len(imported_test_modules(ast.parse(source), TEST_MODULES)) == 1
+
+
+@pytest.mark.parametrize("source", list(OTHER_IMPORTS.values()), ids=list(OTHER_IMPORTS))
+def test_the_check_passes_other_imports(source: str) -> None:
+    assert imported_test_modules(ast.parse(source), TEST_MODULES) == []

@@ -7,9 +7,9 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from random_parquet import PAIR, random_parquet
 from servers.backends import create_bucket
 from servers.plugin import s3_storage_options
-from test_read_files import PAIR, _random_parquet
 
 import aioiceberg
 from aioiceberg.errors import ValidationError
@@ -67,7 +67,7 @@ async def test_a_second_read_of_a_remote_file_sends_no_get() -> None:
     runtime = Runtime()
     try:
         store = _RemoteCountingIO().bind_runtime(runtime)
-        task = await _random_parquet(store, "memory://t/hot.parquet", 20_000, 2_000)
+        task = await random_parquet(store, "memory://t/hot.parquet", 20_000, 2_000)
         first = await read_to_table(store, [task], PAIR, row_filter="id < 500")
         stats = ReadMetrics()
         again = await read_to_table(store, [task], PAIR, row_filter="id < 500", stats=stats)
@@ -97,7 +97,7 @@ async def test_local_stores_and_a_zero_bound_keep_nothing() -> None:
         try:
             store = _RemoteCountingIO().bind_runtime(runtime)
             store.remote = remote
-            task = await _random_parquet(store, "memory://t/f.parquet", 5_000, 1_000)
+            task = await random_parquet(store, "memory://t/f.parquet", 5_000, 1_000)
             for _ in range(2):
                 table = await read_to_table(store, [task], PAIR)
                 assert table.num_rows == 5_000

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from benchmark_runs import run_tiny
+from random_parquet import PAIR, random_parquet
 
 from aioiceberg.errors import ValidationError
 from aioiceberg.expressions import bind
@@ -242,32 +243,10 @@ class _CountingIO(MemoryFileIO):
         return await super().read_block(location, start, length)
 
 
-async def _random_parquet(store: MemoryFileIO, path: str, rows: int, row_group_size: int) -> FileScanTask:
-    import numpy as np
-
-    ids = np.arange(rows, dtype=np.int64)
-    noise = np.random.default_rng(0).integers(0, 2**62, rows, dtype=np.int64)  # incompressible
-    schema = pa.schema(
-        [
-            pa.field("id", pa.int64(), metadata={b"PARQUET:field_id": b"1"}),
-            pa.field("name", pa.int64(), metadata={b"PARQUET:field_id": b"2"}),
-        ]
-    )
-    buf = io.BytesIO()
-    pq.write_table(pa.table([ids, noise], schema=schema), buf, row_group_size=row_group_size)
-    await store.write(path, buf.getvalue())
-    return _task(path, FileFormat.PARQUET, len(buf.getvalue()), rows)
-
-
-PAIR = Schema(
-    NestedField(1, "id", LongType(), required=False), NestedField(2, "name", LongType(), required=False)
-)
-
-
 @pytest.mark.anyio
 async def test_small_parquet_file_is_fetched_in_one_get() -> None:
     store = _CountingIO().bind_runtime(default_runtime())
-    task = await _random_parquet(store, "memory://t/small.parquet", 20_000, 2_000)
+    task = await random_parquet(store, "memory://t/small.parquet", 20_000, 2_000)
     stats = ReadMetrics()
     table = await read_to_table(store, [task], PAIR, row_filter="id >= 4100 AND id < 4200", stats=stats)
     assert table.column("id").to_pylist() == list(range(4100, 4200))
@@ -283,7 +262,7 @@ async def test_large_parquet_file_tail_read_and_coalesced_row_groups(
     from aioiceberg.read import parquet_ranges as parquet
 
     store = _CountingIO().bind_runtime(default_runtime())
-    task = await _random_parquet(store, "memory://t/large.parquet", 200_000, 20_000)
+    task = await random_parquet(store, "memory://t/large.parquet", 200_000, 20_000)
     size = task.file.file_size_in_bytes
     monkeypatch.setattr(parquet, "WHOLE_FILE_MAX", size - 1)  # too big to fetch whole
     monkeypatch.setattr(parquet, "TAIL_READ", size // 4)

@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from maint_helpers import duckdb_ids
+from region_rows import SCHEMA, rows
 from servers.backends import create_bucket
 from servers.plugin import s3_storage_options
 from spark_sessions import local_session
@@ -21,16 +22,6 @@ from spark_sessions import local_session
 import aioiceberg.spark
 from aioiceberg import sync
 from aioiceberg.spark.source import FILTER_PUSHDOWN_CONF
-
-SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("region", pa.string()), pa.field("v", pa.float64())])
-
-
-def rows(start: int, count: int) -> pa.Table:
-    ids = list(range(start, start + count))
-    return pa.table(
-        {"id": ids, "region": [("eu", "us", "ap")[i % 3] for i in ids], "v": [i / 2 for i in ids]},
-        schema=SCHEMA,
-    )
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -9,10 +10,16 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from test_spark import SCHEMA, rows, spark  # noqa: F401  (spark: the module's session fixture)
+from region_rows import SCHEMA, rows
+from spark_sessions import local_session
 
 from aioiceberg import sync
 from aioiceberg.spark.streaming import EPOCH_ID_PROPERTY, QUERY_ID_PROPERTY
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    yield from local_session("aioiceberg-streaming-tests")
 
 
 def new_table(tmp_path: Path, name: str = "src", partitioned: bool = False) -> sync.Table:
@@ -21,7 +28,7 @@ def new_table(tmp_path: Path, name: str = "src", partitioned: bool = False) -> s
     )
 
 
-def stream(spark: Any, table: sync.Table, **options: str) -> Any:  # noqa: F811
+def stream(spark: Any, table: sync.Table, **options: str) -> Any:
     reader = spark.readStream.format("aioiceberg")
     for key, value in options.items():
         reader = reader.option(key, value)
@@ -44,7 +51,7 @@ def run_available_now(df: Any, sink: Any) -> Any:
 
 
 def test_appends_arrive_exactly_once_between_batches_and_across_a_restart(
-    spark: Any,  # noqa: F811
+    spark: Any,
     tmp_path: Path,
 ) -> None:
     table = new_table(tmp_path)
@@ -77,7 +84,7 @@ def test_appends_arrive_exactly_once_between_batches_and_across_a_restart(
     assert ids(spark.read.parquet(out)) == list(range(35))
 
 
-def test_max_files_splits_a_backlog_over_batches_inside_a_snapshot(spark: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_max_files_splits_a_backlog_over_batches_inside_a_snapshot(spark: Any, tmp_path: Path) -> None:
     table = new_table(tmp_path, partitioned=True)
     table.append(rows(0, 30))  # one file per region: 3 files of 10 rows
     table.append(rows(30, 30))
@@ -87,7 +94,7 @@ def test_max_files_splits_a_backlog_over_batches_inside_a_snapshot(spark: Any, t
     assert ids(spark.table("max_files")) == list(range(60))
 
 
-def test_a_delete_snapshot_stops_the_stream_unless_skipped(spark: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_a_delete_snapshot_stops_the_stream_unless_skipped(spark: Any, tmp_path: Path) -> None:
     from pyspark.errors import StreamingQueryException
 
     table = new_table(tmp_path, partitioned=True)
@@ -111,7 +118,7 @@ def test_a_delete_snapshot_stops_the_stream_unless_skipped(spark: Any, tmp_path:
     assert ids(spark.table("skipped")) == list(range(60))
 
 
-def test_unknown_and_batch_only_options_are_refused_by_name(spark: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_unknown_and_batch_only_options_are_refused_by_name(spark: Any, tmp_path: Path) -> None:
     from pyspark.sql.types import LongType, StructField, StructType
 
     from aioiceberg.errors import ValidationError
@@ -132,7 +139,7 @@ def test_unknown_and_batch_only_options_are_refused_by_name(spark: Any, tmp_path
 
 
 def test_a_streaming_write_commits_each_epoch_once_across_restart_and_replay(
-    spark: Any,  # noqa: F811
+    spark: Any,
     tmp_path: Path,
 ) -> None:
     source = new_table(tmp_path)
@@ -250,7 +257,7 @@ def test_admission_control_stops_inside_a_snapshot(tmp_path: Path) -> None:
     assert [len(b) for b in drain(reader_of(table), ReadMaxRows(15))] == [10, 10, 13]  # at least one file
 
 
-def test_complete_mode_replaces_the_table_each_epoch(spark: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_complete_mode_replaces_the_table_each_epoch(spark: Any, tmp_path: Path) -> None:
     import pyarrow as pa
 
     source = new_table(tmp_path)

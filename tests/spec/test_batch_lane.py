@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from test_manifest_columnar import PRUNE_SCHEMA, PRUNE_SPEC, _same, _small_manifests
+from manifest_samples import PRUNE_SCHEMA, PRUNE_SPEC, same_entries, small_manifests
 
 from aioiceberg.expressions.tree import AlwaysTrue
 from aioiceberg.scan.decode import BatchLane, DecodeResult, PruneContext, decode_and_prune
@@ -12,7 +12,7 @@ from aioiceberg.spec.manifest import ManifestFile
 
 
 def _items() -> list[tuple[bytes, ManifestFile]]:
-    every = _small_manifests()
+    every = small_manifests()
     return [every[i] for i in (0, 1, 2, 4, 5)]  # one writer, one spec: one batch can hold them
 
 
@@ -63,7 +63,7 @@ async def test_a_burst_is_decoded_in_two_calls_the_first_arrival_alone() -> None
     assert lane.batches == 2
     for data, mf in items:
         want = decode_and_prune(data, mf, lane.ctx, False)
-        assert _same(out[mf.manifest_path].entries, want.entries), mf.manifest_path
+        assert same_entries(out[mf.manifest_path].entries, want.entries), mf.manifest_path
         assert out[mf.manifest_path].entries_read == want.entries_read
 
 
@@ -78,7 +78,7 @@ async def test_the_first_arrival_decodes_alone_with_the_decoder_the_lane_picks(c
     first = out[items[0][1].manifest_path]
     assert lane.batches == 2 and first.columnar is columnar_alone
     want = decode_and_prune(*items[0], lane.ctx, False)
-    assert _same(first.entries, want.entries) and first.entries_read == want.entries_read
+    assert same_entries(first.entries, want.entries) and first.entries_read == want.entries_read
 
 
 @pytest.mark.anyio

@@ -8,17 +8,27 @@ import datetime as dt
 import io
 import json
 import random
-import shutil
 import uuid
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import fastavro
-import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from manifest_samples import (
+    LOCATION,
+    PARTITIONS,
+    SCHEMA,
+    SPEC,
+    U1,
+    U2,
+    sample_entries,
+    sample_file,
+    write_sample,
+)
+from pyiceberg_manifests import load_or_write_tables, local_path
 
 from aioiceberg.errors import (
     CorruptFileError,
@@ -59,132 +69,23 @@ from aioiceberg.spec.types import (
     IntegerType,
     LongType,
     NestedField,
-    StringType,
     TimestampNanoType,
-    TimestampType,
     TimestamptzType,
     TimeType,
-    UUIDType,
 )
 from aioiceberg.spec.values import to_bytes
 
 pyiceberg_manifest = pytest.importorskip("pyiceberg.manifest")
 
-from pyiceberg.catalog.sql import SqlCatalog  # noqa: E402
 from pyiceberg.io.pyarrow import PyArrowFileIO  # noqa: E402
-from pyiceberg.partitioning import PartitionField as PyPartitionField  # noqa: E402
-from pyiceberg.partitioning import PartitionSpec as PyPartitionSpec  # noqa: E402
-from pyiceberg.schema import Schema as PySchema  # noqa: E402
-from pyiceberg.transforms import (  # noqa: E402
-    BucketTransform,
-    DayTransform,
-    HourTransform,
-    IdentityTransform,
-    TruncateTransform,
-)
-from pyiceberg.types import DateType as PyDateType  # noqa: E402
-from pyiceberg.types import DecimalType as PyDecimalType  # noqa: E402
-from pyiceberg.types import DoubleType as PyDoubleType  # noqa: E402
-from pyiceberg.types import LongType as PyLongType  # noqa: E402
-from pyiceberg.types import NestedField as PyNestedField  # noqa: E402
-from pyiceberg.types import StringType as PyStringType  # noqa: E402
-from pyiceberg.types import TimestampType as PyTimestampType  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------
 # Tables written by PyIceberg
 
 
-def _batch(seed: int) -> pa.Table:
-    rng = random.Random(seed)
-    n = 12
-    base = dt.datetime(2024, 5, 1)
-    return pa.table(
-        {
-            "id": pa.array([rng.randrange(1, 40) if i % 5 else None for i in range(n)], pa.int64()),
-            "name": pa.array([rng.choice(["alpha", "beta", "gamma", None]) for _ in range(n)], pa.string()),
-            "region": pa.array([rng.choice(["eu", "us", None]) for _ in range(n)], pa.string()),
-            "ts": pa.array(
-                [base + dt.timedelta(hours=rng.randrange(0, 72)) if i % 4 else None for i in range(n)],
-                pa.timestamp("us"),
-            ),
-            "d": pa.array([rng.choice([1.5, -2.0, float("nan"), None]) for _ in range(n)], pa.float64()),
-            "day": pa.array([dt.date(2024, 5, 1 + rng.randrange(0, 3)) for _ in range(n)], pa.date32()),
-            "amount": pa.array(
-                [Decimal(rng.randrange(0, 500)) / 100 for _ in range(n)], pa.decimal128(10, 2)
-            ),
-        }
-    )
-
-
-PY_SCHEMA = PySchema(
-    PyNestedField(1, "id", PyLongType(), required=False),
-    PyNestedField(2, "name", PyStringType(), required=False),
-    PyNestedField(3, "region", PyStringType(), required=False),
-    PyNestedField(4, "ts", PyTimestampType(), required=False),
-    PyNestedField(5, "d", PyDoubleType(), required=False),
-    PyNestedField(6, "day", PyDateType(), required=False),
-    PyNestedField(7, "amount", PyDecimalType(10, 2), required=False),
-)
-
-PY_SPECS = {
-    "ibtd": PyPartitionSpec(
-        PyPartitionField(3, 1000, IdentityTransform(), "region"),
-        PyPartitionField(1, 1001, BucketTransform(8), "id_bucket"),
-        PyPartitionField(2, 1002, TruncateTransform(2), "name_trunc"),
-        PyPartitionField(4, 1003, DayTransform(), "ts_day"),
-    ),
-    "hour": PyPartitionSpec(
-        PyPartitionField(4, 1000, HourTransform(), "ts_hour"),
-        PyPartitionField(6, 1001, IdentityTransform(), "day"),
-        PyPartitionField(7, 1002, IdentityTransform(), "amount"),
-    ),
-    "none": PyPartitionSpec(),
-}
-
-
 @pytest.fixture(scope="module")
 def pyiceberg_tables(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
-    """Tables v1/v2 x specs, each with three appends, a delete and an overwrite. Three modules
-    use them: written once per session (worker) under the session's base temp folder, then
-    loaded by the next module (the folder counts only once ``written`` is there)."""
-    import warnings
-
-    pytest.importorskip(
-        "pyiceberg_core", reason="PyIceberg needs pyiceberg-core for bucket/truncate/day/hour"
-    )
-
-    wh = tmp_path_factory.getbasetemp() / "pyiceberg_manifests_wh"
-    done = wh / "written"
-    if done.exists():
-        catalog = SqlCatalog("test", uri=f"sqlite:///{wh}/catalog.db", warehouse=f"file://{wh}")
-        return [catalog.load_table(f"db.{n}_v{v}") for v in (1, 2) for n in PY_SPECS]
-    if wh.exists():  # an earlier build stopped half way
-        shutil.rmtree(wh)
-    wh.mkdir()
-    catalog = SqlCatalog("test", uri=f"sqlite:///{wh}/catalog.db", warehouse=f"file://{wh}")
-    catalog.create_namespace("db")
-    tables = []
-    for version in (1, 2):
-        for name, spec in PY_SPECS.items():
-            table = catalog.create_table(
-                f"db.{name}_v{version}",
-                PY_SCHEMA,
-                partition_spec=spec,
-                properties={"format-version": str(version)},
-            )
-            for seed in range(3):
-                table.append(_batch(seed))
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                table.delete("id < 10")
-                table.overwrite(_batch(7), overwrite_filter="region = 'eu'")
-            tables.append(catalog.load_table(f"db.{name}_v{version}"))
-    done.touch()
-    return tables
-
-
-def _local(path: str) -> Path:
-    return Path(path.removeprefix("file://"))
+    return load_or_write_tables(tmp_path_factory)
 
 
 def _compare_manifest_file(ours: ManifestFile, theirs: Any) -> None:
@@ -244,13 +145,13 @@ def test_pyiceberg_manifest_lists_and_manifests_decode_identically(pyiceberg_tab
     statuses: set[int] = set()
     for table in pyiceberg_tables:
         for snapshot in table.snapshots():
-            data = _local(snapshot.manifest_list).read_bytes()
+            data = local_path(snapshot.manifest_list).read_bytes()
             ours = read_manifest_list(data, snapshot.manifest_list)
             theirs = list(pyiceberg_manifest.read_manifest_list(file_io.new_input(snapshot.manifest_list)))
             assert len(ours) == len(theirs)
             for our_mf, their_mf in zip(ours, theirs, strict=True):
                 _compare_manifest_file(our_mf, their_mf)
-                manifest = read_manifest(_local(our_mf.manifest_path).read_bytes(), our_mf)
+                manifest = read_manifest(local_path(our_mf.manifest_path).read_bytes(), our_mf)
                 assert manifest.metadata.format_version == table.format_version
                 their_entries = their_mf.fetch_manifest_entry(file_io, discard_deleted=False)
                 assert len(manifest.entries) == len(their_entries)
@@ -265,8 +166,8 @@ def test_pyiceberg_manifest_lists_and_manifests_decode_identically(pyiceberg_tab
 def test_pyiceberg_manifest_metadata_parses_to_table_schema_and_spec(pyiceberg_tables: list[Any]) -> None:
     for table in pyiceberg_tables:
         snapshot = table.current_snapshot()
-        mf = read_manifest_list(_local(snapshot.manifest_list).read_bytes())[0]
-        meta = read_manifest_metadata(_local(mf.manifest_path).read_bytes(), mf.manifest_path)
+        mf = read_manifest_list(local_path(snapshot.manifest_list).read_bytes())[0]
+        meta = read_manifest_metadata(local_path(mf.manifest_path).read_bytes(), mf.manifest_path)
         assert meta.format_version == table.format_version
         assert meta.content == ManifestContent.DATA
         assert meta.partition_spec_id == table.spec().spec_id
@@ -279,8 +180,8 @@ def test_pyiceberg_manifest_metadata_parses_to_table_schema_and_spec(pyiceberg_t
 
 def test_day_and_hour_partition_values_are_ints_in_the_value_convention(pyiceberg_tables: list[Any]) -> None:
     table = next(t for t in pyiceberg_tables if t.name()[-1] == "hour_v2")
-    mf = read_manifest_list(_local(table.current_snapshot().manifest_list).read_bytes())[0]
-    entry = read_manifest(_local(mf.manifest_path).read_bytes(), mf).entries[0]
+    mf = read_manifest_list(local_path(table.current_snapshot().manifest_list).read_bytes())[0]
+    entry = read_manifest(local_path(mf.manifest_path).read_bytes(), mf).entries[0]
     ts_hour, day, amount = entry.data_file.partition
     assert ts_hour is None or isinstance(ts_hour, int)
     assert isinstance(day, int) and dt.date(1970, 1, 1) + dt.timedelta(days=day) >= dt.date(2024, 5, 1)
@@ -291,84 +192,10 @@ def test_day_and_hour_partition_values_are_ints_in_the_value_convention(pyiceber
 # Files we write
 
 
-SCHEMA = Schema(
-    NestedField(1, "id", LongType(), required=True),
-    NestedField(2, "name", StringType()),
-    NestedField(3, "ts", TimestampType()),
-    NestedField(4, "d", DoubleType()),
-    NestedField(5, "u", UUIDType()),
-    NestedField(6, "amount", DecimalType(9, 2)),
-    NestedField(7, "day", DateType()),
-    schema_id=3,
-)
-SPEC = PartitionSpec(
-    2,
-    (
-        PartitionField((1,), 1000, parse_transform("bucket[16]"), "id_bucket"),
-        PartitionField((2,), 1001, parse_transform("truncate[3]"), "name_trunc"),
-        PartitionField((3,), 1002, parse_transform("hour"), "ts_hour"),
-        PartitionField((4,), 1003, parse_transform("identity"), "d"),
-        PartitionField((5,), 1004, parse_transform("identity"), "u"),
-        PartitionField((6,), 1005, parse_transform("identity"), "amount"),
-        PartitionField((7,), 1006, parse_transform("identity"), "day"),
-    ),
-)
-U1 = uuid.UUID("f79c3e09-677c-4bbd-a479-3f349cb785e7")
-U2 = uuid.UUID("0db3e2a8-9d1d-42b9-aa7b-74ebe558dceb")
-
-
-def _file(
-    i: int, partition: tuple[Any, ...], content: DataFileContent = DataFileContent.DATA, **kw: Any
-) -> DataFile:
-    return DataFile(
-        content,
-        f"file:///wh/data/{content.name.lower()}-{i}.parquet",
-        FileFormat.PARQUET,
-        partition,
-        10 + i,
-        1000 + i,
-        column_sizes={1: 50 + i, 2: 60},
-        value_counts={1: 10 + i, 2: 10 + i},
-        null_value_counts={1: 0, 2: i},
-        nan_value_counts={4: 0},
-        lower_bounds={1: to_bytes(i, LongType()), 2: b"a"},
-        upper_bounds={1: to_bytes(i + 100, LongType()), 2: b"z"},
-        split_offsets=(4,),
-        sort_order_id=0 if content != DataFileContent.POSITION_DELETES else None,
-        spec_id=SPEC.spec_id,
-        **kw,
-    )
-
-
-PARTITIONS = [
-    (3, "abc", 475000, 1.5, U1, Decimal("12.34"), 19844),
-    (7, None, 475001, float("nan"), U2, Decimal("-0.50"), 19845),
-    (0, "zzz", None, -0.0, None, None, None),
-]
-
-
-def _entries() -> list[ManifestEntry]:
-    return [
-        ManifestEntry(ManifestEntryStatus.ADDED, None, None, None, _file(0, PARTITIONS[0])),
-        ManifestEntry(ManifestEntryStatus.EXISTING, 11, 4, 3, _file(1, PARTITIONS[1])),
-        ManifestEntry(ManifestEntryStatus.DELETED, 12, 5, 5, _file(2, PARTITIONS[2])),
-    ]
-
-
-def _write(
-    format_version: int, codec: str = "deflate", tmp: Path | None = None
-) -> tuple[bytes, ManifestFile]:
-    entries = _entries()
-    if format_version == 1:
-        entries = [ManifestEntry(e.status, e.snapshot_id, None, None, e.data_file) for e in entries]
-    path = f"file://{tmp}/m-v{format_version}.avro" if tmp else f"mem://m-v{format_version}.avro"
-    return write_manifest(entries, SPEC, SCHEMA, format_version, 99, codec=codec, manifest_path=path)  # type: ignore[arg-type]
-
-
 @pytest.mark.parametrize("format_version", [1, 2, 3])
 @pytest.mark.parametrize("codec", ["deflate", "null"])
 def test_written_manifest_reads_back_with_inherited_values(format_version: int, codec: str) -> None:
-    data, mf = _write(format_version, codec)
+    data, mf = write_sample(format_version, codec)
     assert mf.manifest_length == len(data)
     assert (mf.added_files_count, mf.existing_files_count, mf.deleted_files_count) == (1, 1, 1)
     assert (mf.added_rows_count, mf.existing_rows_count, mf.deleted_rows_count) == (10, 11, 12)
@@ -378,7 +205,7 @@ def test_written_manifest_reads_back_with_inherited_values(format_version: int, 
     listed = read_manifest_list(write_manifest_list([mf], format_version, 99, 98, 6, first_row_id=500))[0]
     manifest = read_manifest(data, listed)
     added, existing, deleted = manifest.entries
-    expected = _entries()
+    expected = sample_entries()
     for got, want in zip(manifest.entries, expected, strict=True):
         assert _nan_equal(got.data_file.partition, want.data_file.partition)
         assert got.data_file.lower_bounds == want.data_file.lower_bounds
@@ -409,7 +236,7 @@ def _nan_equal(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
 
 
 def test_partition_summaries_track_nulls_nans_and_bounds() -> None:
-    _, mf = _write(2)
+    _, mf = write_sample(2)
     assert mf.partitions is not None
     s = {f.name: mf.partitions[i] for i, f in enumerate(SPEC.fields)}
     assert s["id_bucket"].lower_bound == to_bytes(0, IntegerType())
@@ -439,7 +266,7 @@ def _walk_fields(schema: Any, out: list[dict[str, Any]]) -> list[dict[str, Any]]
 
 @pytest.mark.parametrize("format_version", [1, 2, 3])
 def test_plain_fastavro_sees_field_ids_names_and_metadata(format_version: int) -> None:
-    data, mf = _write(format_version)
+    data, mf = write_sample(format_version)
     r = fastavro.reader(io.BytesIO(data))
     rows = list(r)
     schema = json.loads(r.metadata["avro.schema"])
@@ -486,8 +313,8 @@ def test_plain_fastavro_sees_field_ids_names_and_metadata(format_version: int) -
 
 @pytest.mark.parametrize("format_version", [1, 2])
 def test_pyiceberg_reads_what_we_write(format_version: int, tmp_path: Path) -> None:
-    data, mf = _write(format_version, tmp=tmp_path)
-    _local(mf.manifest_path).write_bytes(data)
+    data, mf = write_sample(format_version, tmp=tmp_path)
+    local_path(mf.manifest_path).write_bytes(data)
     list_path = tmp_path / "snap.avro"
     list_path.write_bytes(write_manifest_list([mf], format_version, 99, 98, 6))
     file_io = PyArrowFileIO()
@@ -512,14 +339,14 @@ def test_v2_delete_manifest_with_position_and_equality_deletes(tmp_path: Path) -
             None,
             None,
             None,
-            _file(0, PARTITIONS[0], DataFileContent.POSITION_DELETES),
+            sample_file(0, PARTITIONS[0], DataFileContent.POSITION_DELETES),
         ),
         ManifestEntry(
             ManifestEntryStatus.ADDED,
             None,
             None,
             None,
-            _file(1, PARTITIONS[0], DataFileContent.EQUALITY_DELETES, equality_ids=(1, 2)),
+            sample_file(1, PARTITIONS[0], DataFileContent.EQUALITY_DELETES, equality_ids=(1, 2)),
         ),
     ]
     data, mf = write_manifest(
@@ -533,7 +360,7 @@ def test_v2_delete_manifest_with_position_and_equality_deletes(tmp_path: Path) -
     assert pos.data_file.content == DataFileContent.POSITION_DELETES and pos.data_file.sort_order_id is None
     assert eq.data_file.equality_ids == (1, 2) and eq.sequence_number == 9
     # PyIceberg agrees on contents and equality ids.
-    _local(mf.manifest_path).write_bytes(data)
+    local_path(mf.manifest_path).write_bytes(data)
     (tp, te) = pyiceberg_manifest.ManifestFile.from_args(
         manifest_path=mf.manifest_path,
         manifest_length=len(data),
@@ -610,7 +437,7 @@ def test_partition_types_round_trip_in_the_value_convention() -> None:
         b"\x00\xff",
         b"xyz",
     )
-    entry = ManifestEntry(ManifestEntryStatus.ADDED, None, None, None, _file(0, values))
+    entry = ManifestEntry(ManifestEntryStatus.ADDED, None, None, None, sample_file(0, values))
     data, _ = write_manifest([entry], spec, schema, 3, 1, manifest_path="mem://t.avro")
     (got,) = read_manifest(data).entries
     assert got.data_file.partition == values
@@ -621,7 +448,7 @@ def test_partition_types_round_trip_in_the_value_convention() -> None:
 
 
 def test_null_snapshot_id_and_sequence_numbers_inherit_only_for_added_entries() -> None:
-    data, mf = _write(2)
+    data, mf = write_sample(2)
     listed = ManifestFile(mf.manifest_path, mf.manifest_length, mf.partition_spec_id, mf.content, 8, 4, 77)
     # Without the list row, nulls stay null: nothing to inherit from.
     added = read_manifest(data).entries[0]
@@ -632,27 +459,31 @@ def test_null_snapshot_id_and_sequence_numbers_inherit_only_for_added_entries() 
 
 
 def test_existing_entries_need_sequence_numbers_in_v2() -> None:
-    entry = ManifestEntry(ManifestEntryStatus.EXISTING, 3, None, None, _file(0, PARTITIONS[0]))
+    entry = ManifestEntry(ManifestEntryStatus.EXISTING, 3, None, None, sample_file(0, PARTITIONS[0]))
     with pytest.raises(ValidationError):
         write_manifest([entry], SPEC, SCHEMA, 2, 4, manifest_path="mem://x.avro")
 
 
 def test_manifest_list_refuses_to_assign_a_sequence_number_to_another_snapshots_manifest() -> None:
-    _, mf = _write(2)
+    _, mf = write_sample(2)
     with pytest.raises(ValidationError):
         write_manifest_list([mf], 2, 1234, None, 5)
 
 
 def test_v1_rejects_delete_files() -> None:
     entry = ManifestEntry(
-        ManifestEntryStatus.ADDED, None, None, None, _file(0, PARTITIONS[0], DataFileContent.POSITION_DELETES)
+        ManifestEntryStatus.ADDED,
+        None,
+        None,
+        None,
+        sample_file(0, PARTITIONS[0], DataFileContent.POSITION_DELETES),
     )
     with pytest.raises(ValidationError):
         write_manifest([entry], SPEC, SCHEMA, 1, 4, ManifestContent.DELETES, manifest_path="mem://x.avro")
 
 
 def test_columns_needed_keeps_only_those_stats() -> None:
-    data, _ = _write(2)
+    data, _ = write_sample(2)
     full = read_manifest(data).entries[0].data_file
     slim = read_manifest(data, columns_needed={2}).entries[0].data_file
     assert full.lower_bounds == {1: to_bytes(0, LongType()), 2: b"a"}
@@ -661,16 +492,13 @@ def test_columns_needed_keeps_only_those_stats() -> None:
 
 
 def test_iter_and_discard_deleted() -> None:
-    data, _ = _write(2)
+    data, _ = write_sample(2)
     statuses = [e.status for e in iter_manifest_entries(data, discard_deleted=True)]
     assert statuses == [ManifestEntryStatus.ADDED, ManifestEntryStatus.EXISTING]
 
 
 # ---------------------------------------------------------------------------------------------
 # Damaged input
-
-
-LOCATION = "s3://bucket/wh/db/t/metadata/abc-m0.avro"
 
 
 def _assert_corrupt(data: bytes, *, list_: bool = False) -> None:
@@ -684,7 +512,7 @@ def _assert_corrupt(data: bytes, *, list_: bool = False) -> None:
 
 @pytest.mark.parametrize("codec", ["deflate", "null"])
 def test_truncated_manifest_is_corrupt(codec: str) -> None:
-    data, _ = _write(2, codec)
+    data, _ = write_sample(2, codec)
     for cut in (0, 3, 10, len(data) // 2, len(data) - 20, len(data) - 1):
         with pytest.raises(CorruptFileError) as info:
             read_manifest(data[:cut], location=LOCATION)
@@ -694,7 +522,7 @@ def test_truncated_manifest_is_corrupt(codec: str) -> None:
 def test_a_disputed_length_is_a_hint_the_content_decides() -> None:
     # Other writers list lengths that disagree with the object; PyIceberg, DuckDB and Java
     # read on. An intact file reads as if the length were right, in both decoders.
-    data, mf = _write(2)
+    data, mf = write_sample(2)
     expected = repr(read_manifest(data, mf).entries)  # repr: a partition value is NaN
     for wrong in (len(data) + 31, len(data) - 31, 0):
         listed = dataclasses.replace(mf, manifest_length=wrong)
@@ -715,7 +543,7 @@ def _one_block_per_entry(data: bytes) -> bytes:
 
 
 def test_a_manifest_cut_at_a_block_boundary_is_caught_by_the_listed_counts() -> None:
-    data, mf = _write(2)
+    data, mf = write_sample(2)
     data = _one_block_per_entry(data)
     layout = avro_layout(data)
     assert layout is not None and len(layout.blocks) == 3
@@ -733,7 +561,7 @@ def test_a_manifest_cut_at_a_block_boundary_is_caught_by_the_listed_counts() -> 
 
 
 def test_wrong_magic_and_random_bytes_are_corrupt() -> None:
-    data, _ = _write(2)
+    data, _ = write_sample(2)
     for bad in (b"PAR1" + data[4:], bytes(random.Random(1).randrange(256) for _ in range(500)), b"", b"{}"):
         with pytest.raises(CorruptFileError, match="not an Avro file"):
             read_manifest(bad, location=LOCATION)
@@ -742,7 +570,7 @@ def test_wrong_magic_and_random_bytes_are_corrupt() -> None:
 
 
 def test_flipped_sync_marker_is_corrupt() -> None:
-    data, _ = _write(2, "deflate")
+    data, _ = write_sample(2, "deflate")
     flipped = bytearray(data)
     flipped[-1] ^= 0x10
     _assert_corrupt(bytes(flipped))
@@ -753,7 +581,7 @@ def test_bit_flips_in_the_data_blocks_are_corrupt_or_decode_cleanly(codec: str) 
     # Avro carries no checksum: a flip inside a value (a count, a path byte) decodes to a
     # different but well-formed value. Every flip must either decode or raise CorruptFileError
     # naming the file; most land on structure (lengths, varints, deflate, sync) and are caught.
-    data, _ = _write(2, codec)
+    data, _ = write_sample(2, codec)
     header_end = data.index(b"manifest_entry") + 200
     rng = random.Random(7)
     detected = 0
@@ -781,24 +609,24 @@ def test_unknown_format_version_is_unsupported() -> None:
     with pytest.raises(UnsupportedFormatVersionError, match="9") as info:
         read_manifest(buf.getvalue(), location=LOCATION)
     assert LOCATION in str(info.value)
-    _, mf = _write(2)
+    _, mf = write_sample(2)
     listing = write_manifest_list([mf], 2, 99, None, 1).replace(b"\x02\x32", b"\x02\x37")
     with pytest.raises(UnsupportedFormatVersionError):
         read_manifest_list(listing)
 
 
 def test_manifest_list_is_not_a_manifest() -> None:
-    _, mf = _write(2)
+    _, mf = write_sample(2)
     listing = write_manifest_list([mf], 2, 99, None, 1)
     with pytest.raises(InvalidMetadataError, match="not a manifest"):
         read_manifest(listing, location=LOCATION)
-    data, _ = _write(2)
+    data, _ = write_sample(2)
     with pytest.raises(InvalidMetadataError, match="not a manifest list"):
         read_manifest_list(data, LOCATION)
 
 
-_VALID_MANIFEST = _write(2, "null")[0]
-_VALID_LIST = write_manifest_list([_write(2)[1]], 2, 99, None, 1, codec="null")
+_VALID_MANIFEST = write_sample(2, "null")[0]
+_VALID_LIST = write_manifest_list([write_sample(2)[1]], 2, 99, None, 1, codec="null")
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

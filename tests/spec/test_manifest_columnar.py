@@ -17,16 +17,21 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
-from test_manifest import (
+from manifest_samples import (
     LOCATION,
     PARTITIONS,
+    PRUNE_SCHEMA,
+    PRUNE_SPEC,
     SCHEMA,
     SPEC,
-    _file,
-    _local,
-    _write,
-    pyiceberg_tables,  # noqa: F401  (fixture)
+    awkward_files,
+    same_entries,
+    sample_file,
+    simple_file,
+    small_manifests,
+    write_sample,
 )
+from pyiceberg_manifests import load_or_write_tables, local_path
 
 from aioiceberg.errors import CorruptFileError, InvalidMetadataError
 from aioiceberg.expressions import InclusiveMetricsEvaluator, bind, parse, rewrite_not
@@ -69,7 +74,6 @@ from aioiceberg.spec.types import (
     TimestamptzType,
     TimeType,
 )
-from aioiceberg.spec.values import to_bytes
 
 pytest.importorskip("polars")
 
@@ -87,22 +91,22 @@ def _agree(data: bytes, manifest: ManifestFile | None = None) -> bool:
             )
             if got is not None:
                 used = True
-                assert _same(got, want)
+                assert same_entries(got, want)
     return used
 
 
-def _same(a: list[ManifestEntry], b: list[ManifestEntry]) -> bool:
-    # NaN partition values compare unequal to themselves: compare their reprs instead
-    return len(a) == len(b) and all(x == y or repr(x) == repr(y) for x, y in zip(a, b, strict=True))
+@pytest.fixture(scope="module")
+def pyiceberg_tables(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
+    return load_or_write_tables(tmp_path_factory)
 
 
-def test_pyiceberg_v1_and_v2_manifests_decode_identically(pyiceberg_tables: list[Any]) -> None:  # noqa: F811
+def test_pyiceberg_v1_and_v2_manifests_decode_identically(pyiceberg_tables: list[Any]) -> None:
     used = {1: 0, 2: 0}
     partitioned_v2 = unpartitioned_v2 = 0
     for table in pyiceberg_tables:
         for snapshot in table.snapshots():
-            for mf in read_manifest_list(_local(snapshot.manifest_list).read_bytes()):
-                data = _local(mf.manifest_path).read_bytes()
+            for mf in read_manifest_list(local_path(snapshot.manifest_list).read_bytes()):
+                data = local_path(mf.manifest_path).read_bytes()
                 columnar = _agree(data, mf)
                 if columnar:
                     used[table.format_version] += 1
@@ -121,7 +125,7 @@ COLUMNAR_SPEC = PartitionSpec(SPEC.spec_id, tuple(SPEC.fields[i] for i in COLUMN
 
 
 def _write_columnar(format_version: int, codec: Literal["deflate", "null"]) -> tuple[bytes, ManifestFile]:
-    """``_write``'s entries under COLUMNAR_SPEC: a manifest both decoders read (from v2 on)."""
+    """``write_sample``'s entries under COLUMNAR_SPEC: a manifest both decoders read (from v2 on)."""
     entries = [
         ManifestEntry(
             e.status,
@@ -132,7 +136,7 @@ def _write_columnar(format_version: int, codec: Literal["deflate", "null"]) -> t
                 e.data_file, partition=tuple(e.data_file.partition[i] for i in COLUMNAR_FIELDS)
             ),
         )
-        for e in read_manifest(_write(2)[0]).entries
+        for e in read_manifest(write_sample(2)[0]).entries
     ]
     path = f"mem://c-v{format_version}.avro"
     return write_manifest(entries, COLUMNAR_SPEC, SCHEMA, format_version, 99, codec=codec, manifest_path=path)
@@ -147,7 +151,7 @@ def test_our_manifests_decode_identically(format_version: int, codec: Literal["d
     assert _agree(data, listed) is columnar
     assert _agree(data) is columnar  # without the list row: nothing inherited
     # uuid and decimal partition values: fastavro decides, and the columnar path says so
-    fallback, fallback_mf = _write(format_version, codec)
+    fallback, fallback_mf = write_sample(format_version, codec)
     assert read_manifest_entries_columnar(fallback, fallback_mf) is None
 
 
@@ -158,14 +162,14 @@ def test_delete_manifests_decode_identically(tmp_path: Path) -> None:
             None,
             None,
             None,
-            _file(0, PARTITIONS[0], DataFileContent.POSITION_DELETES),
+            sample_file(0, PARTITIONS[0], DataFileContent.POSITION_DELETES),
         ),
         ManifestEntry(
             ManifestEntryStatus.EXISTING,
             5,
             3,
             3,
-            _file(1, PARTITIONS[1], DataFileContent.EQUALITY_DELETES, equality_ids=(1, 2)),
+            sample_file(1, PARTITIONS[1], DataFileContent.EQUALITY_DELETES, equality_ids=(1, 2)),
         ),
     ]
     data, mf = write_manifest(
@@ -185,18 +189,6 @@ def test_delete_manifests_decode_identically(tmp_path: Path) -> None:
     )
     (listed,) = read_manifest_list(write_manifest_list([mf], 2, 5, 4, 9))
     assert _agree(data, listed)
-
-
-def _simple(i: int, partition: tuple[Any, ...], **kw: Any) -> DataFile:
-    return DataFile(
-        DataFileContent.DATA,
-        f"file:///wh/data/{i}.parquet",
-        FileFormat.PARQUET,
-        partition,
-        10,
-        100,
-        **kw,
-    )
 
 
 def test_supported_partition_types_decode_columnar_and_others_fall_back() -> None:
@@ -229,7 +221,7 @@ def test_supported_partition_types_decode_columnar_and_others_fall_back() -> Non
         ]
         entries = [
             ManifestEntry(
-                ManifestEntryStatus.ADDED, None, None, None, _simple(k, tuple(r[i - 1] for i in ids))
+                ManifestEntryStatus.ADDED, None, None, None, simple_file(k, tuple(r[i - 1] for i in ids))
             )
             for k, r in enumerate(rows)
         ]
@@ -237,7 +229,7 @@ def test_supported_partition_types_decode_columnar_and_others_fall_back() -> Non
 
     assert _agree(manifest(range(1, 11)))  # everything but time decodes columnar
     assert not _agree(manifest(range(1, 12)))  # time-micros: the fastavro reader decides
-    one = [ManifestEntry(ManifestEntryStatus.ADDED, None, None, None, _simple(0, ()))]
+    one = [ManifestEntry(ManifestEntryStatus.ADDED, None, None, None, simple_file(0, ()))]
     assert _agree(write_manifest(one, UNPARTITIONED, schema, 2, 1, manifest_path="mem://u.avro")[0])
     empty = write_manifest([], UNPARTITIONED, schema, 2, 1, manifest_path="mem://e.avro")[0]
     assert read_manifest(empty).entries == []
@@ -252,12 +244,12 @@ def _assert_fallback_decides(data: bytes) -> None:
             _decode(data, AlwaysTrue())
         return
     got = read_manifest_entries_columnar(data, location=LOCATION)
-    assert got is None or _same(got, want)
+    assert got is None or same_entries(got, want)
 
 
 @pytest.mark.parametrize("codec", ["deflate", "null"])
 def test_damaged_manifests_raise_corrupt_or_agree(codec: str) -> None:
-    data, _ = _write(2, codec)
+    data, _ = write_sample(2, codec)
     header_end = data.index(b"manifest_entry") + 200
     rng = random.Random(11)
     for _ in range(150):
@@ -273,77 +265,6 @@ def test_damaged_manifests_raise_corrupt_or_agree(codec: str) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Pruning on columns keeps exactly what the per-entry evaluators keep
-
-PRUNE_SCHEMA = Schema(
-    NestedField(1, "id", LongType(), required=True),
-    NestedField(2, "ts", TimestamptzType()),
-    NestedField(3, "n", IntegerType()),
-    NestedField(4, "s", StringType()),
-    NestedField(5, "x", DoubleType()),
-    NestedField(6, "day", DateType()),
-)
-PRUNE_SPEC = PartitionSpec(
-    0,
-    (
-        PartitionField((1,), 1000, parse_transform("bucket[4]"), "id_bucket"),
-        PartitionField((6,), 1001, parse_transform("identity"), "day"),
-    ),
-)
-
-
-def _awkward_files() -> list[DataFile]:
-    """Files whose stats test every corner the prefilter must leave to the evaluator."""
-    long_b = lambda v: to_bytes(v, LongType())  # noqa: E731
-    int_b = lambda v: to_bytes(v, IntegerType())  # noqa: E731
-    out: list[DataFile] = []
-    for k in range(48):
-        lo, hi = k * 10, k * 10 + 9
-        lower: dict[int, bytes] = {1: long_b(lo), 2: long_b(lo * 1000), 3: int_b(lo), 4: f"a{k:03d}".encode()}
-        upper: dict[int, bytes] = {1: long_b(hi), 2: long_b(hi * 1000), 3: int_b(hi), 4: f"b{k:03d}".encode()}
-        values = {1: 10, 2: 10, 3: 10, 4: 10, 5: 10}
-        nulls = {1: 0, 2: 0, 3: 0, 4: 0, 5: 0}
-        nans = {5: 1 if k % 12 == 7 else 0}
-        record_count = 10
-        kind = k % 12
-        if kind == 1:
-            lower[1] = int_b(lo)  # a 4-byte bound of a long (promoted int): not readable in bulk
-        elif kind == 2:
-            del lower[1], upper[1]  # no bounds: may match
-        elif kind == 3:
-            nulls[1] = 10  # nulls only: the evaluator drops it for comparisons
-        elif kind == 4:
-            record_count = -1  # unknown size: always kept
-        elif kind == 5:
-            upper[1] = b"\x01"  # an undecodable bound
-        elif kind == 6:
-            record_count = 0
-        elif kind == 8:
-            nans[1] = 10  # NaNs only (a count the spec reserves for floats): dropped too
-        elif kind == 9:
-            del nulls[1]  # no null count: not "nulls only"
-        elif kind == 10:
-            del values[1]  # no value count, every row null: not "nulls only" either
-            nulls[1] = 10
-        elif kind == 11:
-            values[1], nulls[1] = 0, 0  # a zero value count is falsy in the evaluator
-        partition = (k % 4, 19000 + k % 3)
-        out.append(
-            DataFile(
-                DataFileContent.DATA,
-                f"file:///wh/p/{k}.parquet",
-                FileFormat.PARQUET,
-                partition,
-                record_count,
-                100,
-                value_counts=values,
-                null_value_counts=nulls,
-                nan_value_counts=nans,
-                lower_bounds=lower,
-                upper_bounds=upper,
-            )
-        )
-    return out
-
 
 PRUNE_FILTERS = [
     "",
@@ -375,9 +296,9 @@ def _decode(data: bytes, expr: Expression, columnar: bool = True) -> list[Manife
 
 @pytest.mark.parametrize("text", PRUNE_FILTERS)
 def test_columnar_pruning_keeps_exactly_what_the_evaluators_keep(text: str) -> None:
-    files = _awkward_files()
+    files = awkward_files()
     entries = [ManifestEntry(ManifestEntryStatus.ADDED, None, None, None, f) for f in files]
-    entries.append(ManifestEntry(ManifestEntryStatus.DELETED, 70, 2, 2, _simple(99, (0, 19000))))
+    entries.append(ManifestEntry(ManifestEntryStatus.DELETED, 70, 2, 2, simple_file(99, (0, 19000))))
     data, _ = write_manifest(entries, PRUNE_SPEC, PRUNE_SCHEMA, 2, 77, manifest_path=LOCATION)
     assert open_columnar(data) is not None
     expr = parse(text) if text else AlwaysTrue()
@@ -389,7 +310,7 @@ def test_columnar_pruning_keeps_exactly_what_the_evaluators_keep(text: str) -> N
 @pytest.mark.parametrize("text", PRUNE_FILTERS)
 def test_rows_certain_to_match_are_rows_the_evaluator_keeps(text: str) -> None:
     """``certain`` lets rows skip the evaluator: each one it marks, the evaluator keeps."""
-    files = _awkward_files()
+    files = awkward_files()
     entries = [ManifestEntry(ManifestEntryStatus.ADDED, None, None, None, f) for f in files]
     data, _ = write_manifest(entries, PRUNE_SPEC, PRUNE_SCHEMA, 2, 77, manifest_path=LOCATION)
     cm = open_columnar(data)
@@ -425,7 +346,7 @@ def test_decoded_rows_hold_nothing_the_collector_tracks() -> None:
             nan_value_counts=None if i % 5 == 0 else f.nan_value_counts,
             column_sizes={} if i % 2 else None,
         )
-        for i, f in enumerate(_awkward_files())
+        for i, f in enumerate(awkward_files())
     ]
     entries = [ManifestEntry(ManifestEntryStatus.ADDED, None, None, None, f) for f in files]
     data, _ = write_manifest(entries, PRUNE_SPEC, PRUNE_SCHEMA, 2, 77, manifest_path=LOCATION)
@@ -450,7 +371,7 @@ def test_rows_asked_for_in_any_order_read_as_fastavro_gives_them(columns: frozen
     shuffled order reads each row's own stats."""
     files = [
         dataclasses.replace(f, nan_value_counts=None if i % 5 == 0 else f.nan_value_counts)
-        for i, f in enumerate(_awkward_files())
+        for i, f in enumerate(awkward_files())
     ]
     entries = [ManifestEntry(ManifestEntryStatus.ADDED, None, None, None, f) for f in files]
     data, _ = write_manifest(entries, PRUNE_SPEC, PRUNE_SCHEMA, 2, 77, manifest_path=LOCATION)
@@ -532,57 +453,12 @@ def test_gc_paused_nests_and_respects_a_disabled_collector() -> None:
 # Small manifests decoded together
 
 
-def _small_manifests() -> list[tuple[bytes, ManifestFile]]:
-    """Manifests of one writer (shared header) added by different snapshots at different
-    sequence numbers, with existing and deleted entries, plus ones that cannot share a batch:
-    another spec, v1, an empty one."""
-    files = _awkward_files()
-    out: list[tuple[bytes, ManifestFile]] = []
-    for m in range(9):
-        chunk = files[m * 4 : m * 4 + 5]
-        entries = [
-            ManifestEntry(
-                ManifestEntryStatus.ADDED if i % 3 else ManifestEntryStatus.EXISTING,
-                None if i % 3 else 40 + m,
-                None if i % 3 else m,
-                None if i % 3 else m,
-                f,
-            )
-            for i, f in enumerate(chunk)
-        ]
-        if m % 4 == 1:
-            entries.append(ManifestEntry(ManifestEntryStatus.DELETED, 70, 2, 2, _simple(90 + m, (0, 19000))))
-        path = f"file:///wh/metadata/m{m}.avro"
-        version = 1 if m == 7 else 2
-        data, _ = write_manifest(entries, PRUNE_SPEC, PRUNE_SCHEMA, version, 100 + m, manifest_path=path)
-        mf = ManifestFile(path, len(data), 0, ManifestContent.DATA, 10 + m, 10 + m, 100 + m)
-        out.append((data, mf))
-    other = PartitionSpec(3, (PartitionField((1,), 1000, parse_transform("bucket[4]"), "id_bucket"),))
-    data, _ = write_manifest(
-        [ManifestEntry(ManifestEntryStatus.ADDED, None, None, None, _simple(500, (1,)))],
-        other,
-        PRUNE_SCHEMA,
-        2,
-        300,
-        manifest_path="file:///wh/metadata/other.avro",
-    )
-    out.insert(
-        3,
-        (data, ManifestFile("file:///wh/metadata/other.avro", len(data), 3, ManifestContent.DATA, 5, 5, 300)),
-    )
-    data, _ = write_manifest([], PRUNE_SPEC, PRUNE_SCHEMA, 2, 301, manifest_path="file:///wh/metadata/e.avro")
-    out.append(
-        (data, ManifestFile("file:///wh/metadata/e.avro", len(data), 0, ManifestContent.DATA, 6, 6, 301))
-    )
-    return out
-
-
 @pytest.mark.parametrize("text", ["", "id = 125", "id < 50", "day = '2022-01-09'", "id IS NULL", "false"])
 def test_small_manifests_decoded_together_match_one_by_one(text: str) -> None:
     from aioiceberg.scan.decode import decode_and_prune_batch
     from aioiceberg.spec.manifest.columnar import open_columnar_batch
 
-    items = _small_manifests()
+    items = small_manifests()
     expr = parse(text) if text else AlwaysTrue()
     bound = rewrite_not(bind(PRUNE_SCHEMA, expr))
     specs = {
@@ -596,7 +472,7 @@ def test_small_manifests_decoded_together_match_one_by_one(text: str) -> None:
     want = [decode_and_prune(data, mf, ctx, False) for data, mf in items]
     assert len(got) == len(want)
     for g, w, (_, mf) in zip(got, want, items, strict=True):
-        assert _same(g.entries, w.entries), mf.manifest_path
+        assert same_entries(g.entries, w.entries), mf.manifest_path
         assert (g.entries_read, g.skipped_by_partition, g.skipped_by_metrics) == (
             w.entries_read,
             w.skipped_by_partition,
@@ -608,7 +484,7 @@ def test_small_manifests_decoded_together_match_one_by_one(text: str) -> None:
 def test_a_batch_refuses_what_it_cannot_decode_alike() -> None:
     from aioiceberg.spec.manifest.columnar import avro_layout, open_columnar_batch
 
-    items = _small_manifests()
+    items = small_manifests()
     v2 = [items[0], items[1]]
     assert open_columnar_batch(v2) is not None
     assert open_columnar_batch([items[0], items[3]]) is None  # another spec: another header
@@ -625,7 +501,7 @@ def test_a_batch_refuses_what_it_cannot_decode_alike() -> None:
 def test_a_damaged_manifest_in_a_batch_raises_as_alone() -> None:
     from aioiceberg.scan.decode import decode_and_prune_batch
 
-    items = _small_manifests()[:3]
+    items = small_manifests()[:3]
     data, mf = items[1]
     broken = data[:-20] + bytes(20)
     items[1] = (broken, mf)

@@ -12,7 +12,7 @@ from typing import Any
 import fastavro
 import numpy as np
 import pytest
-from test_manifest import _local, pyiceberg_tables  # noqa: F401  (a fixture)
+from pyiceberg_manifests import load_or_write_tables, local_path
 
 from aioiceberg.errors import CorruptFileError
 from aioiceberg.spec.manifest import ManifestContent, ManifestFile, PartitionFieldSummary, write_manifest_list
@@ -116,11 +116,16 @@ def test_short_lists_are_left_to_fastavro() -> None:
     assert read_manifest_list_columnar(data, min_rows=0) == read_manifest_list(data)
 
 
-def test_pyiceberg_lists_read_the_same(pyiceberg_tables: list[Any]) -> None:  # noqa: F811
+@pytest.fixture(scope="module")
+def pyiceberg_tables(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
+    return load_or_write_tables(tmp_path_factory)
+
+
+def test_pyiceberg_lists_read_the_same(pyiceberg_tables: list[Any]) -> None:
     checked = 0
     for table in pyiceberg_tables:
         for snapshot in table.snapshots():
-            data = _local(snapshot.manifest_list).read_bytes()
+            data = local_path(snapshot.manifest_list).read_bytes()
             got = read_manifest_list_columnar(data, min_rows=0)
             assert got is not None
             assert got == read_manifest_list(data)

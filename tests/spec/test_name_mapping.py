@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_arrow_schema import rich_schema, to_pyiceberg
+from schema_samples import rich_schema, to_pyiceberg
 
 from aioiceberg.errors import InvalidMetadataError, ValidationError
 from aioiceberg.spec.arrow import FIELD_ID_KEY, arrow_to_schema, field_id_of, schema_to_arrow
