@@ -6,7 +6,8 @@ runtime and beside Spark's own Parquet reader on the same files.
     python benchmarks/spark.py --count-requests  # + one pass through a proxy counting requests
     python benchmarks/spark.py --s3a input.stream.type=classic   # an S3A setting for the reads
     python benchmarks/spark.py --store moto      # reads on moto; --store local: the local disk
-    python benchmarks/spark.py --tiny            # smoke run (used by the tests): moto, no Java peer
+    python benchmarks/spark.py --tiny            # smoke run (used by the tests): moto, no Java peer,
+                                                 # the all-columns query only
 
 Stores (benchmarks/s3_rig.py): the table is written on moto (started here), because our
 commits need conditional writes, which s3proxy ignores; for ``--store s3proxy`` (the default)
@@ -58,6 +59,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
+from servers.jvm import QUICK_JVM  # noqa: E402
 
 import aioiceberg.spark  # noqa: E402
 from aioiceberg import sync  # noqa: E402
@@ -270,6 +272,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     rows, files, runs = (4_000, 2, 1) if args.tiny else (args.rows, args.files, args.runs)
+    if args.tiny and not args.query:  # every column's answer compared across the readers, once
+        args.query = [f"all {COLUMNS} columns"]
     with_java = args.java if args.java is not None else not args.tiny
     per_file = rows // files
     rows = per_file * files
@@ -326,6 +330,7 @@ def main() -> None:
                 SparkSession,
                 progress,
                 warm_up=not args.tiny,  # the tiny run's figures mean nothing: no untimed round
+                jvm_options=QUICK_JVM if args.tiny else None,  # C1 only: C2 does not pay off this short
                 pick=Pick(
                     queries=set(args.query),
                     readers=set(args.readers.split(",")) if args.readers else None,
@@ -361,6 +366,7 @@ def run(
     progress: Progress,
     warm_up: bool,
     pick: Pick | None = None,
+    jvm_options: str | None = None,
 ) -> None:
     pick = pick or Pick()
     opts = dict(rig.read or {})  # every read
@@ -376,6 +382,8 @@ def run(
     )
     if on_s3:
         builder = builder.config("spark.jars", s3a_jars(S3A_JARS))
+    if jvm_options:
+        builder = builder.config("spark.driver.extraJavaOptions", jvm_options)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if on_s3 and not s3a_available(spark):

@@ -102,11 +102,12 @@ def localstack_endpoint(localstack_server: LocalStackServer) -> str:
     return localstack_server.url
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
     """A Spark standalone master and two one-core workers on 127.0.0.1, from the pyspark
-    package; ``.master_url`` for a session (see ``spark_cluster.cluster_session``). Module-scoped:
-    one cluster per test module, stopped with its executors at the module's end. Its JVMs
+    package; ``.master_url`` for a session (see ``spark_cluster.cluster_session``). One per test
+    process: the modules that use it are one xdist group ("spark-cluster", tests/conftest.py),
+    each module's session an application of its own (its executors end with it). Its JVMs
     (daemons, executors) run C1 only (``QUICK_JVM``)."""
     pytest.importorskip("pyspark")
     with SparkCluster(tmp_path_factory.mktemp("spark-cluster"), java_options=QUICK_JVM) as cluster:

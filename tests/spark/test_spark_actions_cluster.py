@@ -63,6 +63,9 @@ from aioiceberg.table import Table
 from aioiceberg.write.location_provider import LocationProvider
 from aioiceberg.write.parquet_writer import write_data_files
 
+# one worker holds the modules that share the session-wide cluster (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("spark-cluster")
+
 FILES = 2000
 GROUP = "compaction-under-test"
 DEADLINE = 300.0  # seconds for anything the test waits on (2 busy cores)

@@ -41,6 +41,9 @@ from aioiceberg.io.resolve import resolve_io
 from aioiceberg.runtime import default_runtime
 from aioiceberg.spark.source import WRITE_ID_PROPERTY
 
+# one worker holds the modules that share the session-wide cluster (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("spark-cluster")
+
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("region", pa.string()), pa.field("v", pa.float64())])
 SPARK_SCHEMA = "id long, region string, v double"
 DEADLINE = 180.0  # seconds for anything the test waits on (2 busy cores)

@@ -26,7 +26,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from servers.backends import create_bucket
-from servers.jvm import QUICK_JVM
+from servers.jvm import QUICK_JVM, QUICK_PYSPARK_ENV
 from servers.moto import MotoServer
 from servers.plugin import s3_storage_options
 from servers.spark_cluster import S3A_JARS, session_builder
@@ -255,14 +255,15 @@ def test_without_s3a_on_the_classpath_the_data_source_reads_and_a_warning_says_s
 ) -> None:
     table = sync.connect(root, storage_options=storage).create_table("db.f", schema=SCHEMA)
     table.append(rows(0, 30))
-    # a driver of its own, started without the jars (this process's driver has them for good)
+    # a driver of its own, started without the jars (this process's driver has them for good),
+    # C1 only as the suite's other JVMs
     done = subprocess.run(
         [sys.executable, "-c", WITHOUT_S3A, table.location, json.dumps(storage)],
         capture_output=True,
         text=True,
         timeout=600,
         cwd=tmp_path,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable, **QUICK_PYSPARK_ENV},
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "1 data files on S3 are read through aioiceberg's data source" in done.stderr
