@@ -104,11 +104,15 @@ PolicyFor = Callable[[IcebergError], Backoff]
 class Retries:
     """One call's retry state: the attempts made so far, the clock, the decision and the wait."""
 
-    def __init__(self, policy: Backoff | PolicyFor, *, on_retry: RetryHook | None = None) -> None:
+    def __init__(
+        self, policy: Backoff | PolicyFor, *, on_retry: RetryHook | None = None, started: float | None = None
+    ) -> None:
+        """``started``: the ``time.monotonic()`` at which the first attempt began, when the
+        state is made only once it has failed."""
         self._policy = policy
         self._on_retry = on_retry
         self.attempts = 1  # the one under way
-        self._started = self._attempt_started = time.monotonic()
+        self._started = self._attempt_started = time.monotonic() if started is None else started
 
     async def wait_to_retry(self, error: IcebergError) -> bool:
         """Wait before the next attempt and return True, or return False when ``error``
@@ -137,8 +141,15 @@ async def retry(
 ) -> T:
     """Run ``op`` until it succeeds; a non-retryable error, or the last one once the
     budget is spent, propagates as raised. Anything but an ``IcebergError`` (a bug, a
-    cancellation) propagates at once."""
-    retries = Retries(policy, on_retry=on_retry)
+    cancellation) propagates at once. The retry state is made only once an attempt fails:
+    most calls succeed at once, and a store read pays this per request."""
+    started = time.monotonic()
+    try:
+        return await op()
+    except IcebergError as exc:
+        retries = Retries(policy, on_retry=on_retry, started=started)
+        if not await retries.wait_to_retry(exc):
+            raise
     while True:
         try:
             return await op()

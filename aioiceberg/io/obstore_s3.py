@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -263,8 +264,14 @@ class ObstoreS3FileIO(FileIO):
         return self._fallback
 
     async def _call(
-        self, location: str, op: Callable[[Any, str], Awaitable[T]], *, conditional: bool = False
+        self,
+        location: str,
+        op: Callable[[Any, str], Awaitable[T]],
+        *,
+        conditional: bool = False,
+        retries: Retries | None = None,
     ) -> T:
+        """``retries``: the state of a call whose first attempt was made (and failed) by hand."""
         bucket, key = split_s3(location)
         store = await self._store(bucket)
 
@@ -274,7 +281,14 @@ class ObstoreS3FileIO(FileIO):
             except Exception as exc:
                 raise _translate(exc, location, conditional=conditional) from exc
 
-        return await retry(attempt, self.options.backoff, on_retry=self.retries.count)
+        if retries is None:
+            return await retry(attempt, self.options.backoff, on_retry=self.retries.count)
+        while True:
+            try:
+                return await attempt()
+            except StoreError as error:
+                if not await retries.wait_to_retry(error):
+                    raise
 
     # -- reads -------------------------------------------------------------
     async def read(self, location: str) -> bytes:
@@ -293,19 +307,25 @@ class ObstoreS3FileIO(FileIO):
         metadata, so it takes the body in a second call."""
         if start < 0 or length <= 0:
             return await super().read_range(location, start, length)  # refused, or nothing to read
-        if not _nameable(split_s3(location)[1]):
+        bucket, key = split_s3(location)
+        if not _nameable(key):
             return await self._aiobotocore().read_range(location, start, length)
-        import obstore  # obstore: optional (the s3 extra)
+        store = self.runtime.store((*self._store_key, bucket)) or await self._store(bucket)
+        started = time.monotonic()
+        try:  # the first attempt inline: a plan reads thousands of small manifests this way
+            return await _get_range(store, key, start, start + length)
+        except Exception as exc:
+            error = _translate(exc, location)
+            if not error.retryable:
+                raise error from exc
+            retries = Retries(self.options.backoff, on_retry=self.retries.count, started=started)
+            if not await retries.wait_to_retry(error):
+                raise error from exc
 
         async def op(store: Any, key: str) -> bytes:
-            try:
-                return bytes(await obstore.get_range_async(store, key, start=start, end=start + length))
-            except Exception as exc:
-                if _past_the_end(exc):
-                    return b""
-                raise
+            return await _get_range(store, key, start, start + length)
 
-        return await self._call(location, op)
+        return await self._call(location, op, retries=retries)
 
     async def read_block(self, location: str, start: int, length: int) -> RangeResult:
         if not _nameable(split_s3(location)[1]):
@@ -469,6 +489,18 @@ class ObstoreS3FileIO(FileIO):
     async def aclose(self) -> None:
         if self._fallback is not None:
             await self._fallback.aclose()
+
+
+async def _get_range(store: Any, key: str, start: int, end: int) -> bytes:
+    """Bytes ``start`` to ``end`` of ``key``; none when the object ends before ``start``."""
+    import obstore  # obstore: optional (the s3 extra)
+
+    try:
+        return bytes(await obstore.get_range_async(store, key, start=start, end=end))
+    except Exception as exc:
+        if _past_the_end(exc):
+            return b""
+        raise
 
 
 def _info(location: str, meta: Mapping[str, Any]) -> ObjectInfo:

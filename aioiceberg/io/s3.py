@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -25,7 +26,15 @@ T = TypeVar("T")
 _THROTTLE_CODES = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests"}
 
 
+# ``s3://bucket/key`` with nothing ``urlsplit`` would treat specially (query, fragment, IPv6
+# brackets, characters it strips, non-ASCII hosts): split without it, ~10x faster per request
+_PLAIN_S3 = re.compile(r"s3[an]?://([^/?#\[\]\s]+)/*([^?#\[\]\s]*)")
+
+
 def split_s3(location: str) -> tuple[str, str]:
+    plain = _PLAIN_S3.fullmatch(location) if location.isascii() else None
+    if plain is not None:
+        return plain.group(1), plain.group(2)
     parts = urlsplit(location)
     if parts.scheme not in {"s3", "s3a", "s3n"} or not parts.netloc:
         raise ValueError(f"not an s3 location: {location!r}")

@@ -31,8 +31,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from aioiceberg.spec.arrow_numpy import binary_of
+from aioiceberg.spec.manifest.columnar import fixed_width_items
 from aioiceberg.spec.types import (
     BinaryType,
     BooleanType,
@@ -77,27 +78,34 @@ class BoundKind:
     floating: bool = False
     scaled: bool = False  # decimal: literals are exact fractions of the unscaled integer
 
+    @property
+    def bulk(self) -> Callable[[pa.Array], tuple[Array, Array] | None] | None:
+        """``read`` from the Arrow array of the raw values, where that is done in bulk."""
+        return self.read.bulk if isinstance(self.read, _FixedReader) else None
+
 
 def _lengths(raw: list[Any]) -> Array:
     """Each raw value's byte length, -1 for anything that is not bytes (a null)."""
-    try:
-        arr = pa.array(raw, pa.binary())
-    except (pa.ArrowException, TypeError, ValueError):  # not all bytes: one by one
-        return np.fromiter(
-            (len(b) if isinstance(b, bytes) else -1 for b in raw), dtype=np.int64, count=len(raw)
-        )
-    lengths: Array = pc.fill_null(pc.binary_length(arr), -1).to_numpy(zero_copy_only=False)
-    return lengths.astype(np.int64)
+    if all(isinstance(b, bytes) for b in raw):
+        return np.fromiter(map(len, raw), dtype=np.int64, count=len(raw))
+    return np.fromiter((len(b) if isinstance(b, bytes) else -1 for b in raw), dtype=np.int64, count=len(raw))
 
 
 def _kept(raw: list[Any], ok: Array) -> list[Any]:
     return raw if ok.all() else [b for b, k in zip(raw, ok.tolist(), strict=True) if k]
 
 
-def _fixed_reader(widths: dict[int, str], dtype: Any) -> Reader:
-    """Little-endian values of the given widths (width -> numpy dtype)."""
+class _FixedReader:
+    """Little-endian values of the given widths (width -> numpy dtype): from the raw values,
+    or in bulk from the Arrow array holding them (:meth:`bulk`, no object per value)."""
 
-    def read(raw: list[Any]) -> tuple[Array, Array]:
+    __slots__ = ("dtype", "widths")
+
+    def __init__(self, widths: dict[int, str], dtype: Any) -> None:
+        self.widths, self.dtype = widths, dtype
+
+    def __call__(self, raw: list[Any]) -> tuple[Array, Array]:
+        widths, dtype = self.widths, self.dtype
         lengths = _lengths(raw)
         ok = np.isin(lengths, list(widths))
         out = np.zeros(int(ok.sum()), dtype=dtype)
@@ -110,7 +118,12 @@ def _fixed_reader(widths: dict[int, str], dtype: Any) -> Reader:
                 out[mine] = np.frombuffer(joined, dtype=code).astype(dtype)
         return ok, out
 
-    return read
+    def bulk(self, values: pa.Array) -> tuple[Array, Array] | None:
+        return fixed_width_items(values, self.widths, self.dtype)
+
+
+def _fixed_reader(widths: dict[int, str], dtype: Any) -> Reader:
+    return _FixedReader(widths, dtype)
 
 
 def _read_bool(raw: list[Any]) -> tuple[Array, Array]:
@@ -154,7 +167,7 @@ def _read_utf8(raw: list[Any]) -> tuple[Array, Array]:
     ok = _lengths(raw) >= 0
     good = _kept(raw, ok)
     try:
-        pa.array(good, pa.binary()).cast(pa.string())
+        binary_of(good).cast(pa.string())
     except pa.ArrowInvalid:
         valid = np.fromiter((_utf8(b) for b in good), dtype=bool, count=len(good))
         ok[ok] = valid

@@ -176,7 +176,9 @@ class _Leaves:
         key = (name, fid, kind.key)
         found = self._memo.get(key)
         if found is None:
-            found = self._cm.keyed_column(name, fid, self._rows, kind.read, kind.key, kind.dtype)
+            found = self._cm.keyed_column(
+                name, fid, self._rows, kind.read, kind.key, kind.dtype, arrow_read=kind.bulk
+            )
             self._memo[key] = found
         assert isinstance(found, BoundColumn)
         return found

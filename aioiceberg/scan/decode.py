@@ -24,6 +24,7 @@ import collections
 import contextlib
 import dataclasses
 import hashlib
+import itertools
 import json
 import multiprocessing
 import os
@@ -60,6 +61,7 @@ from aioiceberg.spec.manifest import (
 from aioiceberg.spec.manifest.columnar import (
     AvroLayout,
     ColumnarRows,
+    SharedRows,
     avro_layout,
     joined_rows,
     open_columnar,
@@ -428,12 +430,24 @@ def _decode_group(
     owner = cm.owner
     live_owner = owner[cm.rows]
     live = np.bincount(live_owner, minlength=k)
+    # rows are in manifest order (owner never decreases): each manifest's are one range
+    live_at = np.searchsorted(live_owner, np.arange(k + 1)).tolist()
     by_part = np.bincount(owner[pruned.by_partition], minlength=k)
     by_metrics = np.bincount(owner[pruned.by_metrics], minlength=k)
     spec = pruned.entries.spec_id
     kept: list[EntryRows]
     found = pruned.entries
-    if isinstance(found, ColumnarRows) and not found.built:  # split unbuilt, by manifest
+    if isinstance(found, ColumnarRows) and not found.built and len(found.parts) == 1:
+        # split unbuilt, by manifest: ranges of one shared build (see SharedRows)
+        part = found.parts[0]
+        _, at, wanted = part
+        shared = SharedRows(part)
+        bounds = np.searchsorted(owner[at], np.arange(k + 1)).tolist()
+        kept = [
+            ColumnarRows(((cm, at[a:b], wanted),), spec, (shared, a, b)) if b > a else EntryRows([], spec)
+            for a, b in itertools.pairwise(bounds)
+        ]
+    elif isinstance(found, ColumnarRows) and not found.built:
         kept_owner = owner[pruned.rows]
         kept = [found.where(kept_owner == m) for m in range(k)]
     else:
@@ -448,7 +462,7 @@ def _decode_group(
             int(by_part[m]),
             int(by_metrics[m]),
             columnar=True,
-            decoded=((cm, cm.rows[live_owner == m]),),
+            decoded=((cm, cm.rows[live_at[m] : live_at[m + 1]]),),
         )
         for m in range(k)
     ]

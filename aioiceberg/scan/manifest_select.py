@@ -101,7 +101,8 @@ class ManifestListing(Sequence[ManifestFile]):
                 ids = rows.spec_ids()
             else:
                 ids = np.fromiter((mf.partition_spec_id for mf in rows), dtype=np.int64, count=len(rows))
-            self._by_spec = {int(s): np.flatnonzero(ids == s) for s in np.unique(ids)}
+            # not np.unique: its first call imports numpy.ma (~10 ms) on the plan's critical path
+            self._by_spec = {s: np.flatnonzero(ids == s) for s in sorted(set(ids.tolist()))}
         return self._by_spec
 
     def bound(self, spec_id: int, position: int, upper: bool, width: int, fields: int) -> BoundColumn:
@@ -113,7 +114,13 @@ class ManifestListing(Sequence[ManifestFile]):
         if found is not None:
             return found
         rows = self.by_spec()[spec_id]
+        bulk = None
         if isinstance(self._rows, ManifestRows):
+            bulk = self._rows.partition_bound_bytes(rows, position, upper, fields, width)
+        if bulk is not None:
+            shaped_np, lengths, joined = bulk
+            shaped, raw = shaped_np.tolist(), None
+        elif isinstance(self._rows, ManifestRows):
             shaped, raw = self._rows.partition_bounds(rows, position, upper, fields)
         else:
             summaries = [self._rows[i].partitions for i in rows.tolist()]
@@ -124,13 +131,14 @@ class ManifestListing(Sequence[ManifestFile]):
                 else None
                 for s, ok in zip(summaries, shaped, strict=True)
             ]
-        lengths = np.fromiter((-1 if b is None else len(b) for b in raw), dtype=np.int64, count=len(raw))
+        if raw is not None:
+            lengths = np.fromiter((-1 if b is None else len(b) for b in raw), dtype=np.int64, count=len(raw))
+            joined = b"".join([b for b in raw if b is not None and len(b) == width])
         readable = lengths == width
         state = np.where(lengths == -1, 0, np.where(readable, 1, 2)).astype(np.int8)
         state[~np.array(shaped, dtype=bool)] = 2
-        values = np.zeros(len(raw), dtype=np.int64)
+        values = np.zeros(len(rows), dtype=np.int64)
         if readable.any():
-            joined = b"".join([b for b in raw if b is not None and len(b) == width])
             values[readable] = np.frombuffer(joined, dtype=_DTYPES[width])
         found = self._bounds[key] = BoundColumn(values, state)
         return found

@@ -20,7 +20,7 @@ import numpy as np
 from aioiceberg.expressions import InclusiveMetricsEvaluator, PartitionEvaluator
 from aioiceberg.scan.cache import DecodedPart
 from aioiceberg.scan.columnar_prune import Bounds, certain, partition_keep, prefilter, settle, unbuilt_where
-from aioiceberg.spec.manifest.columnar import BoundColumn, ColumnarManifest
+from aioiceberg.spec.manifest.columnar import ArrowRead, BoundColumn, ColumnarManifest
 from aioiceberg.spec.manifest.entry_rows import EntryRows
 
 __all__ = ["MergedColumns", "PartPruned", "prune_merged"]
@@ -71,10 +71,12 @@ class MergedColumns:
         read: _Read,
         kind: Any,
         dtype: Any,
+        *,
+        arrow_read: ArrowRead | None = None,
     ) -> BoundColumn:
         whole = self._joined(
             ("keyed", name, field_id, kind),
-            lambda cm, r: cm.keyed_column(name, field_id, r, read, kind, dtype),
+            lambda cm, r: cm.keyed_column(name, field_id, r, read, kind, dtype, arrow_read=arrow_read),
         )
         return self._at(whole, rows)
 

@@ -109,8 +109,10 @@ class Rendered:
         # per spec: (position, '"<field id>": ') in the sorted order of the field ids as text
         self._layouts: dict[int, list[tuple[int, str]]] = {}
         self._values: dict[tuple[int, int, type, Any], str] = {}
-        # the values of every delete-free task's empty ``delete_files``: built once a plan
-        self.no_deletes = pa.array([], TASK_SCHEMA.field("delete_files").type.value_type)
+        # the values of every delete-free task's empty ``delete_files``: built once a plan.
+        # Not ``pa.array([])``: pyarrow imports pandas on its first ``pa.array`` (~0.25 CPU-s),
+        # and here that import stood between ``plan_batches()`` and its plan's first request
+        self.no_deletes = pa.nulls(0, TASK_SCHEMA.field("delete_files").type.value_type)
 
     def start_batch(self) -> None:
         """Tuples are kept for one batch (a plan may hold as many as it has files); values
@@ -237,6 +239,22 @@ def batch_of_columns(
     """Delete-free, unsplit tasks of a manifest's decoded columns: its kept rows taken from
     the Arrow arrays, partition and residual rendered per distinct partition tuple and
     spread by index (no Python object per file)."""
+    shared = entries.shared
+    if shared is not None and len(entries.parts) == 1:
+        # one of several manifests decoded in one call: the call's batch is built once (one
+        # take and conversion per column, not per manifest) and each manifest gets its slice
+        group, start, stop = shared
+        key = ("task batch", id(planner))
+        found = group.memo.get(key)
+        if found is None or found[0] is not planner:
+            whole = _batch_of_columns(planner, ColumnarRows((group.part,), entries.spec_id), rendered)
+            found = group.memo[key] = (planner, whole)
+        batch: pa.RecordBatch = found[1]
+        return batch.slice(start, stop - start)
+    return _batch_of_columns(planner, entries, rendered)
+
+
+def _batch_of_columns(planner: Planner, entries: ColumnarRows, rendered: Rendered | None) -> pa.RecordBatch:
     spec_id = entries.spec_id
     rendered = _batch_rendering(planner, rendered)
     residual_of = planner.residual_of

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use flate2::{Decompress, FlushDecompress, Status};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyTuple};
 use serde_json::Value;
 
 #[cfg(target_endian = "big")]
@@ -681,10 +681,23 @@ fn inflate(block: &[u8], state: &mut Decompress, out: &mut Vec<u8>) -> Res<()> {
 
 struct Header<'a> {
     schema: &'a [u8],
-    deflate: bool,
+    codec: Codec,
     sync: [u8; 16],
     body: usize,
+    /// every metadata pair, in file order (a key given twice: the last wins, as in fastavro)
+    meta: Vec<(&'a str, &'a [u8])>,
 }
+
+enum Codec {
+    Null,
+    Deflate,
+    /// a codec the Avro specification names that is not decoded here (the caller decodes
+    /// such a file another way)
+    Other(String),
+}
+
+/// The codecs the Avro specification defines; any other name is a damaged or foreign file.
+const KNOWN_CODECS: [&str; 6] = ["null", "deflate", "snappy", "bzip2", "xz", "zstandard"];
 
 fn header(data: &[u8]) -> Res<Header<'_>> {
     if data.len() < 4 || &data[..4] != MAGIC {
@@ -693,8 +706,11 @@ fn header(data: &[u8]) -> Res<Header<'_>> {
     let mut cur = Cur { buf: data, pos: 4 };
     let mut schema = None;
     let mut codec: Option<&[u8]> = None;
+    let mut meta = Vec::new();
     loop {
-        let mut count = cur.long()?;
+        let mut count = cur
+            .long()
+            .map_err(|e| format!("header metadata cut short or malformed: {e}"))?;
         if count == 0 {
             break;
         }
@@ -706,19 +722,19 @@ fn header(data: &[u8]) -> Res<Header<'_>> {
             return Err("header count beyond the file".into());
         }
         for _ in 0..count {
-            let key = cur.len_prefixed()?;
-            let value = cur.len_prefixed()?;
-            if std::str::from_utf8(key).is_err() {
+            let key = cur
+                .len_prefixed()
+                .map_err(|e| format!("header metadata cut short or malformed: {e}"))?;
+            let value = cur
+                .len_prefixed()
+                .map_err(|e| format!("header metadata cut short or malformed: {e}"))?;
+            let Ok(name) = std::str::from_utf8(key) else {
                 return Err("header metadata key is not UTF-8".into());
-            }
+            };
+            meta.push((name, value));
             match key {
                 b"avro.schema" => schema = Some(value),
-                b"avro.codec" => {
-                    if codec.is_some() {
-                        return Err("avro.codec given twice".into());
-                    }
-                    codec = Some(value)
-                }
+                b"avro.codec" => codec = Some(value), // given twice: the last, as fastavro
                 _ => {}
             }
         }
@@ -728,17 +744,24 @@ fn header(data: &[u8]) -> Res<Header<'_>> {
         .map_err(|_| "header cut short before the sync marker".to_string())?;
     let mut sync = [0u8; 16];
     sync.copy_from_slice(sync_bytes);
-    let deflate = match codec.unwrap_or(b"null") {
-        b"null" => false,
-        b"deflate" => true,
-        other => return Err(format!("codec {}", String::from_utf8_lossy(other))),
+    let codec = match codec.unwrap_or(b"null") {
+        b"null" => Codec::Null,
+        b"deflate" => Codec::Deflate,
+        other => {
+            let name = String::from_utf8_lossy(other).into_owned();
+            if !KNOWN_CODECS.contains(&name.as_str()) {
+                return Err(format!("unknown codec {name:?}"));
+            }
+            Codec::Other(name)
+        }
     };
     let schema = schema.ok_or("no avro.schema in the header")?;
     Ok(Header {
         schema,
-        deflate,
+        codec,
         sync,
         body: cur.pos,
+        meta,
     })
 }
 
@@ -749,6 +772,11 @@ enum Outcome {
 
 fn decode(data: &[u8]) -> Res<Outcome> {
     let h = header(data)?;
+    let deflate = match &h.codec {
+        Codec::Null => false,
+        Codec::Deflate => true,
+        Codec::Other(name) => return Ok(Outcome::Unsupported(format!("the {name} codec"))),
+    };
     let json: Value =
         serde_json::from_slice(h.schema).map_err(|e| format!("schema is not JSON: {e}"))?;
     let mut parser = SchemaParser {
@@ -793,7 +821,7 @@ fn decode(data: &[u8]) -> Res<Outcome> {
         if marker != h.sync {
             return Err(format!("block {block_no}: sync marker differs"));
         }
-        let bytes: &[u8] = if h.deflate {
+        let bytes: &[u8] = if deflate {
             inflate(stored, &mut state, &mut inflated)
                 .map_err(|e| format!("block {block_no}: {e}"))?;
             &inflated
@@ -996,9 +1024,29 @@ fn decode_columns(py: Python<'_>, data: &[u8]) -> PyResult<PyObject> {
     }
 }
 
+/// The container's header: its metadata (every value as text, as fastavro gives it) and where
+/// the first data block starts. Raises ValueError naming what is wrong with a damaged header
+/// (bad magic, cut short, a malformed metadata map, a value that is not UTF-8, a codec the
+/// Avro specification does not name).
+#[pyfunction]
+fn read_header(py: Python<'_>, data: &[u8]) -> PyResult<PyObject> {
+    let h = header(data).map_err(PyValueError::new_err)?;
+    let meta = PyDict::new(py);
+    for (key, value) in h.meta {
+        let Ok(text) = std::str::from_utf8(value) else {
+            return Err(PyValueError::new_err(format!(
+                "header metadata {key:?} is not UTF-8"
+            )));
+        };
+        meta.set_item(key, text)?;
+    }
+    Ok((meta, h.body).into_pyobject(py)?.into_any().unbind())
+}
+
 #[pymodule]
 fn _manifest_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(read_header, m)?)?;
     m.add_class::<Buffer>()?;
     Ok(())
 }

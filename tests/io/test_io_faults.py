@@ -236,3 +236,29 @@ async def test_a_request_the_store_does_not_implement_fails_at_once(
         await io.read(f"{base}obj")
     assert not raised.value.retryable
     assert fault_proxy.stats.by_method.get("GET", 0) - before == 1  # asked once, not retried
+
+
+async def test_manifest_reads_count_each_retry_and_stop_at_a_refusal(
+    proxied: tuple[FileIO, str], fault_proxy: FaultProxy
+) -> None:
+    # a read's first attempt runs outside the retry loop on some backends: its failures
+    # must still be retried and counted like any other
+    io, base = proxied
+    values = {f"{base}m/{i:02d}": f"manifest-{i}".encode() * (i + 1) for i in range(30)}
+    for loc, value in values.items():
+        await io.write(loc, value)
+    retries, slowdowns = io.retries.retries, fault_proxy.stats.slowdowns  # type: ignore[attr-defined]
+    fault_proxy.configure(slowdown_rate=0.4, seed=7)
+    for loc, value in values.items():
+        assert await io.read_expecting(loc, len(value)) == value
+        assert await io.read_expecting(loc, len(value) - 3) == value  # recorded short: read whole
+    fault_proxy.configure(slowdown_rate=0.0)
+    assert fault_proxy.stats.slowdowns > slowdowns
+    assert io.retries.retries - retries == fault_proxy.stats.slowdowns - slowdowns  # type: ignore[attr-defined]
+    loc = next(iter(values))
+    fault_proxy.configure(unimplemented_filter=lambda r: r.method == "GET" and r.path.endswith("/m/00"))
+    before = fault_proxy.stats.by_method.get("GET", 0)
+    with pytest.raises(StoreError, match="501") as raised:
+        await io.read_expecting(loc, len(values[loc]))
+    assert not raised.value.retryable and raised.value.location == loc
+    assert fault_proxy.stats.by_method.get("GET", 0) - before == 1

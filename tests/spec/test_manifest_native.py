@@ -46,9 +46,9 @@ from aioiceberg.spec.manifest import (
     write_manifest,
     write_manifest_list,
 )
-from aioiceberg.spec.manifest.columnar import _to_arrow, open_columnar
+from aioiceberg.spec.manifest.columnar import _header, _to_arrow, avro_layout, open_columnar
 from aioiceberg.spec.manifest.columnar_list import read_manifest_list_columnar
-from aioiceberg.spec.manifest.native_decode import decode_native, native_available
+from aioiceberg.spec.manifest.native_decode import decode_native, native_available, read_header_native
 from aioiceberg.spec.partitioning import UNPARTITIONED, PartitionField, PartitionSpec
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.transforms import parse_transform
@@ -667,3 +667,110 @@ def test_without_the_extension_manifests_decode_through_polars(tmp_path: Path) -
     with pa.OSFile(str(tmp_path / "t.arrow")) as f:
         via_polars = pa.ipc.open_file(f).read_all()
     assert via_polars.equals(_native(data))
+
+
+# -- the header, read by the compiled decoder -----------------------------------------------------
+
+
+def _long(n: int) -> bytes:
+    """An Avro long (zigzag varint)."""
+    z = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while True:
+        byte = z & 0x7F
+        z >>= 7
+        if not z:
+            out.append(byte)
+            return bytes(out)
+        out.append(byte | 0x80)
+
+
+def _rewritten(data: bytes, change: dict[str, bytes]) -> bytes:
+    """``data`` with its header metadata changed as ``change`` says (its blocks kept)."""
+    layout = avro_layout(data)
+    assert layout is not None
+    meta = {k: v.encode() for k, v in fastavro.reader(io.BytesIO(data)).metadata.items()}
+    meta.update(change)
+    parts = [b"Obj\x01", _long(len(meta))]
+    for key, value in meta.items():
+        parts += [_long(len(key)), key.encode(), _long(len(value)), value]
+    parts += [_long(0), layout.sync, data[len(layout.header) + 16 :]]
+    return b"".join(parts)
+
+
+def _header_error(data: bytes, *, native: bool) -> CorruptFileError:
+    with pytest.raises(CorruptFileError) as caught:
+        open_columnar(data, None, LOCATION, native=native)
+    assert LOCATION in str(caught.value)
+    return caught.value
+
+
+@pytest.mark.parametrize("format_version", [1, 2, 3])
+@pytest.mark.parametrize("codec", ["deflate", "null"])
+def test_the_native_header_reads_what_the_fastavro_reader_does(format_version: int, codec: str) -> None:
+    data = _write(_spec([(6, "identity"), (3, "bucket[16]"), (9, "day")]), format_version, codec)
+    properties = read_header_native(data, LOCATION)
+    assert properties == fastavro.reader(io.BytesIO(data)).metadata
+    assert _header(data, None, LOCATION, True) == _header(data, None, LOCATION, False)
+
+
+def test_a_bad_magic_is_the_same_error_on_both_paths() -> None:
+    data = b"Obj\x02" + _write(_spec([(6, "identity")]), 2)[4:]
+    native, fastavro_path = _header_error(data, native=True), _header_error(data, native=False)
+    assert "bad magic" in str(native)
+    assert str(native) == str(fastavro_path)
+
+
+@pytest.mark.parametrize("codec", ["deflate", "null"])
+def test_a_truncated_header_is_corrupt_on_both_paths(codec: str) -> None:
+    data = _write(_spec([(6, "identity"), (3, "bucket[16]")]), 2, codec)
+    layout = avro_layout(data)
+    assert layout is not None
+    for cut in range(len(layout.header) + 16):  # through the sync marker
+        _header_error(data[:cut], native=True)
+        _header_error(data[:cut], native=False)
+
+
+def test_a_bad_metadata_map_is_corrupt_on_both_paths() -> None:
+    data = _write(_spec([(6, "identity")]), 2)
+    layout = avro_layout(data)
+    assert layout is not None
+    body = data[len(layout.header) :]
+    damaged = [
+        b"Obj\x01" + _long(5) + _long(4) + b"avro" + body,  # more pairs than the map holds
+        b"Obj\x01" + _long(1) + _long(-3) + b"key" + _long(0) + _long(0) + body,  # negative length
+        b"Obj\x01" + _long(1) + _long(10**6) + b"key" + body,  # a key past the end
+        _rewritten(data, {"schema-id": b"\xff\xfe"}),  # a value that is not UTF-8
+        _rewritten(data, {"avro.schema": b"{not json"}),
+    ]
+    for bad in damaged:
+        assert "unreadable Avro header" in str(_header_error(bad, native=True))
+        _header_error(bad, native=False)
+
+
+def test_a_codec_avro_does_not_name_is_corrupt() -> None:
+    data = _rewritten(_write(_spec([(6, "identity")]), 2, "null"), {"avro.codec": b"lzma9"})
+    assert "unknown codec" in str(_header_error(data, native=True))
+    with pytest.raises(CorruptFileError, match="native-m0"):
+        decode_native(data, LOCATION)
+
+
+def test_a_codec_it_does_not_decode_leaves_the_manifest_to_polars() -> None:
+    entries = _entries(_spec([(6, "identity")]), 2)
+    data = write_manifest(
+        entries, _spec([(6, "identity")]), SCHEMA, 2, 7, codec="null", manifest_path=LOCATION
+    )[0]  # type: ignore[arg-type]
+    records = list(fastavro.reader(io.BytesIO(data)))
+    reader = fastavro.reader(io.BytesIO(data))
+    out = io.BytesIO()
+    fastavro.writer(
+        out, reader.writer_schema, records, codec="bzip2", metadata=_user_metadata(reader.metadata)
+    )
+    bz = out.getvalue()
+    assert read_header_native(bz, LOCATION) == fastavro.reader(io.BytesIO(bz)).metadata
+    assert decode_native(bz, LOCATION) is None  # declined: polars or fastavro decodes it
+    assert _header(bz, None, LOCATION, True) == _header(bz, None, LOCATION, False)
+
+
+def _user_metadata(metadata: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in metadata.items() if not k.startswith("avro.")}

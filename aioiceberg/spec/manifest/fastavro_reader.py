@@ -10,9 +10,11 @@ Any damage (bad magic, truncation, flipped bits, values outside their enums) sur
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import io
+import json
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import fastavro
@@ -33,7 +35,9 @@ from aioiceberg.spec.manifest.writer_schema import partition_field_types, record
 __all__ = [
     "inline_manifest_file",
     "iter_manifest_entries",
+    "manifest_metadata",
     "open_manifest",
+    "parsed_writer_schema",
     "read_manifest",
     "read_manifest_list",
     "read_manifest_metadata",
@@ -181,8 +185,23 @@ def _partition_converters(field_types: list[Any]) -> list[Callable[[Any], Any] |
 
 
 def _metadata_from(reader: Any, manifest: ManifestFile | None, location: str | None) -> ManifestMetadata:
-    meta: dict[str, str] = {k: v for k, v in reader.metadata.items() if not k.startswith("avro.")}
-    entry_fields = record_fields(reader.writer_schema)
+    return manifest_metadata(reader.metadata, reader.writer_schema, manifest, location)
+
+
+@functools.lru_cache(maxsize=64)
+def parsed_writer_schema(text: str) -> Any:
+    """The header's ``avro.schema`` as fastavro's reader parses it; one writer's manifests
+    share it, so it is parsed once, not per manifest. Raises on a schema that is not one."""
+    return fastavro.parse_schema(json.loads(text), _write_hint=False, _force=True)
+
+
+def manifest_metadata(
+    properties: Mapping[str, str], writer_schema: Any, manifest: ManifestFile | None, location: str | None
+) -> ManifestMetadata:
+    """The checked manifest metadata of a header's key-value ``properties`` and parsed writer
+    schema, from fastavro's reader or the compiled decoder's header: one check for both."""
+    meta: dict[str, str] = {k: v for k, v in properties.items() if not k.startswith("avro.")}
+    entry_fields = record_fields(writer_schema)
     if "status" not in entry_fields or "data_file" not in entry_fields:
         raise InvalidMetadataError(
             "not a manifest: rows lack 'status' / 'data_file' fields", location=location

@@ -25,6 +25,8 @@ class _Decoder(Protocol):
 
     def decode_columns(self, data: bytes, /) -> tuple[int, list[tuple[str, tuple[Any, ...]]]] | str: ...
 
+    def read_header(self, data: bytes, /) -> tuple[dict[str, str], int]: ...
+
 
 _manifest_native: _Decoder | None
 try:  # built from native/ at install where cargo exists; otherwise polars decodes manifests.
@@ -33,7 +35,7 @@ try:  # built from native/ at install where cargo exists; otherwise polars decod
 except ImportError:  # pragma: no cover - an install without a Rust toolchain
     _manifest_native = None
 
-__all__ = ["decode_native", "native_available"]
+__all__ = ["decode_native", "native_available", "read_header_native"]
 
 _FIXED: dict[str, pa.DataType] = {
     "bool": pa.bool_(),
@@ -73,6 +75,25 @@ def _array(column: tuple[Any, ...]) -> pa.Array:
         _, precision, scale = tag.split(":")
         typ = pa.decimal128(int(precision), int(scale))
     return pa.Array.from_buffers(typ, length, [valid, *map(pa.py_buffer, buffers)], nulls)
+
+
+_AVRO_MAGIC = b"Obj\x01"
+
+
+def read_header_native(data: bytes, location: str | None = None) -> dict[str, str] | None:
+    """The manifest's header metadata (``avro.*`` keys included, values as text), read by the
+    compiled decoder; None when the extension is missing. A damaged header raises
+    :class:`CorruptFileError` naming ``location``, as the fastavro reader's check does."""
+    if _manifest_native is None:
+        return None
+    if data[:4] != _AVRO_MAGIC:
+        magic = bytes(data[:4])
+        raise CorruptFileError(f"manifest is not an Avro file (bad magic {magic!r})", location=location)
+    try:
+        properties, _ = _manifest_native.read_header(data)
+    except ValueError as e:
+        raise CorruptFileError(f"manifest has an unreadable Avro header: {e}", location=location) from None
+    return properties
 
 
 def decode_native(data: bytes, location: str | None = None) -> pa.Table | None:

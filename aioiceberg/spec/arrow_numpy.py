@@ -1,0 +1,116 @@
+"""Arrow <-> numpy for fixed-width columns, read and made from their buffers.
+
+pyarrow imports pandas (when it is installed) the first time it converts between Arrow and
+numpy or Python values: ``Array.to_numpy``, ``np.asarray`` of an array, ``pa.array``,
+``pa.scalar``, a compute function given a Python scalar. That is ~0.3 CPU-s with the GIL
+held, once a process, and a cold plan paid it on its critical path while it had nothing
+to do with pandas. These give the same results from the buffers for the types planning
+converts (integers, floats, booleans); any other type goes to pyarrow's own conversion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+__all__ = ["arrow_of", "binary_of", "null_mask", "numpy_of", "scalar_of"]
+
+Array = np.ndarray[Any, Any]
+
+
+def _dtype(t: pa.DataType) -> np.dtype[Any] | None:
+    """The numpy dtype of an integer or float type's values (None: another type)."""
+    if pa.types.is_integer(t):
+        return np.dtype(f"{'i' if pa.types.is_signed_integer(t) else 'u'}{t.bit_width // 8}")
+    if pa.types.is_floating(t):
+        return np.dtype(f"f{t.bit_width // 8}")
+    return None
+
+
+def _bits(buf: pa.Buffer | None, offset: int, n: int) -> Array:
+    """``n`` bits of an Arrow bitmap from bit ``offset``, as booleans."""
+    if n == 0 or buf is None:
+        return np.zeros(n, dtype=bool)
+    raw = np.frombuffer(buf, dtype=np.uint8, count=(offset + n + 7) // 8)
+    bits: Array = np.unpackbits(raw, count=offset + n, bitorder="little")[offset:].view(bool)
+    return bits
+
+
+def null_mask(arr: pa.Array) -> Array:
+    """True where ``arr`` is null (``arr.is_null().to_numpy()``)."""
+    n = len(arr)
+    if arr.null_count == 0:
+        return np.zeros(n, dtype=bool)
+    if arr.null_count == n:
+        return np.ones(n, dtype=bool)
+    mask: Array = ~_bits(arr.buffers()[0], arr.offset, n)
+    return mask
+
+
+def numpy_of(arr: pa.Array | pa.ChunkedArray) -> Array:
+    """``arr.to_numpy(zero_copy_only=False)``: a view of an integer or float array without
+    nulls; with nulls, integers as float64 and floats with NaN where null; booleans copied
+    (with nulls: objects, as pyarrow gives)."""
+    if isinstance(arr, pa.ChunkedArray):
+        if arr.num_chunks != 1:
+            if arr.num_chunks == 0:
+                dtype = _dtype(arr.type)
+                if dtype is not None:
+                    return np.empty(0, dtype=dtype)
+                converted: Array = arr.to_numpy()  # another type: pyarrow's conversion
+                return converted
+            return np.concatenate([numpy_of(c) for c in arr.chunks])
+        arr = arr.chunk(0)
+    t, n = arr.type, len(arr)
+    if pa.types.is_boolean(t) and arr.null_count == 0:
+        return _bits(arr.buffers()[1], arr.offset, n).copy()
+    dtype = _dtype(t)
+    if dtype is None or (arr.null_count == n and n > 0):
+        other: Array = arr.to_numpy(zero_copy_only=False)  # another type: pyarrow's conversion
+        return other
+    if n == 0:
+        return np.empty(0, dtype=dtype)
+    values: Array = np.frombuffer(arr.buffers()[1], dtype=dtype, count=n, offset=arr.offset * dtype.itemsize)
+    if arr.null_count == 0:
+        return values
+    out = values.astype(np.float64 if dtype.kind in "iu" else dtype)
+    out[null_mask(arr)] = np.nan
+    return out
+
+
+def arrow_of(values: Array | Sequence[int], type: pa.DataType | None = None) -> pa.Array:
+    """An array without nulls holding ``values`` (numpy integers, floats or booleans, or a
+    list of ints: int64), as ``pa.array(values, type)`` gives it."""
+    arr = np.asarray(values) if isinstance(values, np.ndarray) else np.asarray(values, dtype=np.int64)
+    if type is None:
+        type = pa.from_numpy_dtype(arr.dtype)
+    if pa.types.is_boolean(type):
+        packed = np.packbits(arr.astype(bool, copy=False), bitorder="little")
+        return pa.Array.from_buffers(type, len(arr), [None, pa.py_buffer(packed)])
+    dtype = _dtype(type)
+    if dtype is None:
+        return pa.array(arr, type)  # another type: pyarrow's conversion
+    data = np.ascontiguousarray(arr.astype(dtype, copy=False))
+    return pa.Array.from_buffers(type, len(data), [None, pa.py_buffer(data)])
+
+
+def binary_of(values: Sequence[bytes], type: pa.DataType | None = None) -> pa.Array:
+    """``pa.array(values, type)`` for a list of bytes without nulls (binary by default)."""
+    type = pa.binary() if type is None else type
+    lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+    offsets = np.zeros(len(values) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    large = pa.types.is_large_binary(type) or pa.types.is_large_string(type)
+    if not large and offsets[-1] > np.iinfo(np.int32).max:
+        raise pa.ArrowInvalid("binary values too large for 32-bit offsets")
+    kept = offsets if large else offsets.astype(np.int32)
+    data = pa.py_buffer(b"".join(values))
+    return pa.Array.from_buffers(type, len(values), [None, pa.py_buffer(kept), data])
+
+
+def scalar_of(value: bool | int | float, type: pa.DataType) -> pa.Scalar:
+    """``pa.scalar(value, type)`` for a boolean, integer or float type."""
+    return arrow_of(np.asarray([value], dtype=_dtype(type)), type)[0]
