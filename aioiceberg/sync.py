@@ -22,6 +22,7 @@ import aioiceberg.table as _table
 import aioiceberg.table_scan as _scan
 from aioiceberg._sync import default_loop
 from aioiceberg._sync.twin import (
+    PLAN_BATCHES_PREFETCH,
     PLAN_PREFETCH,
     Attribute,
     Blocking,
@@ -65,7 +66,7 @@ class TableScan(Blocking[_scan.TableScan]):
 
     # a manifest's tasks cross from the loop in one handoff, not one by one
     plan_files = streaming_batches(_scan.TableScan.plan_files, PlanStream.batches, prefetch=PLAN_PREFETCH)
-    plan_batches = streaming(_scan.TableScan.plan_batches)
+    plan_batches = streaming(_scan.TableScan.plan_batches, prefetch=PLAN_BATCHES_PREFETCH)
     to_batches = streaming(_scan.TableScan.to_batches)
     to_arrow = blocking(_scan.TableScan.to_arrow)
     projection = forwarded(_scan.TableScan.projection)

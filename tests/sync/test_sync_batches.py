@@ -21,6 +21,7 @@ import pytest
 import aioiceberg
 from aioiceberg import sync
 from aioiceberg._sync.runner import BlockingLoop
+from aioiceberg._sync.twin import PLAN_BATCHES_PREFETCH, PLAN_PREFETCH
 from aioiceberg.errors import IcebergError
 from aioiceberg.io import resolve_io
 from aioiceberg.runtime import default_runtime
@@ -46,8 +47,9 @@ def meta(tmp_path_factory: pytest.TempPathFactory) -> str:
     return asyncio.run(build())
 
 
-# more tasks than one prefetch (256) holds: a plan left early cannot have handed them all over
-BIG_MANIFESTS, BIG_ENTRIES = 12, 60
+# more tasks than one prefetch holds: a plan left early cannot have handed them all over
+BIG_MANIFESTS, BIG_ENTRIES = 72, 64
+assert BIG_MANIFESTS * BIG_ENTRIES > PLAN_PREFETCH + BIG_ENTRIES
 
 
 @pytest.fixture(scope="module")
@@ -167,8 +169,8 @@ def test_leaving_a_blocking_plan_early_ends_its_work_on_the_loop(
         gc.collect()
     assert _hosted_plans(scan) == 0
     assert scan.metrics.planning_time_s is not None  # the plan was finished
-    # at most one prefetch (256 tasks) and the manifest that overran it crossed
-    assert scan.metrics.tasks <= 256 + BIG_ENTRIES < total
+    # at most one prefetch and the manifest that overran it crossed
+    assert scan.metrics.tasks <= PLAN_PREFETCH + BIG_ENTRIES < total
     assert sum(1 for _ in table.scan().plan_files()) == total  # the loop still serves
 
 
@@ -211,6 +213,42 @@ def test_a_failing_plan_raises_the_same_typed_error_blocking_and_async(meta: str
     assert type(blocking_error.value) is type(async_error.value)
     assert victim.name in str(blocking_error.value)
     assert all(k // ENTRIES != 2 for k in got)
+
+
+async def _async_batches(meta: str) -> list[tuple[str, ...]]:
+    table = await aioiceberg.load_table(meta)
+    try:
+        return [tuple(b.column("file_path").to_pylist()) async for b in table.scan().plan_batches()]
+    finally:
+        await table.io.aclose()
+
+
+def test_blocking_plan_batches_are_the_async_ones(big_meta: str) -> None:
+    """More manifests than the twin's prefetch of batches: the pump waits for room, and
+    every batch still crosses whole, once."""
+    expected = asyncio.run(_async_batches(big_meta))
+    assert len(expected) == BIG_MANIFESTS > PLAN_BATCHES_PREFETCH
+    scan = sync.load_table(big_meta).scan(cache=ManifestCache(0))
+    got = []
+    for batch in scan.plan_batches():
+        got.append(tuple(batch.column("file_path").to_pylist()))
+        threading.Event().wait(0.001)  # a caller slower than the loop: the queue fills
+    assert sorted(got) == sorted(expected)  # manifests decode at once: batches in any order
+    assert scan.metrics.tasks == BIG_MANIFESTS * BIG_ENTRIES
+
+
+@pytest.mark.parametrize("how", ["close", "drop"])
+def test_leaving_blocking_plan_batches_early_ends_the_plan(big_meta: str, how: str) -> None:
+    scan = sync.load_table(big_meta).scan(cache=ManifestCache(0))
+    batches = scan.plan_batches()
+    assert next(batches).num_rows == BIG_ENTRIES
+    if how == "close":
+        batches.close()  # type: ignore[attr-defined]
+    else:
+        del batches
+        gc.collect()
+    assert _hosted_plans(scan) == 0
+    assert scan.metrics.tasks < BIG_MANIFESTS * BIG_ENTRIES
 
 
 # --- the runner itself, on a loop of the test's own
@@ -281,6 +319,40 @@ def test_single_items_still_stream_in_order_within_prefetch(loop: BlockingLoop) 
     assert max(source.ahead) <= 4
 
 
+def test_the_pump_fills_the_queue_while_the_caller_holds_its_first_item(loop: BlockingLoop) -> None:
+    """The producer waits on the caller only when the queue is full: nothing the caller does
+    after its first item lets the pump run, yet it hands over a whole prefetch."""
+    source = Source([4] * 50)
+    it = loop.iterate_batches(source.batches, 16)
+    assert next(it) == 0
+    for _ in range(1000):
+        if source.produced >= 16:
+            break
+        threading.Event().wait(0.005)
+    threading.Event().wait(0.05)  # room for a pump that would overrun its bound
+    # a whole prefetch, counting the sequence in the caller's hand; the next waits for room
+    assert source.produced == 16
+    assert list(it) == list(range(1, 200))
+    assert source.closed.is_set()
+
+
+@pytest.mark.parametrize("prefetch", [1, 2, 3])
+def test_no_wake_up_is_lost_when_the_caller_keeps_pace_with_a_full_queue(
+    loop: BlockingLoop, prefetch: int
+) -> None:
+    """A caller that takes items as fast as the pump hands them keeps the queue at its bound,
+    so the pump waits for room again and again: a wake-up lost between the two threads would
+    leave both waiting (here: the drain not finishing in its thread)."""
+    sizes = [1, 2, 1, 3] * 2500
+    source = Source(sizes)
+    got: list[int] = []
+    drain = threading.Thread(target=lambda: got.extend(loop.iterate_batches(source.batches, prefetch)))
+    drain.start()
+    drain.join(120)
+    assert not drain.is_alive(), f"stalled after {len(got)} of {sum(sizes)} items"
+    assert got == list(range(sum(sizes)))
+
+
 def test_an_error_arrives_after_the_items_before_it_as_itself(loop: BlockingLoop) -> None:
     source = Source([4, 4, 4, 4], fail_after=2)
     got: list[int] = []
@@ -309,6 +381,7 @@ def test_leaving_early_closes_the_async_iterator_on_the_loop(loop: BlockingLoop,
 CTRL_C = """
 import asyncio, sys, threading
 from aioiceberg._sync.runner import BlockingLoop
+from aioiceberg._sync.twin import PLAN_BATCHES_PREFETCH, PLAN_PREFETCH
 
 closed = threading.Event()
 
