@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from aioiceberg.expressions.serde import expression_to_json
 from aioiceberg.expressions.tree import Expression
 from aioiceberg.scan.pipeline import LazyTasks
+from aioiceberg.spec.arrow_numpy import arrow_of, column_of
 from aioiceberg.spec.manifest.columnar import ColumnarManifest, ColumnarRows
 from aioiceberg.spec.manifest.data_file import DataFile, FileFormat
 from aioiceberg.spec.manifest.entry_rows import ROW_FIELDS, EntryRows
@@ -204,17 +205,17 @@ def batch_of_rows(planner: Planner, entries: EntryRows, rendered: Rendered | Non
         partition_text.append(found[0])
         residual_text.append(found[1])
     arrays = [
-        pa.array(paths, pa.string()),
-        pa.array([rendered.file_format(f) for f in columns[_AT["file_format"]]], pa.string()),
-        pa.array([spec_id] * n, pa.int32()),
-        pa.array(partition_text, pa.string()),
-        pa.array(columns[_AT["record_count"]], pa.int64()),
-        pa.array(columns[_AT["file_size_in_bytes"]], pa.int64()),
-        pa.array([0] * n, pa.int64()),
+        column_of(paths, pa.string()),
+        column_of([rendered.file_format(f) for f in columns[_AT["file_format"]]], pa.string()),
+        arrow_of(np.full(n, spec_id, dtype=np.int32)),
+        column_of(partition_text, pa.string()),
+        column_of(columns[_AT["record_count"]], pa.int64()),
+        column_of(columns[_AT["file_size_in_bytes"]], pa.int64()),
+        arrow_of(np.zeros(n, dtype=np.int64)),
         pa.nulls(n, pa.int64()),
-        pa.array(residual_text, pa.string()),
-        pa.array(columns[_AT["first_row_id"]], pa.int64()),
-        pa.array([[]] * n, TASK_SCHEMA.field("delete_files").type),
+        column_of(residual_text, pa.string()),
+        column_of(columns[_AT["first_row_id"]], pa.int64()),
+        _no_deletes(n, rendered.no_deletes),
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=TASK_SCHEMA)
 
@@ -258,7 +259,6 @@ def _batch_of_columns(planner: Planner, entries: ColumnarRows, rendered: Rendere
     spec_id = entries.spec_id
     rendered = _batch_rendering(planner, rendered)
     residual_of = planner.residual_of
-    delete_type = TASK_SCHEMA.field("delete_files").type
     no_deletes = rendered.no_deletes
     pieces: list[list[pa.Array]] = []
     for cm, at, _ in entries.parts:
@@ -267,11 +267,11 @@ def _batch_of_columns(planner: Planner, entries: ColumnarRows, rendered: Rendere
             continue
         # every decoded row kept (an unfiltered plan): the columns as they are, no take
         every = n == cm.entries_read and np.array_equal(at, np.arange(n))
-        idx = None if every else pa.array(at, pa.int64())
+        idx = None if every else arrow_of(at, pa.int64())
         paths = _taken(cm, idx, n, "file_path", pa.string())
         raw_formats = _taken(cm, idx, n, "file_format", pa.string())
         format_set = pc.unique(raw_formats)
-        formats = pa.array([rendered.file_format(f) for f in format_set.to_pylist()], pa.string())
+        formats = column_of([rendered.file_format(f) for f in format_set.to_pylist()], pa.string())
         if len(formats) == 1:  # one format (the usual case): repeated, not looked up per row
             file_formats = pa.repeat(formats[0], n)
         else:
@@ -279,28 +279,26 @@ def _batch_of_columns(planner: Planner, entries: ColumnarRows, rendered: Rendere
         codes, tuples = cm.partition_keys(at, every)
         firsts = np.zeros(len(tuples), dtype=np.int64)
         firsts[codes[::-1]] = np.arange(n - 1, -1, -1)  # each tuple's first row: for messages
-        first_paths = paths.take(pa.array(firsts)).to_pylist()
+        first_paths = paths.take(arrow_of(firsts)).to_pylist()
         partition_text = [
             rendered.partition(spec_id, p, path) for p, path in zip(tuples, first_paths, strict=True)
         ]
         residual_text = [rendered.residual(residual_of(spec_id, p)) for p in tuples]
-        by_code = pa.array(codes)
+        by_code = arrow_of(codes)
         row_ids = cm.first_row_ids
         pieces.append(
             [
                 paths,
                 file_formats,
-                pa.array(np.full(n, spec_id, dtype=np.int32)),
-                pa.array(partition_text, pa.string()).take(by_code),
+                arrow_of(np.full(n, spec_id, dtype=np.int32)),
+                column_of(partition_text, pa.string()).take(by_code),
                 _taken(cm, idx, n, "record_count", pa.int64()),
                 _taken(cm, idx, n, "file_size_in_bytes", pa.int64()),
-                pa.array(np.zeros(n, dtype=np.int64)),
+                arrow_of(np.zeros(n, dtype=np.int64)),
                 pa.nulls(n, pa.int64()),
-                pa.array(residual_text, pa.string()).take(by_code),
+                column_of(residual_text, pa.string()).take(by_code),
                 pa.nulls(n, pa.int64()) if row_ids is None else _rows_of(row_ids, idx).cast(pa.int64()),
-                pa.ListArray.from_arrays(
-                    pa.array(np.zeros(n + 1, dtype=np.int32)), no_deletes, type=delete_type
-                ),
+                _no_deletes(n, no_deletes),
             ]
         )
     if not pieces:
@@ -311,8 +309,21 @@ def _batch_of_columns(planner: Planner, entries: ColumnarRows, rendered: Rendere
     return pa.RecordBatch.from_arrays(arrays, schema=TASK_SCHEMA)
 
 
+def _no_deletes(n: int, no_deletes: pa.Array) -> pa.Array:
+    """``n`` empty ``delete_files`` lists over ``Rendered.no_deletes``."""
+    offsets = arrow_of(np.zeros(n + 1, dtype=np.int32))
+    return pa.ListArray.from_arrays(offsets, no_deletes, type=TASK_SCHEMA.field("delete_files").type)
+
+
 def _empty() -> pa.RecordBatch:
-    return pa.RecordBatch.from_pylist([], schema=TASK_SCHEMA)
+    return pa.RecordBatch.from_arrays([column_of([], f.type) for f in TASK_SCHEMA], schema=TASK_SCHEMA)
+
+
+def _batch_of_dicts(rows: Sequence[dict[str, Any]]) -> pa.RecordBatch:
+    """``pa.RecordBatch.from_pylist(rows, schema=TASK_SCHEMA)``, column by column through
+    :func:`column_of` (``from_pylist`` goes through ``pa.array``: see :class:`Rendered`)."""
+    arrays = [column_of([row[f.name] for row in rows], f.type) for f in TASK_SCHEMA]
+    return pa.RecordBatch.from_arrays(arrays, schema=TASK_SCHEMA)
 
 
 def _delete_file(d: DataFile) -> dict[str, Any]:
@@ -357,7 +368,7 @@ def batch_of_tasks(
         "first_row_id": t.file.first_row_id,
         "delete_files": [delete_row(d) for d in t.delete_files],
     }
-    return pa.RecordBatch.from_pylist([get(t) for t in tasks], schema=TASK_SCHEMA)
+    return _batch_of_dicts([get(t) for t in tasks])
 
 
 def task_batch(

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["arrow_of", "binary_of", "null_mask", "numpy_of", "scalar_of"]
+__all__ = ["arrow_of", "binary_of", "column_of", "null_mask", "numpy_of", "scalar_of"]
 
 Array = np.ndarray[Any, Any]
 
@@ -81,20 +81,60 @@ def numpy_of(arr: pa.Array | pa.ChunkedArray) -> Array:
     return out
 
 
-def arrow_of(values: Array | Sequence[int], type: pa.DataType | None = None) -> pa.Array:
-    """An array without nulls holding ``values`` (numpy integers, floats or booleans, or a
-    list of ints: int64), as ``pa.array(values, type)`` gives it."""
+def _validity(valid: Array | None) -> pa.Buffer | None:
+    """The validity bitmap of ``valid`` (None: every value valid, as pyarrow leaves it)."""
+    if valid is None or bool(valid.all()):
+        return None
+    return pa.py_buffer(np.packbits(valid, bitorder="little"))
+
+
+def arrow_of(
+    values: Array | Sequence[int], type: pa.DataType | None = None, valid: Array | None = None
+) -> pa.Array:
+    """An array holding ``values`` (numpy integers, floats or booleans, or a list of ints:
+    int64), as ``pa.array(values, type)`` gives it; null where ``valid`` (booleans) is False."""
     arr = np.asarray(values) if isinstance(values, np.ndarray) else np.asarray(values, dtype=np.int64)
     if type is None:
         type = pa.from_numpy_dtype(arr.dtype)
+    bitmap = _validity(valid)
     if pa.types.is_boolean(type):
         packed = np.packbits(arr.astype(bool, copy=False), bitorder="little")
-        return pa.Array.from_buffers(type, len(arr), [None, pa.py_buffer(packed)])
+        return pa.Array.from_buffers(type, len(arr), [bitmap, pa.py_buffer(packed)])
     dtype = _dtype(type)
-    if dtype is None:
-        return pa.array(arr, type)  # another type: pyarrow's conversion
+    if dtype is None:  # another type: pyarrow's conversion
+        return pa.array(arr, type, mask=None if valid is None else ~valid)
     data = np.ascontiguousarray(arr.astype(dtype, copy=False))
-    return pa.Array.from_buffers(type, len(data), [None, pa.py_buffer(data)])
+    return pa.Array.from_buffers(type, len(data), [bitmap, pa.py_buffer(data)])
+
+
+def column_of(values: Sequence[Any], type: pa.DataType) -> pa.Array:
+    """``pa.array(values, type)`` for Python values (None: null) of a string, binary, integer,
+    float, boolean, list or struct (dicts) type; any other type goes to pyarrow."""
+    n = len(values)
+    valid = np.fromiter((v is not None for v in values), dtype=bool, count=n)
+    bitmap = _validity(valid)
+    if pa.types.is_string(type) or pa.types.is_binary(type):
+        raw = [b"" if v is None else v.encode() if isinstance(v, str) else v for v in values]
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, raw), dtype=np.int64, count=n), out=offsets[1:])
+        if offsets[-1] > np.iinfo(np.int32).max:
+            raise pa.ArrowInvalid("values too large for 32-bit offsets")
+        data = pa.py_buffer(b"".join(raw))
+        return pa.Array.from_buffers(type, n, [bitmap, pa.py_buffer(offsets.astype(np.int32)), data])
+    dtype = _dtype(type)
+    if dtype is not None or pa.types.is_boolean(type):
+        filled = np.fromiter((0 if v is None else v for v in values), dtype=dtype or bool, count=n)
+        return arrow_of(filled, type, valid)
+    if pa.types.is_list(type):
+        items = [() if v is None else v for v in values]
+        offsets32 = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum(np.fromiter(map(len, items), dtype=np.int64, count=n), out=offsets32[1:])
+        child = column_of([x for item in items for x in item], type.value_type)
+        return pa.Array.from_buffers(type, n, [bitmap, pa.py_buffer(offsets32)], children=[child])
+    if pa.types.is_struct(type):
+        children = [column_of([None if v is None else v.get(f.name) for v in values], f.type) for f in type]
+        return pa.Array.from_buffers(type, n, [bitmap], children=children)
+    return pa.array(values, type)  # another type: pyarrow's conversion
 
 
 def binary_of(values: Sequence[bytes], type: pa.DataType | None = None) -> pa.Array:

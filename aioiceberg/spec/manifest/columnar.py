@@ -267,10 +267,16 @@ class ColumnarManifest:
         eligible = missing & (status != ManifestEntryStatus.DELETED.value) & (content == 0)
         step = np.where(eligible, counts, 0)
         assigned = manifest.first_row_id + np.cumsum(step) - step
-        out: list[int | None] = [None] * len(status) if given is None else given.to_pylist()
-        for i in np.flatnonzero(eligible).tolist():
-            out[i] = int(assigned[i])
-        return pa.array(out, pa.int64())
+        # from buffers, not ``pa.array`` of a list (that imports pandas: see arrow_numpy)
+        if given is None:
+            values = np.zeros(len(status), dtype=np.int64)
+            valid = np.zeros(len(status), dtype=bool)
+        else:
+            given = given.cast(pa.int64())
+            values = numpy_of(pc.fill_null(given, scalar_of(0, pa.int64())))
+            valid = ~null_mask(given)
+        values = np.where(eligible, assigned, values)
+        return arrow_of(values, pa.int64(), valid | eligible)
 
     # -- columns for pruning ---------------------------------------------------------------
 
