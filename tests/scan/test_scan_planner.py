@@ -589,7 +589,8 @@ def test_delete_index_ignores_deletes_bounded_to_other_paths() -> None:
 
 
 def test_benchmark_tiny_mode_runs() -> None:
-    """Two filters on the table as we write it, one on the table as Java writes it (``--tiny``)."""
+    """Two filters on the table as we write it, one on the table as Java writes it (``--tiny``:
+    the first cell by every engine and API, the others by our async plan)."""
     out = run_tiny("plan.py", timeout=240).splitlines()
     cells = [line.split("|") for line in out if line.startswith("| local | 4x20 |")]
     plans = [(c[3].strip(), c[4].strip()) for c in cells if len(c) > 10]  # not the tables' rows
