@@ -148,8 +148,20 @@ class TaskBuilder:
                 f = e.data_file
                 yield new_task(f, (), residual(f), spec(f.spec_id), schema, 0, None, True, e.sequence_number)
             return
-        files = entries.data_files() if isinstance(entries, EntryRows) else (e.data_file for e in entries)
-        for f in files:
+        if isinstance(entries, EntryRows):
+            # one spec for all the rows, and without a filter one residual: looked up once,
+            # not per file (~0.5 us a task)
+            spec_of = spec(entries.spec_id)
+            if isinstance(self.bound_filter, AlwaysTrue):
+                always = self.bound_filter
+                for f in entries.data_files():
+                    yield new_task(f, (), always, spec_of, schema, 0, None, True, None)
+                return
+            residual_of, spec_id = self.residual_of, entries.spec_id
+            for f in entries.data_files():
+                yield new_task(f, (), residual_of(spec_id, f.partition), spec_of, schema, 0, None, True, None)
+            return
+        for f in (e.data_file for e in entries):
             yield new_task(f, (), residual(f), spec(f.spec_id), schema, 0, None, True, None)
 
     def tasks_for(self, entry: ManifestEntry, deletes: tuple[DataFile, ...]) -> list[FileScanTask]:

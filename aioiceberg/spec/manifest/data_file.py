@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import Any
 
-__all__ = ["DataFile", "DataFileContent", "FileFormat"]
+__all__ = ["FORMATS_BY_TEXT", "DataFile", "DataFileContent", "FileFormat"]
 
 
 class DataFileContent(IntEnum):
@@ -29,11 +29,12 @@ class FileFormat(StrEnum):
     def parse(cls, text: str) -> FileFormat:
         """Accept any case: the spec lists lower-case names, writers use upper case. The
         two usual spellings are a dict lookup (this runs once per manifest entry)."""
-        found = _BY_TEXT.get(text)
+        found = FORMATS_BY_TEXT.get(text)
         return found if found is not None else cls(text.upper())
 
 
-_BY_TEXT: dict[str, FileFormat] = {t: f for f in FileFormat for t in (f.value, f.value.lower())}
+# the two usual spellings of each name (builders look them up without calling parse)
+FORMATS_BY_TEXT: dict[str, FileFormat] = {t: f for f in FileFormat for t in (f.value, f.value.lower())}
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeAlias, overload
 
 from aioiceberg.spec.manifest.builders import frozen_builder
-from aioiceberg.spec.manifest.data_file import DataFile, DataFileContent, FileFormat
+from aioiceberg.spec.manifest.data_file import FORMATS_BY_TEXT, DataFile, DataFileContent, FileFormat
 from aioiceberg.spec.manifest.entry import ManifestEntry, ManifestEntryStatus
 
 __all__ = ["ROW_FIELDS", "STAT_FIELDS", "EntryRows", "Row"]
@@ -85,9 +85,16 @@ def _map(flat: tuple[Any, ...] | None) -> dict[int, Any] | None:
 def _data_file(row: Row, spec_id: int) -> DataFile:
     # indexed, not sliced: slices and star-arguments are tuples the collector would count
     m = _map
+    fmt = FORMATS_BY_TEXT.get(row[6])
     return _new_file(
-        _CONTENT[row[4]], row[5], FileFormat.parse(row[6]), row[7], row[8], row[9],
-        m(row[10]), m(row[11]), m(row[12]), m(row[13]), m(row[14]), m(row[15]),
+        _CONTENT[row[4]], row[5], fmt if fmt is not None else FileFormat.parse(row[6]),
+        row[7], row[8], row[9],
+        None if (a := row[10]) is None else m(a) if a else {},
+        None if (b := row[11]) is None else m(b) if b else {},
+        None if (c := row[12]) is None else m(c) if c else {},
+        None if (d := row[13]) is None else m(d) if d else {},
+        None if (e := row[14]) is None else m(e) if e else {},
+        None if (g := row[15]) is None else m(g) if g else {},
         row[16], row[17], row[18], row[19], row[20], row[21], row[22], row[23], spec_id,
     )  # fmt: skip
 
@@ -137,10 +144,29 @@ class EntryRows(Sequence[ManifestEntry]):
         return _data_file(self.rows[index], self.spec_id)
 
     def data_files(self) -> Iterator[DataFile]:
-        """The entries' data files, without building the entries."""
-        spec_id = self.spec_id
+        """The entries' data files, without building the entries: :func:`_data_file` inlined,
+        with a null metric map (the usual case when a plan keeps no stats) and the usual
+        format spellings taken without a call (~1.2 us a file saved of ~3)."""
+        spec_id, new, m, content, formats, parse = (
+            self.spec_id,
+            _new_file,
+            _map,
+            _CONTENT,
+            FORMATS_BY_TEXT,
+            FileFormat.parse,
+        )
         for row in self.rows:
-            yield _data_file(row, spec_id)
+            fmt = formats.get(row[6])
+            yield new(
+                content[row[4]], row[5], fmt if fmt is not None else parse(row[6]), row[7], row[8], row[9],
+                None if (a := row[10]) is None else m(a) if a else {},
+                None if (b := row[11]) is None else m(b) if b else {},
+                None if (c := row[12]) is None else m(c) if c else {},
+                None if (d := row[13]) is None else m(d) if d else {},
+                None if (e := row[14]) is None else m(e) if e else {},
+                None if (g := row[15]) is None else m(g) if g else {},
+                row[16], row[17], row[18], row[19], row[20], row[21], row[22], row[23], spec_id,
+            )  # fmt: skip
 
     def rows_at(self, positions: Sequence[int]) -> list[Row]:
         """The rows at ``positions`` (a sample to size them by: see ``ColumnarRows``)."""
