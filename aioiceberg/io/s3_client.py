@@ -210,9 +210,6 @@ def iso_timestamp(value: Any) -> datetime:
     """A response timestamp: ISO 8601 (S3's XML, ``2026-11-19T13:25:08.000Z``) by
     ``datetime.fromisoformat``, any other form by botocore's own parser. botocore's goes
     through dateutil's generic parser, ~50 us a listed key: half of a listing's CPU time."""
-    # botocore: optional (the s3 extra)
-    from botocore.utils import parse_timestamp
-
     if isinstance(value, str) and len(value) >= 20 and value[10] == "T" and value[4] == "-":
         try:
             parsed = datetime.fromisoformat(value)
@@ -220,6 +217,9 @@ def iso_timestamp(value: Any) -> datetime:
             parsed = None
         if parsed is not None and parsed.tzinfo is not None:
             return parsed
+    # botocore: optional (the s3 extra); imported on this path only (~1 us a call otherwise)
+    from botocore.utils import parse_timestamp
+
     return parse_timestamp(value)  # type: ignore[no-any-return]
 
 
@@ -229,8 +229,11 @@ def _create_client_context(options: S3Options, service: str) -> Any:
     from aiobotocore.config import AioConfig
     from aiobotocore.session import AioSession
 
+    from aioiceberg.io.s3_xml import install_fast_listing  # aiobotocore: optional (the s3 extra)
+
     session = AioSession(profile=options.profile) if options.profile else AioSession()
-    # this session's parsers only (each session has its own factory)
+    # this session's parsers only: listing pages parsed from compiled shapes, fast timestamps
+    install_fast_listing(session)
     session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=iso_timestamp)
     s3_config: dict[str, str] = {}
     if options.path_style is not None:
