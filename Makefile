@@ -39,9 +39,9 @@ spark-s3a-setup: $(STAMP)
 	PY=$(PY) bash tests/spark_s3a/setup.sh
 
 # loadgroup: modules that share one heavy server (the Java peer's JVM) run on one worker.
-# TEST_WORKERS: the xdist worker count (`make unit TEST_WORKERS=3`); the suite waits on
-# servers and JVMs for about 40% of its wall time on two cores.
-TEST_WORKERS ?= 2
+# TEST_WORKERS: the xdist worker count (`make unit TEST_WORKERS=2`); the suite waits on
+# servers and JVMs for about 40% of its wall time, so three workers on two cores.
+TEST_WORKERS ?= 3
 unit: $(STAMP) localstack-setup java-peer-setup spark-s3a-setup
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup -q
 
