@@ -144,29 +144,10 @@ class EntryRows(Sequence[ManifestEntry]):
         return _data_file(self.rows[index], self.spec_id)
 
     def data_files(self) -> Iterator[DataFile]:
-        """The entries' data files, without building the entries: :func:`_data_file` inlined,
-        with a null metric map (the usual case when a plan keeps no stats) and the usual
-        format spellings taken without a call (~1.2 us a file saved of ~3)."""
-        spec_id, new, m, content, formats, parse = (
-            self.spec_id,
-            _new_file,
-            _map,
-            _CONTENT,
-            FORMATS_BY_TEXT,
-            FileFormat.parse,
-        )
+        """The entries' data files, without building the entries."""
+        spec_id = self.spec_id
         for row in self.rows:
-            fmt = formats.get(row[6])
-            yield new(
-                content[row[4]], row[5], fmt if fmt is not None else parse(row[6]), row[7], row[8], row[9],
-                None if (a := row[10]) is None else m(a) if a else {},
-                None if (b := row[11]) is None else m(b) if b else {},
-                None if (c := row[12]) is None else m(c) if c else {},
-                None if (d := row[13]) is None else m(d) if d else {},
-                None if (e := row[14]) is None else m(e) if e else {},
-                None if (g := row[15]) is None else m(g) if g else {},
-                row[16], row[17], row[18], row[19], row[20], row[21], row[22], row[23], spec_id,
-            )  # fmt: skip
+            yield _data_file(row, spec_id)
 
     def rows_at(self, positions: Sequence[int]) -> list[Row]:
         """The rows at ``positions`` (a sample to size them by: see ``ColumnarRows``)."""
