@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -269,9 +268,7 @@ class ObstoreS3FileIO(FileIO):
         op: Callable[[Any, str], Awaitable[T]],
         *,
         conditional: bool = False,
-        retries: Retries | None = None,
     ) -> T:
-        """``retries``: the state of a call whose first attempt was made (and failed) by hand."""
         bucket, key = split_s3(location)
         store = await self._store(bucket)
 
@@ -281,14 +278,7 @@ class ObstoreS3FileIO(FileIO):
             except Exception as exc:
                 raise _translate(exc, location, conditional=conditional) from exc
 
-        if retries is None:
-            return await retry(attempt, self.options.backoff, on_retry=self.retries.count)
-        while True:
-            try:
-                return await attempt()
-            except StoreError as error:
-                if not await retries.wait_to_retry(error):
-                    raise
+        return await retry(attempt, self.options.backoff, on_retry=self.retries.count)
 
     # -- reads -------------------------------------------------------------
     async def read(self, location: str) -> bytes:
@@ -311,21 +301,14 @@ class ObstoreS3FileIO(FileIO):
         if not _nameable(key):
             return await self._aiobotocore().read_range(location, start, length)
         store = self.runtime.store((*self._store_key, bucket)) or await self._store(bucket)
-        started = time.monotonic()
-        try:  # the first attempt inline: a plan reads thousands of small manifests this way
-            return await _get_range(store, key, start, start + length)
-        except Exception as exc:
-            error = _translate(exc, location)
-            if not error.retryable:
-                raise error from exc
-            retries = Retries(self.options.backoff, on_retry=self.retries.count, started=started)
-            if not await retries.wait_to_retry(error):
-                raise error from exc
 
-        async def op(store: Any, key: str) -> bytes:
-            return await _get_range(store, key, start, start + length)
+        async def attempt() -> bytes:  # the store found once: a plan reads thousands of manifests
+            try:
+                return await _get_range(store, key, start, start + length)
+            except Exception as exc:
+                raise _translate(exc, location) from exc
 
-        return await self._call(location, op, retries=retries)
+        return await retry(attempt, self.options.backoff, on_retry=self.retries.count)
 
     async def read_block(self, location: str, start: int, length: int) -> RangeResult:
         if not _nameable(split_s3(location)[1]):
