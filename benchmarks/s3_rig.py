@@ -41,6 +41,23 @@ def free_port() -> int:
         return port
 
 
+def wait_until_answers(process: subprocess.Popen[bytes], url: str, name: str, log: str) -> None:
+    """Until the store started as ``process`` answers HTTP on ``url`` (any answer, an S3 error
+    for an unsigned request included); its log is named if it exits first."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{name} exited with {process.returncode}: see {log}")
+        try:
+            urllib.request.urlopen(url + "/", timeout=1).close()
+            return
+        except urllib.error.HTTPError:
+            return  # it answers: an S3 error is an answer
+        except OSError:
+            time.sleep(0.2)
+    raise TimeoutError(f"{name} did not answer on {url} within 60 s")
+
+
 def s3proxy_jar() -> Path:
     """The s3proxy jar in the local Maven repository, fetched there first if missing."""
     group, artifact, version, _, classifier = S3PROXY.split(":")
@@ -97,18 +114,8 @@ class S3Proxy:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"s3proxy exited with {self.process.returncode}: see {log.name}")
-            try:
-                urllib.request.urlopen(self.url + "/", timeout=1).close()
-                return self
-            except urllib.error.HTTPError:
-                return self  # it answers: an S3 error is an answer
-            except OSError:
-                time.sleep(0.2)
-        raise TimeoutError(f"s3proxy did not answer on {self.url} within 60 s")
+        wait_until_answers(self.process, self.url, "s3proxy", log.name)
+        return self
 
     def stop(self) -> None:
         if self.process is not None:

@@ -22,12 +22,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
-from benchmarks.s3_rig import free_port
+from benchmarks.s3_rig import free_port, wait_until_answers
 
 VERSION = "v1.8.0"
 BUILD = f"GOBIN=<dir> go install github.com/versity/versitygw/cmd/versitygw@{VERSION}"
@@ -91,18 +88,8 @@ class VersityGW:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"versitygw exited with {self.process.returncode}: see {log.name}")
-            try:
-                urllib.request.urlopen(self.url + "/", timeout=1).close()
-                return self
-            except urllib.error.HTTPError:
-                return self  # it answers: an S3 error (unsigned request) is an answer
-            except OSError:
-                time.sleep(0.2)
-        raise TimeoutError(f"versitygw did not answer on {self.url} within 60 s")
+        wait_until_answers(self.process, self.url, "versitygw", log.name)
+        return self
 
     def stop(self) -> None:
         if self.process is not None:
