@@ -288,6 +288,7 @@ def _columnar(
         )
     except Exception:  # never trusted over the reference decoder
         return None
+    cm.nbytes  # noqa: B018 - sized here, off the loop, which sizes every decoded manifest for the cache
     return DecodeResult(
         pruned.entries,
         len(cm.rows),

@@ -69,6 +69,9 @@ AHEAD_MIN_ENTRIES = 1000
 AHEAD_ROWS = 256
 # A merge of at least this many decoded manifests is kept for the next plan (see _prune_together).
 MERGE_KEEP_MIN = 16
+# A manifest's view is kept as rows (when its columns did not fit) only if it holds under
+# 1 / ROWS_KEPT_BELOW of the manifest's entries: a selective filter's view, cheap to build.
+ROWS_KEPT_BELOW = 4
 # A manifest kept decoded with at most this many entries is pruned on the event loop (well
 # under a millisecond for a selective filter); bigger ones in a worker thread.
 PRUNE_ON_LOOP_MAX = 1000
@@ -253,17 +256,11 @@ class ManifestLoader:
             result = found_whole
         elif columnar and small:
             result = await lanes.batches.decode(data, mf, fetch_s)  # small: decoded with its neighbours
+        elif lanes.first_finished:  # the usual case, without entering ``first_alone`` per manifest
+            result = await lanes.decode(data, mf, columnar)
         else:
             async with lanes.first_alone():
-                result = await self.runtime.decoder(self.options.workers).decode(
-                    data,
-                    mf,
-                    self.prune_context,
-                    processes=lanes.processes,
-                    thread_lane=lanes.columnar_lane if columnar else lanes.fastavro_lane,
-                    columnar=columnar,
-                    threads=lanes.decode_threads() if columnar else None,
-                )
+                result = await lanes.decode(data, mf, columnar)
         del data
         m.manifests_read += 1
         if result.in_worker_process:
@@ -288,7 +285,14 @@ class ManifestLoader:
         if whole is not None and whole.size <= room:
             ctx.cached_bytes += whole.size
             self.cache.put_decoded(key, mf.manifest_length, whole)
-        elif min_size(len(entries)) <= room and (size := estimate_size(entries)) <= room:
+        elif (
+            # A view of most of a manifest whose columns did not fit is not kept as rows:
+            # building them all (~0.8 ms per 1000 entries on the loop, which a plan handing
+            # out columns never needs) bought a row view only ~40% smaller than its columns.
+            (whole is None or len(entries) * ROWS_KEPT_BELOW < whole.entries_read)
+            and min_size(len(entries)) <= room
+            and (size := estimate_size(entries)) <= room
+        ):
             if isinstance(entries, ColumnarRows):  # kept as rows: not holding the columns' every stat
                 entries = EntryRows(entries.rows, entries.spec_id)
             cached = CachedManifest(
@@ -475,6 +479,8 @@ class Lanes:
         self.processes = False
         self._first_started = False
         self._first_done = anyio.Event()
+        self.first_finished = False  # the plan's first whole-manifest decode has ended
+        self._decoder = loader.runtime.decoder(loader.options.workers)
         if not self.columnar:
             self._use_processes()
 
@@ -489,6 +495,19 @@ class Lanes:
             workers = max(1, self._loader.options.workers)
             pool = self._pool = ThreadPoolExecutor(workers, thread_name_prefix="aioiceberg-decode")
         return pool
+
+    async def decode(self, data: bytes, mf: ManifestFile, columnar: bool) -> DecodeResult:
+        """One whole manifest through the runtime's decoder, in this plan's lanes."""
+        loader = self._loader
+        return await self._decoder.decode(
+            data,
+            mf,
+            loader.prune_context,
+            processes=self.processes,
+            thread_lane=self.columnar_lane if columnar else self.fastavro_lane,
+            columnar=columnar,
+            threads=self.decode_threads() if columnar else None,
+        )
 
     def close(self) -> None:
         """The plan is over: its decode threads end (decodes not started are dropped)."""
@@ -512,6 +531,7 @@ class Lanes:
         try:
             yield
         finally:
+            self.first_finished = True
             self._first_done.set()
 
     def _use_processes(self) -> None:

@@ -174,3 +174,28 @@ async def test_plans_at_once_on_a_cold_table_decode_each_manifest_once(tmp_path:
         expected, _ = await _plan(io, md, text, **_caches())
         assert got == expected, text
     assert not kw["cache"]._loading  # every load ended
+
+
+@pytest.mark.anyio
+async def test_a_view_of_most_of_a_manifest_is_not_kept_as_rows(tmp_path: Path) -> None:
+    """When a manifest's columns do not fit the plan's half of the cache, an unfiltered view
+    (every entry) is not built into rows to be kept, while a selective filter's view is."""
+    io, md = await _table(tmp_path, 4, 600)
+    probe = _caches()
+    await _plan(io, md, "", **probe)
+    decoded = [v for k, v in probe["cache"]._items.items() if k[2] == "decoded"]
+    assert len(decoded) == 4
+    # the plan's half of the cache holds two manifests' columns (~684 KB each), then room for
+    # a third's rows (~380 KB) but not its columns
+    column_bytes = max(v.size for v in decoded)
+    kw = _caches(cache=ManifestCache(max_bytes=2 * (2 * column_bytes + 500_000)))
+    everything, _ = await _plan(io, md, "", **kw)
+    assert len(everything) == 4 * 600
+    kept = kw["cache"]._items
+    assert len(kept) == 2, "two manifests' columns, and no unfiltered view kept as rows"
+    text = "id = 4001000"
+    got, _ = await _plan(io, md, text, **kw)
+    expected, _ = await _plan(io, md, text, **_caches())
+    assert got == expected
+    views = [v for k, v in kw["cache"]._items.items() if k[2] != "decoded"]
+    assert views and all(len(v.entries) * 4 < v.entries_read for v in views)
