@@ -1,18 +1,20 @@
 //! Iceberg manifest decoding: Avro object container bytes -> Arrow buffers, per column.
 //!
 //! The writer schema in the file's header drives the decoding. Each column of the top-level
-//! record becomes a tree of buffers (validity bitmap, offsets, values) that the Python side
-//! assembles into `pyarrow` arrays with the types `polars.read_avro(...).to_arrow()` gives,
-//! so the two paths yield equal tables. A schema holding a type outside the handled set is
+//! record becomes a tree of buffers (validity bitmap, offsets, values), handed to `pyarrow`
+//! as one record batch through the Arrow C Data Interface (`arrow_c`) with the types
+//! `polars.read_avro(...).to_arrow()` gives, so the two paths yield equal tables. A schema holding a type outside the handled set is
 //! reported as such before any record is read (the caller then decodes another way); damaged
 //! bytes are an error naming what is wrong, never a panic or a read out of bounds.
 
 use std::collections::HashMap;
 
+mod arrow_c;
+
 use flate2::{Decompress, FlushDecompress, Status};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::PyDict;
 use serde_json::Value;
 
 #[cfg(target_endian = "big")]
@@ -87,27 +89,6 @@ impl Node {
             Ty::Double => 8,
             Ty::Fixed(n) | Ty::DecFixed(n, ..) => *n as u64,
             Ty::Record(fields) => fields.iter().map(|(_, f)| f.min_size()).sum(),
-        }
-    }
-
-    /// The Arrow type the Python side builds, as a tag.
-    fn tag(&self) -> String {
-        match &self.ty {
-            Ty::Bool => "bool".into(),
-            Ty::Int(IntOut::I32) => "i32".into(),
-            Ty::Int(IntOut::Date) => "date32".into(),
-            Ty::Int(IntOut::TimeMillis) | Ty::Long(LongOut::TimeMicros) => "time64ns".into(),
-            Ty::Long(LongOut::I64) => "i64".into(),
-            Ty::Long(LongOut::TsMicrosUtc) => "ts_us_utc".into(),
-            Ty::Long(LongOut::TsMillisUtc) => "ts_ms_utc".into(),
-            Ty::Long(LongOut::TsMicrosLocal) => "ts_us".into(),
-            Ty::Float => "f32".into(),
-            Ty::Double => "f64".into(),
-            Ty::Str => "lstr".into(),
-            Ty::Bytes | Ty::Fixed(_) => "lbin".into(),
-            Ty::DecBytes(p, s) | Ty::DecFixed(_, p, s) => format!("dec:{p}:{s}"),
-            Ty::Array(..) => "llist".into(),
-            Ty::Record(_) => "struct".into(),
         }
     }
 }
@@ -858,169 +839,29 @@ fn decode(data: &[u8]) -> Res<Outcome> {
 // ---------------------------------------------------------------------------------------------
 // to Python
 
-fn raw<T: Copy>(v: &[T]) -> &[u8] {
-    // SAFETY: plain numbers (no padding, any bit pattern valid as bytes), little-endian target
-    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
-}
-
-/// One buffer handed to Python without a copy: the decoded vector itself, read through the
-/// buffer protocol (`pa.py_buffer` keeps it alive for as long as an Arrow array uses it).
-/// Copying each column into `bytes` cost ~20% of the decoder's time, with the GIL held.
-enum Owned {
-    U8(Vec<u8>),
-    I32(Vec<i32>),
-    I64(Vec<i64>),
-    F32(Vec<f32>),
-    F64(Vec<f64>),
-    I128(Vec<i128>),
-}
-
-impl Owned {
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Owned::U8(v) => v,
-            Owned::I32(v) => raw(v),
-            Owned::I64(v) => raw(v),
-            Owned::F32(v) => raw(v),
-            Owned::F64(v) => raw(v),
-            Owned::I128(v) => raw(v),
-        }
-    }
-}
-
-#[pyclass(frozen, module = "aioiceberg._manifest_native")]
-struct Buffer {
-    data: Owned,
-}
-
-#[pymethods]
-impl Buffer {
-    /// Read-only, contiguous bytes; the view holds a reference to this object.
-    unsafe fn __getbuffer__(
-        slf: Bound<'_, Self>,
-        view: *mut pyo3::ffi::Py_buffer,
-        flags: std::os::raw::c_int,
-    ) -> PyResult<()> {
-        if view.is_null() {
-            return Err(pyo3::exceptions::PyBufferError::new_err("no view to fill"));
-        }
-        if (flags & pyo3::ffi::PyBUF_WRITABLE) == pyo3::ffi::PyBUF_WRITABLE {
-            return Err(pyo3::exceptions::PyBufferError::new_err("read-only buffer"));
-        }
-        let bytes = slf.get().data.bytes();
-        // SAFETY: the vector is never changed after construction (frozen) and lives as long as
-        // the object, which the view references (PyBuffer_FillInfo takes a new reference)
-        let done = pyo3::ffi::PyBuffer_FillInfo(
-            view,
-            slf.as_ptr(),
-            bytes.as_ptr() as *mut std::os::raw::c_void,
-            bytes.len() as pyo3::ffi::Py_ssize_t,
-            1,
-            flags,
-        );
-        if done == -1 {
-            return Err(PyErr::fetch(slf.py()));
-        }
-        Ok(())
-    }
-
-    unsafe fn __releasebuffer__(&self, _view: *mut pyo3::ffi::Py_buffer) {}
-
-    fn __len__(&self) -> usize {
-        self.data.bytes().len()
-    }
-}
-
-fn owned(py: Python<'_>, mut data: Owned) -> PyResult<PyObject> {
-    // the vector's spare capacity would live as long as the arrays (a cached manifest's):
-    // given back first (a shrinking realloc, in place)
-    match &mut data {
-        Owned::U8(v) => v.shrink_to_fit(),
-        Owned::I32(v) => v.shrink_to_fit(),
-        Owned::I64(v) => v.shrink_to_fit(),
-        Owned::F32(v) => v.shrink_to_fit(),
-        Owned::F64(v) => v.shrink_to_fit(),
-        Owned::I128(v) => v.shrink_to_fit(),
-    }
-    Ok(Bound::new(py, Buffer { data })?.into_any().unbind())
-}
-
-/// (tag, length, null count, validity or None, buffers, children as (name, column)); the
-/// column's vectors move into the buffers handed back.
-fn to_py(py: Python<'_>, node: &Node, col: Col) -> PyResult<PyObject> {
-    let (len, nulls) = (col.len(), col.nulls());
-    let validity: PyObject = if nulls > 0 {
-        owned(py, Owned::U8(col.validity.bits.bytes))?
-    } else {
-        py.None()
-    };
-    let mut children: Vec<PyObject> = Vec::new();
-    let buffers: Vec<PyObject> = match (&node.ty, col.data) {
-        (_, Data::Bool(b)) => vec![owned(py, Owned::U8(b.bytes))?],
-        (_, Data::I32(v)) => vec![owned(py, Owned::I32(v))?],
-        (_, Data::I64(v)) => vec![owned(py, Owned::I64(v))?],
-        (_, Data::F32(v)) => vec![owned(py, Owned::F32(v))?],
-        (_, Data::F64(v)) => vec![owned(py, Owned::F64(v))?],
-        (_, Data::Dec(v)) => vec![owned(py, Owned::I128(v))?],
-        (_, Data::Bin { offsets, values }) => vec![
-            owned(py, Owned::I64(offsets))?,
-            owned(py, Owned::U8(values))?,
-        ],
-        (Ty::Array(item, _), Data::List { offsets, child }) => {
-            children.push(
-                PyTuple::new(py, [py.None(), to_py(py, item, *child)?])?
-                    .into_any()
-                    .unbind(),
-            );
-            vec![owned(py, Owned::I64(offsets))?]
-        }
-        (Ty::Record(fields), Data::Struct(cols)) => {
-            for ((name, f), c) in fields.iter().zip(cols) {
-                let name = name.as_str().into_pyobject(py)?.into_any().unbind();
-                children.push(
-                    PyTuple::new(py, [name, to_py(py, f, c)?])?
-                        .into_any()
-                        .unbind(),
-                );
-            }
-            vec![]
-        }
-        _ => return Err(PyValueError::new_err("internal: column of another type")),
-    };
-    let out = (
-        node.tag(),
-        len,
-        nulls,
-        validity,
-        PyList::new(py, buffers)?,
-        PyList::new(py, children)?,
-    );
-    Ok(out.into_pyobject(py)?.into_any().unbind())
-}
-
-/// Decode an Avro container of manifest entries into column buffers.
+/// Decode an Avro container of manifest entries into one Arrow record batch.
 ///
-/// Returns (rows, [(name, column)]), or a str naming the type that is not handled here;
-/// raises ValueError naming what is wrong with damaged bytes. The GIL is released while
-/// the bytes are parsed.
+/// Returns the (schema, array) PyCapsules of the Arrow C Data Interface (the Arrow PyCapsule
+/// protocol's "arrow_schema" and "arrow_array"), or a str naming the type that is not
+/// handled here; raises ValueError naming what is wrong with damaged bytes. The GIL is
+/// released while the bytes are parsed and the batch is laid out.
 #[pyfunction]
-fn decode_columns(py: Python<'_>, data: &[u8]) -> PyResult<PyObject> {
+fn decode_arrow(py: Python<'_>, data: &[u8]) -> PyResult<PyObject> {
     let outcome = py
-        .allow_threads(|| decode(data))
+        .allow_threads(|| -> Res<Result<arrow_c::Exported, String>> {
+            Ok(match decode(data)? {
+                Outcome::Unsupported(what) => Err(what),
+                Outcome::Columns(fields, cols, rows) => arrow_c::export_batch(&fields, cols, rows)?
+                    .ok_or_else(|| "a field name holding a NUL character".to_string()),
+            })
+        })
         .map_err(PyValueError::new_err)?;
     match outcome {
-        Outcome::Unsupported(what) => Ok(what.into_pyobject(py)?.into_any().unbind()),
-        Outcome::Columns(fields, cols, rows) => {
-            let mut out = Vec::with_capacity(cols.len());
-            for ((name, f), c) in fields.iter().zip(cols) {
-                let name = name.as_str().into_pyobject(py)?.into_any().unbind();
-                out.push(PyTuple::new(py, [name, to_py(py, f, c)?])?);
-            }
-            Ok((rows, PyList::new(py, out)?)
-                .into_pyobject(py)?
-                .into_any()
-                .unbind())
-        }
+        Err(what) => Ok(what.into_pyobject(py)?.into_any().unbind()),
+        Ok(exported) => Ok(arrow_c::capsules(py, exported)?
+            .into_pyobject(py)?
+            .into_any()
+            .unbind()),
     }
 }
 
@@ -1045,8 +886,7 @@ fn read_header(py: Python<'_>, data: &[u8]) -> PyResult<PyObject> {
 
 #[pymodule]
 fn _manifest_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(decode_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_arrow, m)?)?;
     m.add_function(wrap_pyfunction!(read_header, m)?)?;
-    m.add_class::<Buffer>()?;
     Ok(())
 }

@@ -1,19 +1,22 @@
 """Manifest bytes -> the Arrow table polars' reader gives, through the compiled decoder.
 
 ``aioiceberg._manifest_native`` (built from ``native/`` where a Rust toolchain exists at
-install) parses the Avro container with the GIL released and hands back each column's
-buffers (the decoded vectors themselves, read through the buffer protocol: no copy); they
-are assembled here into arrays of the types ``polars.read_avro(...).to_arrow()``
-gives for the same schema (large strings and binaries, large lists, everything nullable,
-timestamps in UTC, times in nanoseconds), so a table from either path is equal and nothing
-downstream can tell them apart. Without the extension :func:`native_available` is False
-and callers keep the polars path.
+install) parses the Avro container with the GIL released and hands back one record batch
+through the Arrow C Data Interface (the PyCapsule protocol's ``arrow_schema`` and
+``arrow_array``), imported here in one call. Its buffers are the decoded vectors themselves
+(no copy), freed by the decoder's release callback without the GIL: building the arrays
+node by node in Python held the GIL for ~100 objects a manifest, and freeing them held it
+again. The types are those ``polars.read_avro(...).to_arrow()`` gives for the same schema
+(large strings and binaries, large lists, everything nullable, timestamps in UTC, times in
+nanoseconds), so a table from either path is equal and nothing downstream can tell them
+apart. Without the extension :func:`native_available` is False and callers keep the polars
+path.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any, Protocol
+from typing import Protocol
 
 import pyarrow as pa
 
@@ -23,7 +26,7 @@ from aioiceberg.errors import CorruptFileError
 class _Decoder(Protocol):
     """``aioiceberg._manifest_native`` (see its ``.pyi``)."""
 
-    def decode_columns(self, data: bytes, /) -> tuple[int, list[tuple[str, tuple[Any, ...]]]] | str: ...
+    def decode_arrow(self, data: bytes, /) -> tuple[object, object] | str: ...
 
     def read_header(self, data: bytes, /) -> tuple[dict[str, str], int]: ...
 
@@ -37,44 +40,25 @@ except ImportError:  # pragma: no cover - an install without a Rust toolchain
 
 __all__ = ["decode_native", "native_available", "read_header_native"]
 
-_FIXED: dict[str, pa.DataType] = {
-    "bool": pa.bool_(),
-    "i32": pa.int32(),
-    "date32": pa.date32(),
-    "time64ns": pa.time64("ns"),
-    "i64": pa.int64(),
-    "ts_us_utc": pa.timestamp("us", tz="UTC"),
-    "ts_ms_utc": pa.timestamp("ms", tz="UTC"),
-    "ts_us": pa.timestamp("us"),
-    "f32": pa.float32(),
-    "f64": pa.float64(),
-    "lstr": pa.large_string(),
-    "lbin": pa.large_binary(),
-}
+
+class _Batch:
+    """The decoder's (schema, array) capsules, offered through the Arrow PyCapsule protocol
+    so that ``pa.record_batch`` imports them (each capsule can be imported once)."""
+
+    __slots__ = ("_array", "_schema")
+
+    def __init__(self, schema: object, array: object) -> None:
+        self._schema = schema
+        self._array = array
+
+    def __arrow_c_array__(self, requested_schema: object = None) -> tuple[object, object]:
+        # pa.record_batch asks for no other schema; the batch is given as decoded
+        return self._schema, self._array
 
 
 def native_available() -> bool:
     """True when the compiled decoder is installed."""
     return _manifest_native is not None
-
-
-def _array(column: tuple[Any, ...]) -> pa.Array:
-    tag, length, nulls, validity, buffers, children = column
-    valid = None if validity is None else pa.py_buffer(validity)
-    if tag == "struct":
-        kids = [_array(c) for _, c in children]
-        typ = pa.struct([pa.field(name, k.type) for (name, _), k in zip(children, kids, strict=True)])
-        return pa.Array.from_buffers(typ, length, [valid], nulls, children=kids)
-    if tag == "llist":
-        item = _array(children[0][1])
-        return pa.Array.from_buffers(
-            pa.large_list(item.type), length, [valid, pa.py_buffer(buffers[0])], nulls, children=[item]
-        )
-    typ = _FIXED.get(tag)
-    if typ is None:  # "dec:precision:scale"
-        _, precision, scale = tag.split(":")
-        typ = pa.decimal128(int(precision), int(scale))
-    return pa.Array.from_buffers(typ, length, [valid, *map(pa.py_buffer, buffers)], nulls)
 
 
 _AVRO_MAGIC = b"Obj\x01"
@@ -103,13 +87,12 @@ def decode_native(data: bytes, location: str | None = None) -> pa.Table | None:
     if _manifest_native is None:
         return None
     try:
-        found = _manifest_native.decode_columns(data)
+        found = _manifest_native.decode_arrow(data)
     except ValueError as e:
         raise CorruptFileError(f"manifest cannot be decoded: {e}", location=location) from None
     if isinstance(found, str):
         return None
-    rows, columns = found
-    arrays = [_array(c) for _, c in columns]
-    if not arrays:
-        return pa.table({}) if rows == 0 else None
-    return pa.Table.from_arrays(arrays, names=[name for name, _ in columns])
+    batch = pa.record_batch(_Batch(*found))
+    if batch.num_columns == 0:
+        return pa.table({}) if batch.num_rows == 0 else None
+    return pa.Table.from_batches([batch])
