@@ -17,13 +17,16 @@ scan's schema.
 from __future__ import annotations
 
 import json
+from array import array
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from itertools import accumulate, repeat
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from aioiceberg.errors import ValidationError
 from aioiceberg.expressions.serde import expression_to_json
 from aioiceberg.expressions.tree import Expression
 from aioiceberg.scan.pipeline import LazyTasks
@@ -80,10 +83,14 @@ TASK_SCHEMA = pa.schema(
 )
 
 _AT = {name: i for i, name in enumerate(ROW_FIELDS)}
+_INT32_MAX = (1 << 31) - 1
 
 # partition value types whose text is kept by value: equal values render alike (floats do
-# not: 0.0 == -0.0; nor decimals: 1.0 == 1.00)
+# not: 0.0 == -0.0; nor decimals: 1.0 == 1.00). Kept under the value itself, booleans under
+# (bool, value): True == 1
 _MEMO_TYPES = frozenset({int, str, bytes, bool})
+# value types a column of tuples is rendered for at once (see ``Rendered.partitions``)
+_PLAIN_TYPES = frozenset({int, str, bytes})
 
 
 class Rendered:
@@ -99,6 +106,11 @@ class Rendered:
     # value texts kept across batches, at most this many (a high-cardinality identity
     # partition must not grow the memo with the plan)
     MAX_VALUES = 65536
+    # columns of one repeated value (see :meth:`constant`) kept, at most this many
+    MAX_CONSTANTS = 64
+    # residual texts kept across batches, at most this many (a filtered plan may hold one
+    # residual a partition)
+    MAX_RESIDUALS = 4096
 
     def __init__(self, planner: Planner) -> None:
         self._planner = planner
@@ -107,65 +119,150 @@ class Rendered:
         self._residuals: dict[int, tuple[Expression, str]] = {}
         self._formats: dict[str, str] = {}
         self._types: dict[int, StructType] = {}
-        # per spec: (position, '"<field id>": ') in the sorted order of the field ids as text
-        self._layouts: dict[int, list[tuple[int, str]]] = {}
-        self._values: dict[tuple[int, int, type, Any], str] = {}
+        # per spec: (position, '"<field id>": ', the position's value texts) in the sorted
+        # order of the field ids as text
+        self._layouts: dict[int, list[tuple[int, str, dict[Any, str]]]] = {}
         # the values of every delete-free task's empty ``delete_files``: built once a plan.
         # Not ``pa.array([])``: pyarrow imports pandas on its first ``pa.array`` (~0.25 CPU-s),
         # and here that import stood between ``plan_batches()`` and its plan's first request
         self.no_deletes = pa.nulls(0, TASK_SCHEMA.field("delete_files").type.value_type)
+        self._constants: dict[tuple[str, Any], pa.Array] = {}
+        # (offset width, rows, first offset, text) -> offsets, data and text of as many rows
+        # of that text (see :meth:`one_text`)
+        self._alike: dict[tuple[int, int, int, bytes], tuple[pa.Buffer, pa.Buffer, str]] = {}
 
     def start_batch(self) -> None:
         """Tuples are kept for one batch (a plan may hold as many as it has files); values
-        for the plan, up to :attr:`MAX_VALUES`."""
+        for the plan, up to :attr:`MAX_VALUES`, and residuals up to :attr:`MAX_RESIDUALS`."""
         self._partitions.clear()
-        self._residuals.clear()
-        if len(self._values) > self.MAX_VALUES:
-            self._values.clear()
+        if len(self._residuals) > self.MAX_RESIDUALS:
+            self._residuals.clear()
+        layouts = self._layouts.values()
+        if sum(len(texts) for layout in layouts for _, _, texts in layout) > self.MAX_VALUES:
+            for layout in layouts:
+                for _, _, texts in layout:
+                    texts.clear()
 
     def partition(self, spec_id: int, partition: tuple[Any, ...], file_path: str) -> str:
         key = (spec_id, partition)
         found = self._partitions.get(key)
         if found is None:
-            found = self._partitions[key] = self._render(spec_id, partition, file_path)
+            found = self._joined(spec_id, partition)
+            if found is None:
+                found = self._render_whole(spec_id, partition, file_path)
+            self._partitions[key] = found
         return found
 
-    def _render(self, spec_id: int, partition: tuple[Any, ...], file_path: str) -> str:
+    def partitions(
+        self, spec_id: int, tuples: Sequence[tuple[Any, ...]], path_of: Callable[[int], str]
+    ) -> list[str]:
+        """:meth:`partition` of each of a manifest's distinct tuples; ``path_of(i)`` names a
+        file of ``tuples[i]`` (for messages), asked only when the tuple is rendered whole.
+
+        Field by field over the tuples when every value is an int, str or bytes (each field's
+        texts looked up at once, each tuple's object joined from them): tuple by tuple, a
+        500-entry manifest's 16 tuples cost ~30 us. A value not kept yet (a manifest's new
+        day) is rendered alone, as :func:`partition_to_json` renders it in its tuple. Which of
+        several tuples that cannot be rendered raises first is not this order's: see
+        ``_raise_in_order``."""
         layout = self._layouts.get(spec_id)
-        if layout is not None and len(partition) == len(layout):
-            values = self._values
-            texts: list[str] = []
-            for pos, prefix in layout:
-                value = partition[pos]
-                if value is None:
-                    continue  # absent means null
-                kind = type(value)
-                text = values.get((spec_id, pos, kind, value)) if kind in _MEMO_TYPES else None
-                if text is None:
-                    break
-                texts.append(prefix + text)
-            else:
-                return "{" + ", ".join(texts) + "}"
-        return self._render_whole(spec_id, partition, file_path)
+        if layout is None or not tuples or set(map(len, tuples)) != {len(layout)}:
+            return self._each(spec_id, tuples, path_of)
+        if not layout:
+            return ["{}"] * len(tuples)
+        columns = list(zip(*tuples, strict=True))
+        for pos, _, _ in layout:
+            if not _PLAIN_TYPES.issuperset(map(type, columns[pos])):  # nulls, floats, booleans
+                return self._each(spec_id, tuples, path_of)
+        fields = [list(map(kept.get, columns[pos])) for pos, _, kept in layout]
+        if any(None in texts for texts in fields):  # values not kept yet: rendered and kept
+            ptype = self._partition_type(spec_id)
+            for (pos, _, kept), texts in zip(layout, fields, strict=True):
+                if None not in texts:
+                    continue
+                field = ptype.fields[pos]
+                alone, key = StructType(field), str(field.field_id)
+                column = columns[pos]
+                for i, text in enumerate(texts):
+                    if text is None:
+                        value = column[i]
+                        found = kept.get(value)
+                        if found is None:
+                            try:
+                                obj = partition_to_json((value,), alone, "", spec_id)
+                            except ValidationError:  # raised again, naming its file
+                                self._render_whole(spec_id, tuples[i], path_of(i))
+                                raise
+                            found = kept[value] = json.dumps(obj[key])
+                        texts[i] = found
+        filled = cast(list[list[str]], fields)  # (each None was filled above)
+        pieces = [
+            list(map(prefix.__add__, texts)) for (_, prefix, _), texts in zip(layout, filled, strict=True)
+        ]
+        return ["{" + text + "}" for text in map(", ".join, zip(*pieces, strict=True))]
+
+    def _each(
+        self, spec_id: int, tuples: Sequence[tuple[Any, ...]], path_of: Callable[[int], str]
+    ) -> list[str]:
+        """:meth:`partitions` tuple by tuple."""
+        memo = self._partitions
+        out: list[str] = []
+        for i, partition in enumerate(tuples):
+            key = (spec_id, partition)
+            found = memo.get(key)
+            if found is None:
+                found = self._joined(spec_id, partition)
+                if found is None:
+                    found = self._render_whole(spec_id, partition, path_of(i))
+                memo[key] = found
+            out.append(found)
+        return out
+
+    def _joined(self, spec_id: int, partition: tuple[Any, ...]) -> str | None:
+        """The tuple's object joined from its values' kept texts (None: one is not kept)."""
+        layout = self._layouts.get(spec_id)
+        if layout is None or len(partition) != len(layout):
+            return None
+        texts: list[str] = []
+        for pos, prefix, kept in layout:
+            value = partition[pos]
+            if value is None:
+                continue  # absent means null
+            kind = type(value)
+            if kind is bool:
+                value = (bool, value)
+            elif kind not in _MEMO_TYPES:
+                return None
+            text = kept.get(value)
+            if text is None:
+                return None
+            texts.append(prefix + text)
+        return "{" + ", ".join(texts) + "}"
 
     def _render_whole(self, spec_id: int, partition: tuple[Any, ...], file_path: str) -> str:
         """The tuple through :func:`partition_to_json` (which checks it), its values kept."""
-        ptype = self._types.get(spec_id)
-        if ptype is None:
-            planner = self._planner
-            ptype = self._types[spec_id] = planner.spec(spec_id).partition_type(planner.schema)
+        ptype = self._partition_type(spec_id)
         obj = partition_to_json(partition, ptype, file_path, spec_id)
         layout = self._layouts.get(spec_id)
         if layout is None:
             order = sorted(range(len(ptype.fields)), key=lambda i: str(ptype.fields[i].field_id))
             layout = self._layouts[spec_id] = [
-                (i, json.dumps(str(ptype.fields[i].field_id)) + ": ") for i in order
+                (i, json.dumps(str(ptype.fields[i].field_id)) + ": ", {}) for i in order
             ]
-        for pos, field in enumerate(ptype.fields):
+        for pos, _, kept in layout:
             value = partition[pos]
-            if value is not None and type(value) in _MEMO_TYPES:
-                self._values[(spec_id, pos, type(value), value)] = json.dumps(obj[str(field.field_id)])
+            kind = type(value)
+            if value is not None and kind in _MEMO_TYPES:
+                text = json.dumps(obj[str(ptype.fields[pos].field_id)])
+                kept[(bool, value) if kind is bool else value] = text
         return json.dumps(obj, sort_keys=True)
+
+    def _partition_type(self, spec_id: int) -> StructType:
+        ptype = self._types.get(spec_id)
+        if ptype is None:
+            planner = self._planner
+            ptype = self._types[spec_id] = planner.spec(spec_id).partition_type(planner.schema)
+        return ptype
 
     def residual(self, expr: Expression) -> str:
         found = self._residuals.get(id(expr))
@@ -178,6 +275,58 @@ class Rendered:
         if found is None:
             found = self._formats[raw] = FileFormat.parse(raw).value
         return found
+
+    def one_text(self, arr: pa.Array | None) -> str | None:
+        """The text every row of a string array holds (None: the rows differ, or hold nulls,
+        or the array is of another type): its offsets and data compared, as buffers, with
+        those of as many rows of its first row's text (kept: a manifest's format recurs).
+        ``pc.unique``, or reading the offsets with numpy, cost ~2x as much."""
+        if arr is None:
+            return None
+        n = len(arr)
+        large = pa.types.is_large_string(arr.type)
+        if n == 0 or arr.null_count or not (large or pa.types.is_string(arr.type)):
+            return None
+        _, offset_buf, data = arr.buffers()
+        width = 8 if large else 4
+        first, second = np.frombuffer(
+            offset_buf, dtype=f"i{width}", count=2, offset=arr.offset * width
+        ).tolist()
+        size = second - first
+        raw = b"" if data is None else data.slice(first, size).to_pybytes()
+        key = (width, n, first, raw)
+        found = self._alike.get(key)
+        if found is None:
+            if len(self._alike) >= self.MAX_CONSTANTS:
+                self._alike.clear()
+            offsets = np.arange(n + 1, dtype=np.int64) * size + first
+            found = self._alike[key] = (
+                pa.py_buffer(offsets.astype(f"i{width}")),
+                pa.py_buffer(raw * n),
+                raw.decode(),
+            )
+        expected_offsets, expected_data, text = found
+        if not offset_buf.slice(arr.offset * width, (n + 1) * width).equals(expected_offsets):
+            return None
+        if size and (data is None or not data.slice(first, n * size).equals(expected_data)):
+            return None
+        return text
+
+    def constant(self, key: tuple[str, Any], n: int, build: Callable[[int], pa.Array]) -> pa.Array:
+        """``n`` rows of a column whose every row is alike (``key`` names it, ``build(n)``
+        makes it): a slice of one kept for the plan, as long as its longest batch. A batch's
+        spec ids, starts, lengths, formats, residuals and empty delete lists were built anew
+        for each manifest (~25 us of a 500-entry manifest's batch)."""
+        found = self._constants.get(key)
+        if found is None or len(found) < n:
+            if found is None and len(self._constants) >= self.MAX_CONSTANTS:
+                self._constants.clear()
+            found = self._constants[key] = build(n)
+        return found if len(found) == n else found.slice(0, n)
+
+    def text_column(self, text: str, n: int) -> pa.Array:
+        """``n`` rows of ``text`` (see :meth:`constant`)."""
+        return self.constant(("text", text), n, lambda k: pa.repeat(_strings([text])[0], k))
 
 
 def batch_of_rows(planner: Planner, entries: EntryRows, rendered: Rendered | None = None) -> pa.RecordBatch:
@@ -227,7 +376,22 @@ def _taken(cm: ColumnarManifest, idx: pa.Array | None, n: int, name: str, typ: p
         return pa.nulls(n, typ)
     if idx is not None:
         found = found.take(idx)
-    return found if found.type == typ else found.cast(typ)
+    if found.type == typ:
+        return found
+    return _as_string(found) if typ == pa.string() else found.cast(typ)
+
+
+def _as_string(arr: pa.Array) -> pa.Array:
+    """``arr.cast(pa.string())``; of a large string array without nulls, its offsets narrowed
+    and its data shared (the cast costs ~7 us a 500-row column)."""
+    n = len(arr)
+    if n == 0 or arr.null_count or not pa.types.is_large_string(arr.type):
+        return arr.cast(pa.string())
+    _, offset_buf, data = arr.buffers()
+    offsets = np.frombuffer(offset_buf, dtype=np.int64, count=n + 1, offset=arr.offset * 8)
+    if offsets[n] > _INT32_MAX:
+        return arr.cast(pa.string())  # (which says it does not fit)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets.astype(np.int32)), data])
 
 
 def _rows_of(arr: pa.Array, idx: pa.Array | None) -> pa.Array:
@@ -266,39 +430,58 @@ def _batch_of_columns(planner: Planner, entries: ColumnarRows, rendered: Rendere
         if n == 0:
             continue
         # every decoded row kept (an unfiltered plan): the columns as they are, no take
-        every = n == cm.entries_read and np.array_equal(at, np.arange(n))
+        every = n == cm.entries_read and (at is cm.rows or np.array_equal(at, np.arange(n)))
         idx = None if every else arrow_of(at, pa.int64())
         paths = _taken(cm, idx, n, "file_path", pa.string())
-        raw_formats = _taken(cm, idx, n, "file_format", pa.string())
-        format_set = pc.unique(raw_formats)
-        formats = column_of([rendered.file_format(f) for f in format_set.to_pylist()], pa.string())
-        if len(formats) == 1:  # one format (the usual case): repeated, not looked up per row
-            file_formats = pa.repeat(formats[0], n)
+        # one format in the manifest (the usual case): repeated, not looked up per row
+        one_format = rendered.one_text(cm.data_file_column("file_format"))
+        if one_format is not None:
+            file_formats = rendered.text_column(rendered.file_format(one_format), n)
         else:
+            raw_formats = _taken(cm, idx, n, "file_format", pa.string())
+            format_set = pc.unique(raw_formats)
+            formats = column_of([rendered.file_format(f) for f in format_set.to_pylist()], pa.string())
             file_formats = formats.take(pc.index_in(raw_formats, value_set=format_set))
         codes, tuples = cm.partition_keys(at, every)
-        firsts = np.zeros(len(tuples), dtype=np.int64)
-        firsts[codes[::-1]] = np.arange(n - 1, -1, -1)  # each tuple's first row: for messages
-        first_paths = paths.take(arrow_of(firsts)).to_pylist()
-        partition_text = [
-            rendered.partition(spec_id, p, path) for p, path in zip(tuples, first_paths, strict=True)
-        ]
-        residual_text = [rendered.residual(residual_of(spec_id, p)) for p in tuples]
-        by_code = arrow_of(codes)
+        by_code = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(np.ascontiguousarray(codes))])
+
+        def path_of(i: int, codes: np.ndarray[Any, Any] = codes, paths: pa.Array = paths) -> str:
+            path: str = paths[int(np.argmax(codes == i))].as_py()  # the tuple's first file
+            return path
+
+        try:
+            partition_text = rendered.partitions(spec_id, tuples, path_of)
+        except Exception:  # whatever rendering raises: as the dictionary codes' order raised it
+            _raise_in_order(rendered, spec_id, cm, at, every, paths)
+            raise
+        residuals = list(map(residual_of, repeat(spec_id), tuples))
+        if len(tuples) == 1:
+            partitions = pa.repeat(_strings(partition_text)[0], n)
+        else:
+            partitions = pc.array_take(_strings(partition_text), by_code)
+        first = residuals[0]
+        if all(r is first for r in residuals):  # one residual (an unfiltered plan's, or a day's)
+            residual_column = rendered.text_column(rendered.residual(first), n)
+        else:
+            residual_column = pc.array_take(_strings([rendered.residual(r) for r in residuals]), by_code)
         row_ids = cm.first_row_ids
         pieces.append(
             [
                 paths,
                 file_formats,
-                arrow_of(np.full(n, spec_id, dtype=np.int32)),
-                column_of(partition_text, pa.string()).take(by_code),
+                rendered.constant(
+                    ("spec id", spec_id), n, lambda k: arrow_of(np.full(k, spec_id, dtype=np.int32))
+                ),
+                partitions,
                 _taken(cm, idx, n, "record_count", pa.int64()),
                 _taken(cm, idx, n, "file_size_in_bytes", pa.int64()),
-                arrow_of(np.zeros(n, dtype=np.int64)),
-                pa.nulls(n, pa.int64()),
-                column_of(residual_text, pa.string()).take(by_code),
-                pa.nulls(n, pa.int64()) if row_ids is None else _rows_of(row_ids, idx).cast(pa.int64()),
-                _no_deletes(n, no_deletes),
+                rendered.constant(("zeros", None), n, lambda k: arrow_of(np.zeros(k, dtype=np.int64))),
+                rendered.constant(("nulls", None), n, lambda k: pa.nulls(k, pa.int64())),
+                residual_column,
+                rendered.constant(("nulls", None), n, lambda k: pa.nulls(k, pa.int64()))
+                if row_ids is None
+                else _rows_of(row_ids, idx).cast(pa.int64()),
+                rendered.constant(("no deletes", None), n, lambda k: _no_deletes(k, no_deletes)),
             ]
         )
     if not pieces:
@@ -307,6 +490,34 @@ def _batch_of_columns(planner: Planner, entries: ColumnarRows, rendered: Rendere
         return pa.RecordBatch.from_arrays(pieces[0], schema=TASK_SCHEMA)
     arrays = [pa.concat_arrays([piece[i] for piece in pieces]) for i in range(len(TASK_SCHEMA))]
     return pa.RecordBatch.from_arrays(arrays, schema=TASK_SCHEMA)
+
+
+def _raise_in_order(
+    rendered: Rendered,
+    spec_id: int,
+    cm: ColumnarManifest,
+    at: np.ndarray[Any, Any],
+    every: bool,
+    paths: pa.Array,
+) -> None:
+    """The error of the first tuple that cannot be rendered in the tuples' order of
+    dictionary codes, naming its first file: the one named before integer partition values
+    were grouped by packing (in value order), when several tuples hold such values."""
+    codes, tuples = cm.partition_keys(at, every, packed=False)
+    for i, partition in enumerate(tuples):
+        rendered._render_whole(spec_id, partition, paths[int(np.argmax(codes == i))].as_py())
+
+
+def _strings(texts: Sequence[str]) -> pa.Array:
+    """A string array of ``texts`` (none null)."""
+    joined = "".join(texts)
+    data = joined.encode()
+    if len(data) > _INT32_MAX:
+        raise pa.ArrowInvalid("values too large for 32-bit offsets")
+    sizes = map(len, texts) if len(data) == len(joined) else (len(t.encode()) for t in texts)
+    offsets = array("i", [0])  # (few values: numpy's calls cost more than the values)
+    offsets.extend(accumulate(sizes))
+    return pa.Array.from_buffers(pa.string(), len(texts), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
 def _no_deletes(n: int, no_deletes: pa.Array) -> pa.Array:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from contextlib import aclosing
 from pathlib import Path
@@ -11,19 +12,41 @@ import pyarrow as pa
 import pytest
 
 import aioiceberg
+from aioiceberg.errors import ValidationError
 from aioiceberg.expressions.serde import expression_to_json
 from aioiceberg.io import FileIO, LocalFileIO
 from aioiceberg.runtime import default_runtime
 from aioiceberg.scan import ManifestCache, ManifestListCache
 from aioiceberg.scan.pipeline import LazyTasks
 from aioiceberg.scan.task_batches import TASK_SCHEMA, batch_of_rows, batch_of_tasks, task_batch
+from aioiceberg.spec.manifest import (
+    DataFile,
+    FileFormat,
+    ManifestEntry,
+    ManifestEntryStatus,
+    write_manifest,
+    write_manifest_list,
+)
 from aioiceberg.spec.manifest.columnar import ColumnarRows
 from aioiceberg.spec.manifest.entry_rows import EntryRows
-from aioiceberg.spec.metadata import TableMetadata
-from aioiceberg.spec.metadata_json import parse_table_metadata
+from aioiceberg.spec.metadata import Operation, Snapshot, SnapshotRef, Summary, TableMetadata
+from aioiceberg.spec.metadata_json import new_table_metadata, parse_table_metadata, serialize_table_metadata
+from aioiceberg.spec.partitioning import PartitionField, PartitionSpec
 from aioiceberg.spec.scan_tasks import FileScanTask, content_file_to_json
+from aioiceberg.spec.schema import Schema
+from aioiceberg.spec.sorting import UNSORTED
+from aioiceberg.spec.transforms import parse_transform
+from aioiceberg.spec.types import IntegerType, NestedField
 from aioiceberg.table_scan import TableScan
-from aioiceberg.testing.synthetic import build_table, filters
+from aioiceberg.testing.synthetic import (
+    SNAPSHOT_ID,
+    bench_schema,
+    bench_spec,
+    build_table,
+    data_file,
+    filters,
+    manifest_list_path,
+)
 
 
 def _caches(**kw: Any) -> dict[str, Any]:
@@ -250,3 +273,152 @@ async def test_batches_from_columns_of_a_synthetic_table(tmp_path: Path) -> None
             got, again, from_columns = await _both_paths(TableScan(io, md, text, **kw))
             assert _table_of(got).equals(_table_of(again)), text
             assert from_columns > 0 or not got, text
+
+
+@pytest.mark.anyio
+async def test_batches_from_columns_of_integer_partitions(tmp_path: Path) -> None:
+    """Integer partition values (grouped by packing them into one key): nulls, a value
+    shared by a manifest's every file, values too far apart for a table of slots, rows
+    taken by a filter, and residuals that differ by partition."""
+    catalog = aioiceberg.connect(str(tmp_path / "wh"))
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64()),
+            pa.field("k", pa.int32()),
+            pa.field("one", pa.int64()),
+            pa.field("far", pa.int64()),
+        ]
+    )
+    table = await catalog.create_table("db.t", schema=schema, partition_by=["k", "one", "far"])
+    ks = [None, 3, -2, 7, 3]
+    # per manifest: one value; too far apart to pack; too far apart for a table of slots
+    fars: list[list[int | None]] = [[9], [-(1 << 62), 1 << 62, 0, None, 5], [-(10**6), 10**6, 0, None, 5]]
+    for m in range(3):
+        ids = list(range(m * 20, m * 20 + 20))
+        rows: dict[str, list[Any]] = {
+            "id": ids,
+            "k": [ks[(i // 4 + m) % 5] for i in ids],  # four ids a file
+            "one": [m * 1000 - 1] * 20,
+            "far": [fars[m][i % len(fars[m])] for i in ids],
+        }
+        await table.append(pa.table(rows, schema=schema))
+    for text in [None, "id > 4", "id >= 30", "k = 3", "k IS NULL OR far > 0", "one = 999"]:
+        scan = table.scan(row_filter=text, **_caches(columnar_min_entries=0))
+        got, again, from_columns = await _both_paths(scan)
+        assert from_columns > 0, text
+        assert _table_of(got).equals(_table_of(again)), text
+        tasks = [t async for t in table.scan(row_filter=text, **_caches()).plan_files()]
+        expected = sorted((_expected(t) for t in tasks), key=lambda r: (r["file_path"], r["start"]))
+        assert _rows(got) == expected, text
+
+
+@pytest.mark.anyio
+async def test_batches_from_columns_of_other_partition_values(tmp_path: Path) -> None:
+    """Floats (0.0 and -0.0 render apart), strings, booleans and nulls through the columns."""
+    catalog = aioiceberg.connect(str(tmp_path / "wh"))
+    schema = pa.schema([pa.field("x", pa.float64()), pa.field("s", pa.string()), pa.field("b", pa.bool_())])
+    table = await catalog.create_table("db.t", schema=schema, partition_by=["x", "s", "b"])
+    xs, ss, bs = [0.0, -0.0, 1.5, None], ["\u00e9t\u00e9", "a", None, '"q"'], [True, False, None, True]
+    for k in range(3):
+        rows = [(xs[(i + k) % 4], ss[i % 4], bs[(i + 2 * k) % 4]) for i in range(8)]
+        await table.append(
+            pa.Table.from_pylist([dict(zip("xsb", r, strict=True)) for r in rows], schema=schema)
+        )
+    for text in [None, "x > 0.5 OR s = 'a'"]:
+        got, again, from_columns = await _both_paths(
+            table.scan(row_filter=text, **_caches(columnar_min_entries=0))
+        )
+        assert from_columns > 0
+        assert _table_of(got).equals(_table_of(again)), text
+        if text is None:
+            texts = {p for b in got for p in b.column("partition").to_pylist()}
+            assert any('"1000": -0.0' in p for p in texts) and any('"1000": 0.0' in p for p in texts)
+
+
+async def _written_table(
+    io: FileIO, location: str, manifests: list[list[DataFile]], spec: PartitionSpec, written_with: Schema
+) -> str:
+    """A table of the bench schema and ``spec`` whose one snapshot lists these manifests,
+    their partition values written as ``written_with`` types them; its metadata location."""
+    md = new_table_metadata(bench_schema(), spec, UNSORTED, location, {}, 2)
+    written = []
+    for m, files in enumerate(manifests):
+        entries = [ManifestEntry(ManifestEntryStatus.ADDED, None, None, None, f) for f in files]
+        path = f"{location}/metadata/m{m:05d}.avro"
+        data, mf = write_manifest(entries, spec, written_with, 2, SNAPSHOT_ID, manifest_path=path)
+        await io.write(path, data)
+        written.append(mf)
+    list_path = manifest_list_path(location)
+    await io.write(list_path, write_manifest_list(written, 2, SNAPSHOT_ID, None, 1))
+    snap = Snapshot(SNAPSHOT_ID, None, 1, md.last_updated_ms, list_path, Summary(Operation.APPEND), 0)
+    md = md.replace(
+        snapshots=(snap,),
+        current_snapshot_id=SNAPSHOT_ID,
+        last_sequence_number=1,
+        refs={"main": SnapshotRef(SNAPSHOT_ID)},
+    )
+    meta = f"{location}/metadata/00001-t.metadata.json"
+    await io.write(meta, serialize_table_metadata(md))
+    return meta
+
+
+@pytest.mark.anyio
+async def test_batches_from_columns_of_manifests_of_several_formats(tmp_path: Path) -> None:
+    """A manifest of several file formats, and one of a format other than Parquet."""
+    io = LocalFileIO(fsync=False).bind_runtime(default_runtime())
+    location = f"file://{tmp_path}/t"
+    schema = bench_schema()
+    formats = [FileFormat.PARQUET, FileFormat.AVRO, FileFormat.ORC]
+    manifests = [
+        [
+            dataclasses.replace(data_file(schema, location, 0, i, 9), file_format=formats[i % 3])
+            for i in range(9)
+        ],
+        [
+            dataclasses.replace(data_file(schema, location, 1, i, 9), file_format=FileFormat.ORC)
+            for i in range(9)
+        ],
+        [data_file(schema, location, 2, i, 9) for i in range(9)],
+    ]
+    meta = await _written_table(io, location, manifests, bench_spec(), schema)
+    md = parse_table_metadata(await io.read(meta), meta)
+    for text in ["", "id >= 3000"]:
+        got, again, from_columns = await _both_paths(
+            TableScan(io, md, text, **_caches(columnar_min_entries=0))
+        )
+        assert from_columns > 0
+        assert _table_of(got).equals(_table_of(again)), text
+    by_path = {f.file_path: f.file_format.value for files in manifests for f in files}
+    rows = [r for b in got for r in b.select(["file_path", "file_format"]).to_pylist()]
+    assert {r["file_format"] for r in rows} == {"PARQUET", "AVRO", "ORC"}
+    assert all(by_path[r["file_path"]] == r["file_format"] for r in rows)
+
+
+@pytest.mark.anyio
+async def test_a_partition_value_that_cannot_be_rendered_names_its_first_file(tmp_path: Path) -> None:
+    """Integers where the spec's field is a string: the batch fails naming the file of the
+    first such value (in the manifest's order), as the rows' batch names it."""
+    io = LocalFileIO(fsync=False).bind_runtime(default_runtime())
+    location = f"file://{tmp_path}/t"
+    schema = bench_schema()  # field 8 (c5) is a string
+    spec = PartitionSpec(0, (PartitionField((8,), 1000, parse_transform("identity"), "c5"),))
+    written_with = Schema(
+        *[NestedField(8, "c5", IntegerType()) if f.field_id == 8 else f for f in schema.fields]
+    )
+    values = [7, 3, 7, 5]  # the first file's value is not the least
+    files = [
+        dataclasses.replace(data_file(schema, location, 0, i, 4), partition=(v,))
+        for i, v in enumerate(values)
+    ]
+    meta = await _written_table(io, location, [files], spec, written_with)
+    md = parse_table_metadata(await io.read(meta), meta)
+    scan = TableScan(io, md, "", **_caches(columnar_min_entries=0))
+    seqs = [seq async for seq in scan.plan_files().batches()]
+    assert len(seqs) == 1 and isinstance(seqs[0], LazyTasks) and isinstance(seqs[0].entries, ColumnarRows)
+    entries = seqs[0].entries
+    with pytest.raises(ValidationError) as from_columns:
+        task_batch(scan.planner, seqs[0])
+    with pytest.raises(ValidationError) as from_rows:
+        batch_of_rows(scan.planner, EntryRows(entries.rows, entries.spec_id))
+    assert str(from_columns.value) == str(from_rows.value)
+    assert str(from_columns.value).startswith(f"{files[0].file_path}: partition field 'c5'")
