@@ -115,11 +115,12 @@ class ManifestListing(Sequence[ManifestFile]):
             return found
         rows = self.by_spec()[spec_id]
         bulk = None
+        shaped: np.ndarray[Any, Any] | list[bool]
         if isinstance(self._rows, ManifestRows):
             bulk = self._rows.partition_bound_bytes(rows, position, upper, fields, width)
         if bulk is not None:
-            shaped_np, lengths, joined = bulk
-            shaped, raw = shaped_np.tolist(), None
+            shaped, lengths, joined = bulk
+            raw = None
         elif isinstance(self._rows, ManifestRows):
             shaped, raw = self._rows.partition_bounds(rows, position, upper, fields)
         else:
@@ -136,7 +137,7 @@ class ManifestListing(Sequence[ManifestFile]):
             joined = b"".join([b for b in raw if b is not None and len(b) == width])
         readable = lengths == width
         state = np.where(lengths == -1, 0, np.where(readable, 1, 2)).astype(np.int8)
-        state[~np.array(shaped, dtype=bool)] = 2
+        state[~np.asarray(shaped, dtype=bool)] = 2
         values = np.zeros(len(rows), dtype=np.int64)
         if readable.any():
             values[readable] = np.frombuffer(joined, dtype=_DTYPES[width])
