@@ -971,3 +971,20 @@ def test_fuzzed_input_raises_only_iceberg_errors(data: bytes | str) -> None:
 def test_random_bytes_raise_only_iceberg_errors(data: bytes) -> None:
     with pytest.raises(IcebergError):
         parse_table_metadata(data, "random")
+
+
+def test_a_v3_file_without_next_row_id_gets_the_first_free_id() -> None:
+    """The spec requires ``next-row-id`` in v3; a file without it must not hand new rows ids
+    its snapshots already assigned (0 here would reuse 0-99), and must write back the same."""
+    doc = v3_doc()
+    del doc["next-row-id"]
+    md = parse_table_metadata(json.dumps(doc), "v3.metadata.json")
+    assert md.next_row_id == 100
+    assert parse_table_metadata(serialize_table_metadata(md)) == md
+    doc["snapshots"] = []
+    doc.pop("current-snapshot-id", None)
+    doc["refs"] = {}
+    doc["snapshot-log"] = []
+    doc["statistics"] = []
+    doc["partition-statistics"] = []
+    assert parse_table_metadata(json.dumps(doc), "v3.metadata.json").next_row_id == 0
