@@ -106,6 +106,13 @@ class LoadState:
         self.metrics = metrics
         self.cached_bytes = 0
         self.lanes: Lanes | None = None
+        # set (once) as the plan's first manifest request goes out; None: nobody waits for it
+        self.first_request: anyio.Event | None = None
+
+    def request_started(self) -> None:
+        event, self.first_request = self.first_request, None
+        if event is not None:
+            event.set()
 
 
 @dataclass(frozen=True, eq=False)
@@ -238,6 +245,7 @@ class ManifestLoader:
         if batched:
             lanes.batches.fetch_started()
         started = time.perf_counter()
+        ctx.request_started()  # the request is made in this step, before anything waits
         try:
             # at most io_concurrency workers read at once; the listed length is only a hint
             data = await self.io.read_expecting(mf.manifest_path, mf.manifest_length)

@@ -262,13 +262,13 @@ async def start_workers(
     count: int,
     deletes: int,
 ) -> None:
-    """``io_concurrency`` fetch+decode workers. The first fetches and decodes alone, then the
-    rest start at once: its GET does not queue behind a burst of others, nor its decode
-    behind theirs or behind the loop issuing them (63 requests: ~4 ms of the loop, which
-    the first decode waited out when the rest started as its bytes landed), so the first
-    task is about one fetch and one decode away (costing the rest one round trip and that
-    decode). A plan reading few manifests (a selective filter) starts them all at once:
-    that round trip would be most of its time."""
+    """``io_concurrency`` fetch+decode workers. The first starts alone and the rest once its
+    request is out: its GET is first in line, not queued behind a burst of others, and the
+    loop has issued the rest (63 requests: ~4 ms of it) before its bytes land; its decode
+    runs alone (``Lanes.first_alone``), so the first task is about one fetch and one decode
+    away. The rest once waited for that decode too, a round trip and a decode (~25 ms) that
+    every big plan paid before its other manifests were asked for. A plan reading few
+    manifests (a selective filter) starts them all at once."""
     io_concurrency = ctx.parts.options.io_concurrency
     n = min(io_concurrency, count)
     if ctx.lanes is not None and count <= io_concurrency:
@@ -276,10 +276,11 @@ async def start_workers(
     ctx.deletes_left = deletes
     with manifests, decoded:
         first_done = anyio.Event()
+        first_request = ctx.first_request = anyio.Event() if n > 1 and count > io_concurrency // 2 else None
         tg.start_soon(fetch_and_decode, ctx, manifests.clone(), decoded.clone(), first_done)
         if n > 1:
-            if count > io_concurrency // 2:
-                await first_done.wait()
+            if first_request is not None:
+                await first_request.wait()  # set as its request goes out, or as its load ends
             for _ in range(n - 1):
                 tg.start_soon(fetch_and_decode, ctx, manifests.clone(), decoded.clone(), None)
 
@@ -310,6 +311,7 @@ async def fetch_and_decode(
                     return
                 finally:
                     if first_done is not None:
+                        ctx.request_started()  # (a manifest found in memory needs no request)
                         first_done.set()
                         first_done = None
                 if mf.content == ManifestContent.DELETES:

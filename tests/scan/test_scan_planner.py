@@ -905,11 +905,11 @@ async def test_a_plans_first_whole_manifest_decode_runs_alone(
 
 
 @pytest.mark.anyio
-async def test_a_long_plans_other_fetches_start_once_its_first_manifest_is_decoded(
+async def test_a_long_plans_other_fetches_start_once_its_first_request_is_out(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issuing the other requests took the loop ~4 ms (63 of them) while the first manifest's
-    decode waited to start; they now go out once it is decoded."""
+    """The first manifest's request goes out alone, first in line; the others follow it at
+    once, not after its decode (which cost every big plan a round trip and a decode)."""
     from aioiceberg.scan.manifest_loader import ManifestLoader
 
     io, md = await _table(tmp_path, 8, 20)
@@ -929,4 +929,5 @@ async def test_a_long_plans_other_fetches_start_once_its_first_manifest_is_decod
     monkeypatch.setattr(ManifestLoader, "load", watched_load)
     scan = TableScan(io, md, **_fresh(io_concurrency=4))
     assert len(await _paths(scan)) == 160
-    assert events[:3] == ["read", "decoded", "read"] and events.count("read") == 8
+    assert events[0] == "read" and events.count("read") == 8
+    assert events.index("decoded") > 1, events  # others asked for before the first was decoded
