@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["arrow_of", "binary_of", "column_of", "null_mask", "numpy_of", "scalar_of"]
+__all__ = ["arrow_of", "binary_of", "column_of", "null_mask", "numpy_of", "scalar_of", "value_offsets"]
 
 Array = np.ndarray[Any, Any]
 
@@ -48,6 +48,25 @@ def null_mask(arr: pa.Array) -> Array:
         return np.ones(n, dtype=bool)
     mask: Array = ~_bits(arr.buffers()[0], arr.offset, n)
     return mask
+
+
+def value_offsets(arr: pa.Array) -> tuple[Array, pa.Buffer | None] | None:
+    """A binary or string array's ``len(arr) + 1`` value offsets (its slice's own, as int64,
+    into the data buffer) and that buffer; None for another type."""
+    t = arr.type
+    dtype: np.dtype[Any]
+    if pa.types.is_large_binary(t) or pa.types.is_large_string(t):
+        dtype = np.dtype(np.int64)
+    elif pa.types.is_binary(t) or pa.types.is_string(t):
+        dtype = np.dtype(np.int32)
+    else:
+        return None
+    n = len(arr)
+    _, offsets_buf, data = arr.buffers()
+    if offsets_buf is None:  # an empty array may have none
+        return np.zeros(n + 1, dtype=np.int64), data
+    offsets = np.frombuffer(offsets_buf, dtype=dtype, count=n + 1, offset=arr.offset * dtype.itemsize)
+    return offsets.astype(np.int64, copy=False), data
 
 
 def numpy_of(arr: pa.Array | pa.ChunkedArray) -> Array:

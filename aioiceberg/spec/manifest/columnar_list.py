@@ -23,7 +23,7 @@ import fastavro
 import numpy as np
 import pyarrow as pa
 
-from aioiceberg.spec.arrow_numpy import null_mask, numpy_of
+from aioiceberg.spec.arrow_numpy import null_mask, numpy_of, value_offsets
 from aioiceberg.spec.manifest.avro_schemas import SUPPORTED_FORMAT_VERSIONS
 from aioiceberg.spec.manifest.builders import frozen_builder
 from aioiceberg.spec.manifest.columnar import _decoder_ready, _one_array, _to_arrow, avro_layout
@@ -111,14 +111,9 @@ def _column(table: pa.Table, name: str) -> list[Any] | None:
 
 def _binary_buffers(arr: pa.Array) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """A binary array's value offsets (int64, its slice's own) and data bytes, as numpy views."""
-    buffers = arr.buffers()
-    if buffers[1] is None:  # an empty array may have none
-        return np.zeros(len(arr) + 1, dtype=np.int64), np.empty(0, dtype=np.uint8)
-    dtype = np.dtype(np.int64 if pa.types.is_large_binary(arr.type) else np.int32)
-    offsets = np.frombuffer(
-        buffers[1], dtype=dtype, count=len(arr) + 1, offset=arr.offset * dtype.itemsize
-    ).astype(np.int64)
-    data = buffers[2]
+    found = value_offsets(arr)
+    assert found is not None  # (only binary columns are kept for this)
+    offsets, data = found
     return offsets, (np.empty(0, dtype=np.uint8) if data is None else np.frombuffer(data, dtype=np.uint8))
 
 
