@@ -30,7 +30,7 @@ from aioiceberg.errors import ValidationError
 from aioiceberg.expressions.serde import expression_to_json
 from aioiceberg.expressions.tree import Expression
 from aioiceberg.scan.pipeline import LazyTasks
-from aioiceberg.spec.arrow_numpy import arrow_of, column_of
+from aioiceberg.spec.arrow_numpy import arrow_of, column_of, value_offsets
 from aioiceberg.spec.manifest.columnar import ColumnarManifest, ColumnarRows
 from aioiceberg.spec.manifest.data_file import DataFile, FileFormat
 from aioiceberg.spec.manifest.entry_rows import ROW_FIELDS, EntryRows
@@ -164,7 +164,7 @@ class Rendered:
         500-entry manifest's 16 tuples cost ~30 us. A value not kept yet (a manifest's new
         day) is rendered alone, as :func:`partition_to_json` renders it in its tuple. Which of
         several tuples that cannot be rendered raises first is not this order's: see
-        ``_raise_in_order``."""
+        ``_raise_in_row_order``."""
         layout = self._layouts.get(spec_id)
         if layout is None or not tuples or set(map(len, tuples)) != {len(layout)}:
             return self._each(spec_id, tuples, path_of)
@@ -387,8 +387,9 @@ def _as_string(arr: pa.Array) -> pa.Array:
     n = len(arr)
     if n == 0 or arr.null_count or not pa.types.is_large_string(arr.type):
         return arr.cast(pa.string())
-    _, offset_buf, data = arr.buffers()
-    offsets = np.frombuffer(offset_buf, dtype=np.int64, count=n + 1, offset=arr.offset * 8)
+    found = value_offsets(arr)
+    assert found is not None  # (a large string array)
+    offsets, data = found
     if offsets[n] > _INT32_MAX:
         return arr.cast(pa.string())  # (which says it does not fit)
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets.astype(np.int32)), data])
@@ -451,8 +452,8 @@ def _batch_of_columns(planner: Planner, entries: ColumnarRows, rendered: Rendere
 
         try:
             partition_text = rendered.partitions(spec_id, tuples, path_of)
-        except Exception:  # whatever rendering raises: as the dictionary codes' order raised it
-            _raise_in_order(rendered, spec_id, cm, at, every, paths)
+        except Exception:  # whatever rendering raises: the first bad row's, as the rows' batch
+            _raise_in_row_order(rendered, spec_id, tuples, codes, paths)
             raise
         residuals = list(map(residual_of, repeat(spec_id), tuples))
         if len(tuples) == 1:
@@ -492,20 +493,19 @@ def _batch_of_columns(planner: Planner, entries: ColumnarRows, rendered: Rendere
     return pa.RecordBatch.from_arrays(arrays, schema=TASK_SCHEMA)
 
 
-def _raise_in_order(
+def _raise_in_row_order(
     rendered: Rendered,
     spec_id: int,
-    cm: ColumnarManifest,
-    at: np.ndarray[Any, Any],
-    every: bool,
+    tuples: Sequence[tuple[Any, ...]],
+    codes: np.ndarray[Any, Any],
     paths: pa.Array,
 ) -> None:
-    """The error of the first tuple that cannot be rendered in the tuples' order of
-    dictionary codes, naming its first file: the one named before integer partition values
-    were grouped by packing (in value order), when several tuples hold such values."""
-    codes, tuples = cm.partition_keys(at, every, packed=False)
-    for i, partition in enumerate(tuples):
-        rendered._render_whole(spec_id, partition, paths[int(np.argmax(codes == i))].as_py())
+    """The error of the first row whose tuple cannot be rendered, naming its file, as the
+    rows' batch (which renders row by row) raises it: the tuples are grouped in value order,
+    so the first of several bad ones to fail above need not be the first in the manifest."""
+    _, firsts = np.unique(codes, return_index=True)  # each tuple's first row
+    for i in np.argsort(firsts, kind="stable").tolist():
+        rendered._render_whole(spec_id, tuples[i], paths[int(firsts[i])].as_py())
 
 
 def _strings(texts: Sequence[str]) -> pa.Array:

@@ -32,7 +32,7 @@ import pyarrow as pa  # pyarrow.compute is imported where used: metadata-only wo
 import pyarrow.compute as pc
 
 from aioiceberg.errors import CorruptFileError
-from aioiceberg.spec.arrow_numpy import arrow_of, null_mask, numpy_of, scalar_of
+from aioiceberg.spec.arrow_numpy import arrow_of, null_mask, numpy_of, scalar_of, value_offsets
 from aioiceberg.spec.manifest.avro_blocks import read_long as _read_long
 from aioiceberg.spec.manifest.avro_blocks import reblock
 from aioiceberg.spec.manifest.data_file import FileFormat
@@ -525,33 +525,23 @@ class ColumnarManifest:
         return self._first_row_ids
 
     def partition_keys(
-        self, rows: np.ndarray[Any, Any], every: bool = False, packed: bool = True
+        self, rows: np.ndarray[Any, Any], every: bool = False
     ) -> tuple[np.ndarray[Any, Any], list[tuple[Any, ...]]]:
         """Each of ``rows``' partition tuple as an index into the distinct tuples among them,
         and those tuples: grouped on the columns (integers packed, else dictionary codes), so
         only one tuple per distinct partition is built, not one per row. ``every``: ``rows``
         are all decoded rows in order (an unfiltered plan), so the columns are grouped as
-        they are, no take. The tuples' order is the grouping's; ``packed=False`` orders
-        them by dictionary codes, as before integers were packed (a caller that must name
-        the same file as before among several bad tuples)."""
+        they are, no take. The tuples' order is the grouping's, not the rows'."""
         n = len(rows)
         if not self._partition or n == 0:
             return np.zeros(n, dtype=np.int64), [()] if n else []
-        groups = self._groups  # a cached manifest's, built for pruning
-        if (
-            groups is not None
-            and not packed
-            and not any(pa.types.is_floating(c.type) for c in self._partition)
-        ):
-            groups = self._coded_keys(np.arange(self.entries_read, dtype=np.int64), True)  # (as built before)
-        if groups is not None:
-            index, uniques = groups
+        if self._groups is not None:  # a cached manifest's, built for pruning
+            index, uniques = self._groups
             present, inverse = np.unique(index[rows], return_inverse=True)
             return inverse.reshape(-1).astype(np.int64), [uniques[i] for i in present.tolist()]
-        if packed:
-            found = _integer_groups(self._partition, None if every else np.asarray(rows, dtype=np.int64))
-            if found is not None:
-                return found
+        found = _integer_groups(self._partition, None if every else np.asarray(rows, dtype=np.int64))
+        if found is not None:
+            return found
         return self._coded_keys(rows, every)
 
     def _coded_keys(
@@ -897,19 +887,12 @@ def fixed_width_items(
     joining the values as ``bytes`` and reading them with ``np.frombuffer``, without a
     Python object per value."""
     t = values.type
-    if pa.types.is_large_binary(t):
-        offset_type: Any = np.int64
-    elif pa.types.is_binary(t):
-        offset_type = np.int32
-    else:
+    found = value_offsets(values) if pa.types.is_binary(t) or pa.types.is_large_binary(t) else None
+    if found is None:
         return None
-    n = len(values)
-    if n == 0:
+    if len(values) == 0:
         return np.zeros(0, dtype=bool), np.zeros(0, dtype=dtype)
-    _, offsets_buf, data_buf = values.buffers()
-    item = np.dtype(offset_type).itemsize
-    offsets = np.frombuffer(offsets_buf, dtype=offset_type, count=n + 1, offset=values.offset * item)
-    offsets = offsets.astype(np.int64)
+    offsets, data_buf = found
     lengths = np.diff(offsets)
     if values.null_count:
         lengths[null_mask(values)] = -1
@@ -917,6 +900,7 @@ def fixed_width_items(
     out = np.zeros(int(ok.sum()), dtype=dtype)
     if not len(out):
         return ok, out
+    assert data_buf is not None  # (values of a readable width hold bytes)
     data = np.frombuffer(data_buf, dtype=np.uint8)
     at, starts = lengths[ok], offsets[:-1][ok]
     for width, code in widths.items():
