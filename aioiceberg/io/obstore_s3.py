@@ -268,9 +268,13 @@ class ObstoreS3FileIO(FileIO):
         op: Callable[[Any, str], Awaitable[T]],
         *,
         conditional: bool = False,
+        split: tuple[str, str] | None = None,
     ) -> T:
-        bucket, key = split_s3(location)
-        store = await self._store(bucket)
+        """``op`` on the store and key of ``location`` (``split``: already split), retried,
+        its errors translated. The store is looked up without a coroutine when the runtime
+        holds it (a plan reads thousands of manifests)."""
+        bucket, key = split if split is not None else split_s3(location)
+        store = self.runtime.store((*self._store_key, bucket)) or await self._store(bucket)
 
         async def attempt() -> T:
             try:
@@ -300,15 +304,11 @@ class ObstoreS3FileIO(FileIO):
         bucket, key = split_s3(location)
         if not _nameable(key):
             return await self._aiobotocore().read_range(location, start, length)
-        store = self.runtime.store((*self._store_key, bucket)) or await self._store(bucket)
 
-        async def attempt() -> bytes:  # the store found once: a plan reads thousands of manifests
-            try:
-                return await _get_range(store, key, start, start + length)
-            except Exception as exc:
-                raise _translate(exc, location) from exc
+        def op(store: Any, key: str) -> Awaitable[bytes]:
+            return _get_range(store, key, start, start + length)
 
-        return await retry(attempt, self.options.backoff, on_retry=self.retries.count)
+        return await self._call(location, op, split=(bucket, key))
 
     async def read_block(self, location: str, start: int, length: int) -> RangeResult:
         if not _nameable(split_s3(location)[1]):
