@@ -60,6 +60,7 @@ def _translate(exc: Exception, location: str, *, conditional: bool = False) -> S
         ConnectTimeoutError,
         EndpointConnectionError,
     )
+    from botocore.parsers import ResponseParserError
 
     if isinstance(exc, StoreError):
         return exc
@@ -85,6 +86,8 @@ def _translate(exc: Exception, location: str, *, conditional: bool = False) -> S
                 return WriteOutcomeUnknownError(message, location=location)
             return StoreError(message, location=location, retryable=True)
         return StoreError(message, location=location, retryable=False)
+    if isinstance(exc, ResponseParserError):  # a body that does not read as the answer it should be
+        return StoreError(f"unreadable response: {exc}", location=location, retryable=True)
     if isinstance(exc, EndpointConnectionError | ConnectTimeoutError):
         return StoreError(f"cannot connect: {exc}", location=location, retryable=True)
     if isinstance(exc, BotoCoreError | OSError | asyncio.TimeoutError) or _is_aiohttp_error(exc):
@@ -239,6 +242,10 @@ class S3FileIO(FileIO):
                     location=prefix,
                 )
             contents = page.get("Contents", ())
+            if any(not isinstance(item.get("Key"), str) or "Size" not in item for item in contents):
+                raise StoreError(
+                    "the store's listing page holds an object without a key or a size", location=prefix
+                )
             keys = [item["Key"] for item in contents]
             if token and keys and keys == previous_keys:
                 raise ListingStalledError(

@@ -22,6 +22,7 @@ from typing import Any
 # aiobotocore, botocore: optional (the s3 extra); this module is imported only with them
 from aiobotocore.parsers import PROTOCOL_PARSERS, AioResponseParserFactory, AioRestXMLParser
 from botocore import handlers as botocore_handlers
+from botocore.parsers import ResponseParserError
 
 FAST_SHAPES = frozenset({"ListObjectsV2Output"})
 """Output shapes parsed here; every other operation keeps botocore's parse."""
@@ -163,7 +164,10 @@ class _FastRestXMLParser(AioRestXMLParser):  # type: ignore[misc]
             except ET.ParseError:  # botocore's parse raises its own error for a broken body
                 super()._parse_payload(response, shape, member_shapes, final_parsed)
                 return
-        final_parsed.update(convert(root))
+        try:
+            final_parsed.update(convert(root))
+        except ValueError as e:  # a value of the wrong form (<Size>lots</Size>): as botocore's parse fails
+            raise ResponseParserError(f"unreadable {name} page: {e}") from e
 
 
 class FastListingParserFactory(AioResponseParserFactory):  # type: ignore[misc]

@@ -239,3 +239,51 @@ async def test_pages_listed_at_once_do_not_mix() -> None:
         a, b = await asyncio.gather(_listed(io, "s3://bucket/data/a/"), _listed(io, "s3://bucket/data/b/"))
     assert a == _expected(keys[:20])
     assert b == _expected(keys[20:])
+
+
+_NS = 'xmlns="http://s3.amazonaws.com/doc/2006-03-01/"'
+_LAUGHS = (
+    '<?xml version="1.0"?><!DOCTYPE l [<!ENTITY a "aaaaaaaaaa">'
+    + "".join(f'<!ENTITY {n} "{("&" + p + ";") * 10}">' for p, n in zip("abcdefg", "bcdefgh", strict=True))
+    + f"]><ListBucketResult {_NS}><Name>bucket</Name><IsTruncated>false</IsTruncated>"
+    "<Contents><Key>&h;</Key><Size>1</Size></Contents></ListBucketResult>"
+).encode()
+_DEEP = (
+    f"<ListBucketResult {_NS}><Name>bucket</Name><IsTruncated>false</IsTruncated><Contents>"
+    + "<x>" * 100_000
+    + "</x>" * 100_000
+    + "<Key>data/k</Key><Size>1</Size></Contents></ListBucketResult>"
+).encode()
+_ODD_SIZE = (
+    f"<ListBucketResult {_NS}><Name>bucket</Name><IsTruncated>false</IsTruncated>"
+    "<Contents><Key>data/k</Key><Size>lots</Size></Contents></ListBucketResult>"
+).encode()
+_NO_KEY = (
+    f"<ListBucketResult {_NS}><Name>bucket</Name><IsTruncated>false</IsTruncated>"
+    "<Contents><Size>1</Size></Contents></ListBucketResult>"
+).encode()
+
+
+@pytest.mark.parametrize(
+    ("body", "retried"),
+    [(_LAUGHS, True), (_ODD_SIZE, True), (_NO_KEY, False)],
+    ids=["entity-expansion", "size-not-a-number", "object-without-key"],
+)
+async def test_a_hostile_listing_page_ends_as_a_store_error(body: bytes, retried: bool) -> None:
+    """A store answering with an entity bomb (10^8 characters if expanded), a value of the
+    wrong form or an object without a key: a typed StoreError, never a parser's ValueError
+    or KeyError, and no expansion."""
+    server = ScriptedServer([], script={n: (200, body) for n in range(1, 10)})
+    async with scripted_io(server) as io:
+        with pytest.raises(StoreError) as caught:
+            await _listed(io)
+    assert caught.value.retryable is retried
+    assert server.requests == (3 if retried else 1)
+
+
+async def test_a_deeply_nested_listing_page_reads_what_it_holds() -> None:
+    """100,000 nested unknown elements inside an object: skipped, not recursed into."""
+    server = ScriptedServer([], script={1: (200, _DEEP)})
+    async with scripted_io(server) as io:
+        listed = [i.location async for i in io.list("s3://bucket/data/")]
+    assert listed == ["s3://bucket/data/k"]
