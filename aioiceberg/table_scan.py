@@ -118,7 +118,8 @@ class TableScan:
         return self.planner.plan_files(metrics)
 
     async def plan_batches(self, metrics: PlanMetrics | None = None) -> AsyncIterator[pa.RecordBatch]:
-        """The plan's tasks as Arrow record batches, one per manifest as it is decided, with
+        """The plan's tasks as Arrow record batches, a manifest's as it is decided (or, for a
+        caller slower than the decodes, those of the manifests decided meanwhile), with
         the columns of :data:`aioiceberg.scan.task_batches.TASK_SCHEMA` (path, format,
         partition and residual as JSON, counts, byte range, delete files): for a consumer
         that takes the file list whole (Arrow, DuckDB, Polars, Spark), without a

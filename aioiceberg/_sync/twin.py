@@ -48,7 +48,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 # 100k-task plan, the blocking plan took 1.2-1.5x the async one). Tasks are small and a
 # queued manifest's tasks are built only as they are taken, so thousands cost little.
 PLAN_PREFETCH = 4096
-# plan_batches: one Arrow batch of a manifest's tasks per item (~100 KB at 500 tasks)
+# plan_batches: one Arrow batch per item, of a manifest's tasks (~100 KB at 500 tasks) or of
+# several manifests' decoded while the caller was busy (up to ~4k tasks, their columns copied)
 PLAN_BATCHES_PREFETCH = 64
 
 

@@ -47,6 +47,7 @@ from aioiceberg.scan.options import PlanOptions
 from aioiceberg.scan.plan_metrics import PlanMetrics
 from aioiceberg.scan.task_builder import TaskBuilder
 from aioiceberg.spec.manifest import DataFile, ManifestContent, ManifestEntry, ManifestFile
+from aioiceberg.spec.manifest.columnar import ColumnarRows
 from aioiceberg.spec.scan_tasks import FileScanTask
 
 __all__ = ["Failed", "PlanContext", "PlanParts", "PlanStream"]
@@ -77,6 +78,22 @@ class PlanParts:
     unpartitioned_spec_ids: frozenset[int]
 
 
+class Demand:
+    """The caller asking for its next batch: the task builder waits for it before joining
+    the views decoded by then (:func:`_with_waiting`), so a caller slower than the decodes
+    takes them in few batches, not one a manifest."""
+
+    def __init__(self) -> None:
+        self._asked = anyio.Event()
+
+    def ask(self) -> None:
+        self._asked.set()
+
+    async def wait(self) -> None:
+        await self._asked.wait()
+        self._asked = anyio.Event()
+
+
 class PlanContext(LoadState):
     """What one ``plan_files()`` call owns (its loads' metrics, cache bytes and lanes
     included), beside the scan's parts it plans with."""
@@ -92,6 +109,9 @@ class PlanContext(LoadState):
         self.deletes_left = 0  # delete manifests not yet in the index
         self.complete = False  # every stage ran to its end
         self.error: BaseException | None = None  # what ended the stages, if not an item
+        # set by a caller that takes a batch at a time (``PlanStream.batches``): the task
+        # builder then hands over what is decoded as the caller asks, not before
+        self.demand: Demand | None = None
 
     def finish(self) -> None:
         if self.lanes is not None:
@@ -363,11 +383,26 @@ async def _build(
             raise item.error
         entries = builder.kept(item.entries)
         if plain:
+            if limit is None:
+                if ctx.demand is not None and _joinable(entries):
+                    await ctx.demand.wait()
+                    # decodes that ended while the caller was busy wait as callbacks on the
+                    # loop: their workers hand their views over once these have run
+                    for _ in range(JOIN_HANDOFF_TURNS):
+                        await asyncio.sleep(0)
+                failed = None
+                for ready in _with_waiting(decoded, entries, builder):
+                    if isinstance(ready, Failed):
+                        failed = ready  # raised once what was decoded before it is sent
+                    else:
+                        await out.send(LazyTasks(builder, ready))
+                if failed is not None:
+                    raise failed.error
+                continue
             tasks: Sequence[FileScanTask] = LazyTasks(builder, entries)
-            if limit is not None:  # counted and cut here, so built here, once
-                tasks, rows = _up_to_limit(tuple(tasks), rows, limit)
+            tasks, rows = _up_to_limit(tuple(tasks), rows, limit)  # counted and cut here, so built here, once
             await out.send(tasks)
-            if limit is not None and rows >= limit:
+            if rows >= limit:
                 return
             continue
         if ctx.max_delete_seq is not None:
@@ -391,6 +426,68 @@ async def _build(
             return
 
 
+# views joined into one batch of tasks at most: this many rows, this many views
+JOIN_ROWS_MAX = 4096
+JOIN_VIEWS_MAX = 32
+# loop turns the task builder lets pass before it joins (see ``_build``)
+JOIN_HANDOFF_TURNS = 3
+
+
+def _joinable(entries: Sequence[ManifestEntry]) -> bool:
+    return isinstance(entries, ColumnarRows) and entries.shared is None and not entries.built
+
+
+class _Joined:
+    """Views' columns joined into one view (see :func:`_with_waiting`)."""
+
+    def __init__(self, entries: ColumnarRows) -> None:
+        self.first = entries
+        self.parts = list(entries.parts)
+        self.rows = len(entries)
+
+    def has_room(self) -> bool:
+        return self.rows < JOIN_ROWS_MAX and len(self.parts) < JOIN_VIEWS_MAX
+
+    def add(self, more: Sequence[ManifestEntry]) -> bool:
+        if not (_joinable(more) and isinstance(more, ColumnarRows) and more.spec_id == self.first.spec_id):
+            return False
+        self.parts.extend(more.parts)
+        self.rows += len(more)
+        return True
+
+    def entries(self) -> ColumnarRows:
+        first = self.first
+        return first if len(self.parts) == len(first.parts) else ColumnarRows(self.parts, first.spec_id)
+
+
+def _with_waiting(
+    decoded: MemoryObjectReceiveStream[Decoded], entries: Sequence[ManifestEntry], builder: TaskBuilder
+) -> list[Sequence[ManifestEntry] | Failed]:
+    """``entries``, joined with the views already waiting behind it (decoded while the
+    consumer took the last batch) when both are columns of one spec: a consumer of task
+    batches (:mod:`aioiceberg.scan.task_batches`) pays ~30 Arrow and numpy calls a batch
+    whatever its rows, so a plan whose decodes run ahead of its consumer hands over fewer,
+    bigger batches. Nothing waits for a view not decoded yet. In the order decoded; a
+    :class:`Failed` ends the list."""
+    if not isinstance(entries, ColumnarRows) or not _joinable(entries):
+        return [entries]
+    joined = _Joined(entries)
+    rest: list[Sequence[ManifestEntry] | Failed] = []
+    while joined.has_room():
+        try:
+            item = decoded.receive_nowait()
+        except (anyio.WouldBlock, anyio.EndOfStream):
+            break
+        if isinstance(item, Failed):
+            rest.append(item)
+            break
+        more = builder.kept(item.entries)
+        if more and not joined.add(more):
+            rest.append(more)  # after what is joined so far, in order
+            break
+    return [joined.entries(), *rest]
+
+
 class LazyTasks(Sequence[FileScanTask]):
     """A view's delete-free, unsplit tasks, built as they are taken: a caller that drops
     each task before taking the next never holds more than one (nor its data file), so none
@@ -406,6 +503,10 @@ class LazyTasks(Sequence[FileScanTask]):
     @property
     def entries(self) -> Sequence[ManifestEntry]:
         return self._entries
+
+    @property
+    def builder(self) -> TaskBuilder:
+        return self._builder
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -507,7 +608,8 @@ class PlanStream:
         return self._iterator().__anext__()
 
     def batches(self) -> AsyncGenerator[Sequence[FileScanTask], None]:
-        """The plan's tasks in sequences, one per manifest as it is decided, for a consumer in
+        """The plan's tasks in sequences, one per manifest as it is decided (or of the
+        manifests decided while the consumer was busy, joined), for a consumer in
         another thread that takes a sequence per handoff, not a task (the blocking API). A
         sequence may build its tasks as they are taken, in the taker's thread. Used instead
         of iterating the plan (not both), and outside ``async with``."""
@@ -518,6 +620,7 @@ class PlanStream:
             self._batches = _batches_decided(self._ctx, decided)
         else:
             out, receive = anyio.create_memory_object_stream[Batch](1)
+            self._ctx.demand = Demand()
             host = asyncio.get_running_loop().create_task(_stages_in_own_task(self._ctx, out, selected))
             self._batches = _batches(self._ctx, receive, host)
         return self._batches
@@ -581,7 +684,14 @@ async def _batches(
     m = ctx.metrics
     try:
         with receive:
-            async for batch in receive:
+            demand = ctx.demand
+            while True:
+                if demand is not None:
+                    demand.ask()
+                try:
+                    batch = await receive.receive()
+                except anyio.EndOfStream:
+                    break
                 if isinstance(batch, Failed):
                     raise batch.error
                 if batch:

@@ -54,6 +54,7 @@ __all__ = [
     "avro_layout",
     "columnar_available",
     "fixed_width_items",
+    "joined_partition_keys",
     "joined_rows",
     "open_columnar",
     "open_columnar_batch",
@@ -607,6 +608,39 @@ class ColumnarManifest:
         if valid is None:
             return maps
         return [m if ok else None for m, ok in zip(maps, valid, strict=True)]
+
+
+def joined_partition_keys(
+    parts: Sequence[tuple[ColumnarManifest, pa.Array | None, int]],
+) -> tuple[np.ndarray[Any, Any], list[tuple[Any, ...]]] | None:
+    """:meth:`ColumnarManifest.partition_keys` of several manifests' kept rows at once, as
+    if their rows were one manifest's (``(manifest, kept rows' index or None for every
+    row, how many rows)``, in order): their integer partition columns joined and grouped
+    together, one grouping for all. None when a manifest's tuples are not integer columns
+    or are grouped already (a cached manifest's), or the columns' types differ."""
+    if not any(cm._partition for cm, _, _ in parts):  # unpartitioned: one empty tuple
+        total = sum(n for _, _, n in parts)
+        return np.zeros(total, dtype=np.int64), [()] if total else []
+    width = None
+    joined: list[list[pa.Array]] = []
+    for cm, idx, _ in parts:
+        columns = cm._partition
+        if cm._groups is not None or not columns:
+            return None
+        if width is None:
+            width = len(columns)
+            joined = [[] for _ in columns]
+        elif len(columns) != width:
+            return None
+        for into, col in zip(joined, columns, strict=True):
+            into.append(col if idx is None else col.take(idx))
+    if not joined:
+        return None
+    try:
+        columns = [pa.concat_arrays(pieces) for pieces in joined]
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # (types differ between the manifests)
+        return None
+    return _integer_groups(columns, None)
 
 
 # packed partition keys up to this many (or 4 a row) are grouped through a table, not a sort
