@@ -28,7 +28,9 @@ plan_writers.py. Each writer's table is its own (``t<M>x<E>-<writer>``; ours: ``
 
 The verdict below the matrix holds every cold cell (a fresh process's plan) to the targets of
 issue 33 through each API: PyIceberg's time at least 3x ours everywhere, 8x on 2000x50 and
-500x1000.
+500x1000. On a store with a per-request delay, each filtered cell also gets its request floor
+(request_floor.py): the plan's three dependent requests alone (metadata, manifest list, the
+manifests the filter keeps), through obstore and through raw sockets, beside what 8x would need.
 
 Stores: ``local`` (file://), ``moto``, ``moto20ms`` (moto behind the latency proxy) and
 ``nginx`` (static files as path-style S3 plus ``--delay-ms`` per request, see
@@ -60,7 +62,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -69,6 +71,9 @@ if str(ROOT) not in sys.path:
 from aioiceberg.io import FileIO, resolve_io  # noqa: E402
 from aioiceberg.testing.synthetic import build_table, filters, service_filters  # noqa: E402
 from benchmarks.plan_writers import WRITERS, layout, relayout, table_name  # noqa: E402
+
+if TYPE_CHECKING:
+    from benchmarks.request_floor import Floor
 
 # ---------------------------------------------------------------------------------------------
 # One measurement, in a fresh process
@@ -197,7 +202,10 @@ def _plan_blocking(
         "peak_rss_first_mb": _peak_rss_mb(),
     }
     if twice:  # the warm sample: a cache that holds the table, filled by an untimed plan
-        caches = {"cache": ManifestCache(cache_mb * 1024 * 1024), "manifest_list_cache": ManifestListCache()}
+        caches: dict[str, Any] = {
+            "cache": ManifestCache(cache_mb * 1024 * 1024),
+            "manifest_list_cache": ManifestListCache(),
+        }
         sum(1 for _ in table.scan(row_filter=row_filter or None, **caches).plan_files())
         start = time.perf_counter()
         m = sum(1 for _ in table.scan(row_filter=row_filter or None, **caches).plan_files())
@@ -645,9 +653,10 @@ def main() -> None:
             "CPU ours s | CPU PyI s | CPU ratio | ttft ours s | ttft PyI s | load ours s | load PyI s | "
             "RSS ours MB | RSS PyI MB | 2nd plan s | 1st / 2nd | fetch floor s | server CPU ms/GET | "
             "decode floor 1 core s (fastavro / columnar) | load | blocking s | PyI / blocking | "
-            "blocking / async | blocking 2nd plan s | blocking / async 2nd |"
+            "blocking / async | blocking 2nd plan s | blocking / async 2nd | "
+            "request floor s (obstore / raw sockets) |"
         )
-        print("|" + "---|" * 28)
+        print("|" + "---|" * 29)
         for store in store_list:
             for m, e in sizes:
                 for writer in writers:
@@ -692,6 +701,9 @@ def main() -> None:
         if not args.no_pyiceberg:
             print()
             print(_verdict(cells))
+        if any(c.floor_runs for c in cells):
+            print()
+            print(_request_floors(cells))
         print()
         print(
             f"Service case: one warm process plans day_1pct, then {service_queries} other 1% day "
@@ -735,6 +747,31 @@ class Cell:
     writer: str
     ratio_async: float
     ratio_blocking: float
+    seconds_async: float = math.nan
+    seconds_pyiceberg: float = math.nan
+    # the request floor (filtered cells on a store with a delay; see _floor_of)
+    manifests_read: int = 0
+    floor_obstore: Floor | None = None
+    floor_raw: Floor | None = None
+    floor_runs: int = 0  # fresh processes per client: 0, no floor taken
+    raw_skipped: str = ""  # why the raw-socket floor was not taken
+
+
+def _floor_of(store: Store, meta: str, text: str, runs: int) -> dict[str, Any]:
+    """The cell's request floor (request_floor.py), as :class:`Cell` fields."""
+    # imported here: the workers import this module, and must hold nothing more before the clock
+    from benchmarks.request_floor import plan_requests, raw_endpoint, request_floor
+
+    requests = asyncio.run(plan_requests(meta, store.options, text))
+    # the raw client's GETs go unsigned: only a store that checks no signature answers them
+    unsigned = store.group == "nginx"
+    return {
+        "manifests_read": len(requests.manifests),
+        "floor_obstore": request_floor(requests, store.options, runs, "obstore"),
+        "floor_raw": request_floor(requests, store.options, runs, "raw") if unsigned else None,
+        "floor_runs": runs,
+        "raw_skipped": raw_endpoint(store.options)[1] if unsigned else "raw sockets: nginx only (unsigned)",
+    }
 
 
 def _cell(
@@ -804,8 +841,20 @@ def _cell(
         f"{os.getloadavg()[0]:.1f} | {fmt(t_blocking)} | {t_pyi / t_blocking:.1f}x | "
         f"{t_blocking / t_ours:.2f}x | {fmt(second_blocking)} | {second_blocking / second:.2f}x |"
     )
+    # Filtered cells on a store with a delay: their dependent requests alone (a tiny run: on
+    # the cell every engine runs, once per client)
+    floor: dict[str, Any] = {}
+    if store.delay_ms > 0 and name != "none" and not async_only:
+        floor = _floor_of(store, meta, text, 1 if args.tiny else max(args.repeat, 3))
+    obstore_floor, raw_floor = floor.get("floor_obstore"), floor.get("floor_raw")
+    row += (
+        f" {fmt(obstore_floor.seconds) if obstore_floor else '-'} / "
+        f"{fmt(raw_floor.seconds) if raw_floor else '-'} |"
+        if floor
+        else " - |"
+    )
     row = row.replace(" nanx |", " - |").replace(" nan |", " - |")  # not measured
-    return Cell(row, where, (m, e), writer, t_pyi / t_ours, t_pyi / t_blocking)
+    return Cell(row, where, (m, e), writer, t_pyi / t_ours, t_pyi / t_blocking, t_ours, t_pyi, **floor)
 
 
 # Issue 33's targets for cold plans: PyIceberg's time over ours, on every cell / on these sizes.
@@ -850,6 +899,46 @@ def _verdict(cells: list[Cell]) -> str:
                 f"{ratio(worst):.1f}x | {verdict} |"
             )
     return "\n".join(lines)
+
+
+def _request_floors(cells: list[Cell]) -> str:
+    """Each filtered cell beside its request floor and what issue 33's target would need of it."""
+    from benchmarks.request_floor import describe  # the workers do not import it (see _floor_of)
+
+    floored = [c for c in cells if c.floor_runs]
+    runs = sorted({c.floor_runs for c in floored})
+    lines = [
+        "Request floor: each filtered cell's dependent requests alone (GET the metadata JSON, then "
+        "the manifest list, then every manifest the filter keeps at once), timed from the client's "
+        f"creation in a fresh process, median of {'/'.join(map(str, runs))} per client, stages as "
+        "their medians (metadata + list + manifests, ms): through obstore with our store settings, "
+        "and through raw HTTP/1.1 on asyncio sockets (unsigned, the first connection kept, one new "
+        "connection per extra concurrent GET). \"Target needs\" is PyIceberg's time over the cell's "
+        f"target ({TARGET_SIZED:g}x on {' and '.join(f'{m}x{e}' for m, e in TARGET_SIZES)}, else "
+        f"{TARGET_EVERY:g}x): below the raw-socket floor, no client on this rig can meet it.",
+        "| cell | manifests read | ours s | PyIceberg s | target needs <= s | obstore floor | "
+        "raw-socket floor | ours over obstore floor ms |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    sentences = []
+    for c in floored:
+        bar = TARGET_SIZED if c.size in TARGET_SIZES else TARGET_EVERY
+        needs = c.seconds_pyiceberg / bar
+        above = 1000 * (c.seconds_async - c.floor_obstore.seconds) if c.floor_obstore else math.nan
+        raw = describe(c.floor_raw) if c.floor_raw else c.raw_skipped or "-"
+        lines.append(
+            f"| {c.label} | {c.manifests_read} | {fmt(c.seconds_async)} | "
+            f"{'-' if math.isnan(needs) else fmt(c.seconds_pyiceberg)} | "
+            f"{'-' if math.isnan(needs) else f'{bar:g}x: {fmt(needs)}'} | {describe(c.floor_obstore)} | "
+            f"{raw} | {'-' if math.isnan(above) else f'{above:.1f}'} |"
+        )
+        wants = "PyIceberg not run" if math.isnan(needs) else f"{bar:g}x needs <= {needs:.3f} s"
+        alone = [f"obstore {c.floor_obstore.seconds:.3f} s"] if c.floor_obstore else []
+        alone += [f"raw sockets {c.floor_raw.seconds:.3f} s"] if c.floor_raw else []
+        sentences.append(
+            f"- {c.label}: {wants}; requests alone: {', '.join(alone) or '-'}; ours {c.seconds_async:.3f} s."
+        )
+    return "\n".join([*lines, "", *sentences])
 
 
 # Queries per process in the service case: each sample is one query, and a fresh process's
