@@ -377,6 +377,7 @@ async def _build(
     # without delete manifests or splitting, a manifest's tasks follow from its view alone
     plain = ctx.max_delete_seq is None and parts.options.split_size is None
     rows = 0
+    handed = 0  # batches handed over
     delete_files: set[str] = set()
     async for item in decoded:
         if isinstance(item, Failed):
@@ -384,14 +385,19 @@ async def _build(
         entries = builder.kept(item.entries)
         if plain:
             if limit is None:
+                at_least = 0
                 if ctx.demand is not None and _joinable(entries):
                     await ctx.demand.wait()
                     # decodes that ended while the caller was busy wait as callbacks on the
                     # loop: their workers hand their views over once these have run
                     for _ in range(JOIN_HANDOFF_TURNS):
                         await asyncio.sleep(0)
+                    # the first batch goes at once (the first task's latency); later ones
+                    # wait for a few manifests' views when the decodes lag the caller
+                    at_least = JOIN_MIN_ROWS if handed else 0
+                handed += 1
                 failed = None
-                for ready in _with_waiting(decoded, entries, builder):
+                for ready in await _with_waiting(decoded, entries, builder, at_least):
                     if isinstance(ready, Failed):
                         failed = ready  # raised once what was decoded before it is sent
                     else:
@@ -429,6 +435,8 @@ async def _build(
 # views joined into one batch of tasks at most: this many rows, this many views
 JOIN_ROWS_MAX = 4096
 JOIN_VIEWS_MAX = 32
+# ...and a batch after the first waits for views until it holds this many rows
+JOIN_MIN_ROWS = 2048
 # loop turns the task builder lets pass before it joins (see ``_build``)
 JOIN_HANDOFF_TURNS = 3
 
@@ -460,15 +468,18 @@ class _Joined:
         return first if len(self.parts) == len(first.parts) else ColumnarRows(self.parts, first.spec_id)
 
 
-def _with_waiting(
-    decoded: MemoryObjectReceiveStream[Decoded], entries: Sequence[ManifestEntry], builder: TaskBuilder
+async def _with_waiting(
+    decoded: MemoryObjectReceiveStream[Decoded],
+    entries: Sequence[ManifestEntry],
+    builder: TaskBuilder,
+    at_least: int = 0,
 ) -> list[Sequence[ManifestEntry] | Failed]:
     """``entries``, joined with the views already waiting behind it (decoded while the
     consumer took the last batch) when both are columns of one spec: a consumer of task
     batches (:mod:`aioiceberg.scan.task_batches`) pays ~30 Arrow and numpy calls a batch
     whatever its rows, so a plan whose decodes run ahead of its consumer hands over fewer,
-    bigger batches. Nothing waits for a view not decoded yet. In the order decoded; a
-    :class:`Failed` ends the list."""
+    bigger batches. Views not decoded yet are waited for until the batch holds ``at_least``
+    rows (or the plan has no more). In the order decoded; a :class:`Failed` ends the list."""
     if not isinstance(entries, ColumnarRows) or not _joinable(entries):
         return [entries]
     joined = _Joined(entries)
@@ -476,7 +487,14 @@ def _with_waiting(
     while joined.has_room():
         try:
             item = decoded.receive_nowait()
-        except (anyio.WouldBlock, anyio.EndOfStream):
+        except anyio.WouldBlock:
+            if joined.rows >= at_least:
+                break
+            try:
+                item = await decoded.receive()
+            except anyio.EndOfStream:
+                break
+        except anyio.EndOfStream:
             break
         if isinstance(item, Failed):
             rest.append(item)

@@ -13,7 +13,7 @@ import pytest
 
 import aioiceberg
 from aioiceberg.scan import ManifestCache, ManifestListCache, PlanMetrics
-from aioiceberg.scan.pipeline import LazyTasks
+from aioiceberg.scan.pipeline import JOIN_MIN_ROWS, LazyTasks
 from aioiceberg.scan.task_batches import TASK_SCHEMA, batch_of_rows, task_batch
 from aioiceberg.spec.manifest.columnar import ColumnarRows
 from aioiceberg.spec.manifest.entry_rows import EntryRows
@@ -110,3 +110,15 @@ async def test_a_slow_caller_takes_what_was_decoded_meanwhile_in_one_batch(tmp_p
     assert sorted(p for b in batches for p in b.column("file_path").to_pylist()) == sorted(
         t.file.file_path for t in tasks
     )
+
+
+@pytest.mark.anyio
+async def test_batches_after_the_first_wait_for_a_few_manifests(tmp_path: Path) -> None:
+    """A caller as fast as the plan gets its first batch at once and then batches of at
+    least JOIN_MIN_ROWS tasks, or all the plan has left: here, all of it in one."""
+    assert MANIFESTS * 12 < JOIN_MIN_ROWS
+    table = await _table(tmp_path, ["k"])
+    batches = [b async for b in table.scan(**_caches()).plan_batches()]
+    assert len(batches) <= 2
+    tasks = [t async for t in table.scan(**_caches()).plan_files()]
+    assert sum(b.num_rows for b in batches) == len(tasks) >= MANIFESTS
