@@ -126,7 +126,7 @@ class TableScan:
         ``FileScanTask`` per file."""
         planner = self.planner
         rendered = Rendered(planner)  # partition values rendered once for the plan
-        async with aclosing(self.plan_files(metrics).batches()) as batches:
+        async with aclosing(self.plan_files(metrics).batches(joined=True)) as batches:
             async for tasks in batches:
                 yield task_batch(planner, tasks, rendered)
 

@@ -109,8 +109,8 @@ class PlanContext(LoadState):
         self.deletes_left = 0  # delete manifests not yet in the index
         self.complete = False  # every stage ran to its end
         self.error: BaseException | None = None  # what ended the stages, if not an item
-        # set by a caller that takes a batch at a time (``PlanStream.batches``): the task
-        # builder then hands over what is decoded as the caller asks, not before
+        # set by a caller that takes Arrow task batches (``PlanStream.batches(joined=True)``):
+        # the task builder then hands over what is decoded as the caller asks, joined
         self.demand: Demand | None = None
 
     def finish(self) -> None:
@@ -384,9 +384,9 @@ async def _build(
             raise item.error
         entries = builder.kept(item.entries)
         if plain:
-            if limit is None:
+            if limit is None and ctx.demand is not None:
                 at_least = 0
-                if ctx.demand is not None and _joinable(entries):
+                if _joinable(entries):
                     await ctx.demand.wait()
                     # decodes that ended while the caller was busy wait as callbacks on the
                     # loop: their workers hand their views over once these have run
@@ -406,9 +406,10 @@ async def _build(
                     raise failed.error
                 continue
             tasks: Sequence[FileScanTask] = LazyTasks(builder, entries)
-            tasks, rows = _up_to_limit(tuple(tasks), rows, limit)  # counted and cut here, so built here, once
+            if limit is not None:  # counted and cut here, so built here, once
+                tasks, rows = _up_to_limit(tuple(tasks), rows, limit)
             await out.send(tasks)
-            if rows >= limit:
+            if limit is not None and rows >= limit:
                 return
             continue
         if ctx.max_delete_seq is not None:
@@ -625,12 +626,15 @@ class PlanStream:
     def __anext__(self) -> Awaitable[FileScanTask]:
         return self._iterator().__anext__()
 
-    def batches(self) -> AsyncGenerator[Sequence[FileScanTask], None]:
-        """The plan's tasks in sequences, one per manifest as it is decided (or of the
-        manifests decided while the consumer was busy, joined), for a consumer in
+    def batches(self, joined: bool = False) -> AsyncGenerator[Sequence[FileScanTask], None]:
+        """The plan's tasks in sequences, one per manifest as it is decided, for a consumer in
         another thread that takes a sequence per handoff, not a task (the blocking API). A
         sequence may build its tasks as they are taken, in the taker's thread. Used instead
-        of iterating the plan (not both), and outside ``async with``."""
+        of iterating the plan (not both), and outside ``async with``. ``joined``: for a
+        consumer that turns each sequence into one Arrow batch (``plan_batches``), the
+        manifests decided by the time it asks come joined (see :class:`Demand`): a batch
+        costs as many calls whatever its size. Not for tasks taken one by one: a bigger
+        sequence crosses to the blocking API's caller later, and nothing is saved."""
         if self._tasks is not None or self._batches is not None:
             raise RuntimeError("plan_files(): batches() on a plan already iterated or entered")
         decided, selected = decide_from_cache(self._ctx)
@@ -638,7 +642,8 @@ class PlanStream:
             self._batches = _batches_decided(self._ctx, decided)
         else:
             out, receive = anyio.create_memory_object_stream[Batch](1)
-            self._ctx.demand = Demand()
+            if joined:
+                self._ctx.demand = Demand()
             host = asyncio.get_running_loop().create_task(_stages_in_own_task(self._ctx, out, selected))
             self._batches = _batches(self._ctx, receive, host)
         return self._batches

@@ -26,7 +26,6 @@ from aioiceberg.errors import IcebergError
 from aioiceberg.io import resolve_io
 from aioiceberg.runtime import default_runtime
 from aioiceberg.scan import ManifestCache
-from aioiceberg.scan.pipeline import JOIN_ROWS_MAX
 from aioiceberg.spec.scan_tasks import FileScanTask
 from aioiceberg.testing.synthetic import build_table
 
@@ -49,8 +48,8 @@ def meta(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 # more tasks than one prefetch holds: a plan left early cannot have handed them all over
-BIG_MANIFESTS, BIG_ENTRIES = 160, 64
-assert BIG_MANIFESTS * BIG_ENTRIES > PLAN_PREFETCH + JOIN_ROWS_MAX + BIG_ENTRIES
+BIG_MANIFESTS, BIG_ENTRIES = 72, 64
+assert BIG_MANIFESTS * BIG_ENTRIES > PLAN_PREFETCH + BIG_ENTRIES
 
 
 @pytest.fixture(scope="module")
@@ -170,9 +169,8 @@ def test_leaving_a_blocking_plan_early_ends_its_work_on_the_loop(
         gc.collect()
     assert _hosted_plans(scan) == 0
     assert scan.metrics.planning_time_s is not None  # the plan was finished
-    # at most one prefetch and the batch that overran it crossed (manifests decoded while the
-    # caller was busy cross joined: up to JOIN_ROWS_MAX rows and one manifest more)
-    assert scan.metrics.tasks <= PLAN_PREFETCH + JOIN_ROWS_MAX + BIG_ENTRIES < total
+    # at most one prefetch and the manifest that overran it crossed
+    assert scan.metrics.tasks <= PLAN_PREFETCH + BIG_ENTRIES < total
     assert sum(1 for _ in table.scan().plan_files()) == total  # the loop still serves
 
 
