@@ -94,6 +94,23 @@ def _decoder_ready(native: bool) -> bool:
     return (native and native_available()) or _polars() is not None
 
 
+@functools.lru_cache(maxsize=64)
+def _casts_of_text(text: str) -> tuple[pa.DataType | None, ...] | None:
+    """:func:`_casts_of` of a header's ``avro.schema`` text: one writer's manifests share it,
+    so its partition types are walked once, not per manifest (~17 us each, with the GIL)."""
+    found = _casts_of(parsed_writer_schema(text))
+    return None if found is None else tuple(found)
+
+
+def _casts_or_none(writer_schema: Any) -> list[pa.DataType | None] | None:
+    """:func:`_casts_of`, None for a writer schema it cannot walk (the fastavro reader then
+    decides what the manifest is: a v1 one is read there anyway)."""
+    try:
+        return _casts_of(writer_schema)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def _casts_of(writer_schema: Any) -> list[pa.DataType | None] | None:
     """Per partition field, the Arrow type to cast polars' column to; None: unsupported."""
     casts: list[pa.DataType | None] = []
@@ -118,15 +135,16 @@ def _casts_of(writer_schema: Any) -> list[pa.DataType | None] | None:
 
 def _header(
     data: bytes, manifest: ManifestFile | None, location: str | None, native: bool
-) -> tuple[Any, ManifestMetadata]:
-    """(parsed writer schema, checked metadata) of the manifest's header, raising what the
-    fastavro reader's check raises. The compiled decoder reads it where installed (``native``):
-    fastavro's reader costs ~0.06 ms a manifest to build, paid again by every small one."""
+) -> tuple[Any, ManifestMetadata, list[pa.DataType | None] | None]:
+    """(parsed writer schema, checked metadata, partition casts: see :func:`_casts_of`) of
+    the manifest's header, raising what the fastavro reader's check raises. The compiled
+    decoder reads it where installed (``native``): fastavro's reader costs ~0.06 ms a
+    manifest to build, paid again by every small one."""
     location = location or (manifest.manifest_path if manifest is not None else None)
     properties = read_header_native(data, location) if native else None
     if properties is None:
         reader, meta = open_manifest(data, manifest, location)
-        return reader.writer_schema, meta
+        return reader.writer_schema, meta, _casts_or_none(reader.writer_schema)
     try:
         writer_schema = parsed_writer_schema(properties["avro.schema"])
     except Exception as e:  # as fastavro's reader reports a schema it cannot parse
@@ -135,7 +153,12 @@ def _header(
             f"manifest has an unreadable Avro header: {type(e).__name__}{': ' + text if text else ''}",
             location=location,
         ) from e
-    return writer_schema, manifest_metadata(properties, writer_schema, manifest, location)
+    meta = manifest_metadata(properties, writer_schema, manifest, location)  # raises first
+    try:
+        casts = _casts_of_text(properties["avro.schema"])
+    except (KeyError, TypeError, ValueError):
+        casts = None
+    return writer_schema, meta, None if casts is None else list(casts)
 
 
 def _to_arrow(data: bytes, native: bool = True, location: str | None = None) -> pa.Table:
@@ -1002,12 +1025,11 @@ def open_columnar(
     the compiled decoder is installed (see :func:`_to_arrow`).
     """
     location = location or (manifest.manifest_path if manifest is not None else None)
-    writer_schema, meta = _header(data, manifest, location, native)
+    _, meta, casts = _header(data, manifest, location, native)
     if meta.format_version == 1 or not _decoder_ready(native):
         return None
     if manifest is not None and manifest.manifest_length != len(data) and not part:
         return None  # a disputed length: the fastavro reader checks the entry counts
-    casts = _casts_of(writer_schema)
     if casts is None:
         return None
     try:
@@ -1140,12 +1162,11 @@ def open_columnar_batch(
         ):
             return None
     try:
-        writer_schema, meta = _header(first_data, first_mf, None, native)
+        _, meta, casts = _header(first_data, first_mf, None, native)
     except Exception:
         return None
     if meta.format_version == 1:
         return None
-    casts = _casts_of(writer_schema)
     if casts is None:
         return None
     pieces: list[tuple[bytes, Sequence[tuple[int, int]]]] = []
