@@ -20,7 +20,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 
-__all__ = ["MAX_BLOCK_BYTES", "read_long", "reblock"]
+__all__ = ["MAX_BLOCK_BYTES", "first_block_rows", "read_long", "reblock"]
 
 # The uncompressed record bytes of one output block before a new one starts: a decoder holds a
 # block at once, and a block this big already costs polars nothing per block worth saving.
@@ -92,6 +92,24 @@ def _metadata(data: bytes) -> tuple[list[tuple[bytes, bytes]], int] | None:
                 pair.append(data[pos : pos + length])
                 pos += length
             items.append((pair[0], pair[1]))
+
+
+def first_block_rows(data: bytes) -> int | None:
+    """How many records the container's first data block holds (None: not well formed, or
+    no block): a hint of its layout, read from the header and one varint."""
+    try:
+        if data[:4] != b"Obj\x01":
+            return None
+        found = _metadata(data)
+        if found is None:
+            return None
+        pos = found[1] + 16  # past the sync marker
+        if pos >= len(data):
+            return None
+        count, _ = read_long(data, pos)
+    except IndexError:
+        return None
+    return count if count >= 0 else None
 
 
 def _header(items: list[tuple[bytes, bytes]]) -> bytes:
