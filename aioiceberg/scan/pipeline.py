@@ -388,10 +388,6 @@ async def _build(
                 at_least = 0
                 if _joinable(entries):
                     await ctx.demand.wait()
-                    # decodes that ended while the caller was busy wait as callbacks on the
-                    # loop: their workers hand their views over once these have run
-                    for _ in range(JOIN_HANDOFF_TURNS):
-                        await asyncio.sleep(0)
                     # the first batch goes at once (the first task's latency); later ones
                     # wait for a few manifests' views when the decodes lag the caller
                     at_least = JOIN_MIN_ROWS if handed else 0
@@ -438,8 +434,6 @@ JOIN_ROWS_MAX = 4096
 JOIN_VIEWS_MAX = 32
 # ...and a batch after the first waits for views until it holds this many rows
 JOIN_MIN_ROWS = 2048
-# loop turns the task builder lets pass before it joins (see ``_build``)
-JOIN_HANDOFF_TURNS = 3
 
 
 def _joinable(entries: Sequence[ManifestEntry]) -> bool:

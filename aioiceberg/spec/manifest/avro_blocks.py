@@ -98,7 +98,7 @@ def first_block_rows(data: bytes) -> int | None:
     """How many records the container's first data block holds (None: not well formed, or
     no block): a hint of its layout, read from the header and one varint."""
     try:
-        if data[:4] != b"Obj\x01":
+        if data[:4] != _MAGIC:
             return None
         found = _metadata(data)
         if found is None:
