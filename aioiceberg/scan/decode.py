@@ -58,6 +58,7 @@ from aioiceberg.spec.manifest import (
     iter_manifest_entries,
     write_manifest,
 )
+from aioiceberg.spec.manifest.avro_blocks import header_length
 from aioiceberg.spec.manifest.columnar import (
     AvroLayout,
     ColumnarRows,
@@ -69,6 +70,7 @@ from aioiceberg.spec.manifest.columnar import (
     split_blocks,
 )
 from aioiceberg.spec.manifest.entry_rows import EntryRows, Row
+from aioiceberg.spec.manifest.native_decode import native_available
 from aioiceberg.spec.partitioning import PartitionField, PartitionSpec
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.schema_json import (
@@ -391,15 +393,24 @@ def _decode_and_prune_batch(
     results: list[DecodeResult | None] = [None] * len(items)
     groups: dict[tuple[bytes, int, int], list[int]] = {}
     layouts: list[AvroLayout | None] = [None] * len(items)
+    # the compiled decoder reads the blocks where they lie: grouped by header bytes alone, no
+    # block is walked in Python (polars needs them located, to join them under one header)
+    native = ctx.native_decoder and native_available()
     for i, (data, mf) in enumerate(items):
-        layout = layouts[i] = avro_layout(data) if len(items) > 1 else None
-        if layout is None:
+        header: bytes | None = None
+        if len(items) > 1 and native:
+            end = header_length(data)
+            header = None if end is None else data[:end]
+        elif len(items) > 1:
+            layout = layouts[i] = avro_layout(data)
+            header = None if layout is None else layout.header
+        if header is None:
             results[i] = decode_and_prune(data, mf, ctx, columnar_alone)
             continue
-        groups.setdefault((layout.header, mf.content.value, mf.partition_spec_id), []).append(i)
+        groups.setdefault((header, mf.content.value, mf.partition_spec_id), []).append(i)
     for members in groups.values():
         batch = [items[i] for i in members]
-        batch_layouts = [layouts[i] for i in members]
+        batch_layouts = None if native else [layouts[i] for i in members]
         decoded = _decode_group(batch, batch_layouts, ctx, ev) if len(batch) > 1 else None
         if decoded is None:
             decoded = [
@@ -412,7 +423,7 @@ def _decode_and_prune_batch(
 
 def _decode_group(
     batch: list[tuple[bytes, ManifestFile]],
-    layouts: list[AvroLayout | None],
+    layouts: list[AvroLayout | None] | None,
     ctx: PruneContext,
     ev: _Evaluators,
 ) -> list[DecodeResult] | None:

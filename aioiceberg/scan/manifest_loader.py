@@ -54,6 +54,7 @@ from aioiceberg.spec.manifest import ManifestContent, ManifestFile
 from aioiceberg.spec.manifest.avro_blocks import first_block_rows
 from aioiceberg.spec.manifest.columnar import ColumnarRows, joined_rows
 from aioiceberg.spec.manifest.entry_rows import EntryRows
+from aioiceberg.spec.manifest.native_decode import native_available
 from aioiceberg.spec.manifest.snapshot import listed_manifests
 from aioiceberg.spec.metadata import Snapshot
 
@@ -73,9 +74,10 @@ MERGE_KEEP_MIN = 16
 # A manifest's view is kept as rows (when its columns did not fit) only if it holds under
 # 1 / ROWS_KEPT_BELOW of the manifest's entries: a selective filter's view, cheap to build.
 ROWS_KEPT_BELOW = 4
-# Manifests up to this many entries, in blocks of at least BATCH_LANE_MIN_BLOCK_ROWS (the
-# first block's count), are decoded together with those waiting (see _joins_neighbours).
-# Interleaved runs, 4000x500 columnar: 4.51-4.63 s -> ~4.0 s, 7.6 -> 6.2 CPU-s.
+# Manifests up to this many entries are decoded together with those waiting (see
+# _joins_neighbours); for polars, only in blocks of at least BATCH_LANE_MIN_BLOCK_ROWS (the
+# first block's count). Interleaved runs, 4000x500 columnar: 4.51-4.63 s -> ~4.0 s, 7.6 -> 6.2
+# CPU-s.
 BATCH_LANE_MAX_ENTRIES = 1000
 BATCH_LANE_MIN_BLOCK_ROWS = 16
 # A manifest kept decoded with at most this many entries is pruned on the event loop (well
@@ -190,17 +192,20 @@ class ManifestLoader:
         )
 
     def _joins_neighbours(self, mf: ManifestFile, data: bytes, lanes: Lanes) -> bool:
-        """A manifest of up to ``BATCH_LANE_MAX_ENTRIES`` entries in blocks of many is decoded
-        with the others waiting, as small ones are: one call and one ``ColumnarManifest`` for
-        several, whose Python (~0.2 ms of GIL a 500-entry manifest) kept two decode threads at
-        ~1.6x one. Not in a burst a plan gathers (its lane waits on fetches it counted), not
-        before the plan's first decode has ended (the decoder is warm then), and not of blocks
-        of one entry (PyIceberg's layout: joining those walks every block in Python)."""
+        """A manifest of up to ``BATCH_LANE_MAX_ENTRIES`` entries is decoded with the others
+        waiting, as small ones are: one call and one ``ColumnarManifest`` for several, whose
+        Python (~0.2 ms of GIL a 500-entry manifest) kept two decode threads at ~1.6x one. Not
+        in a burst a plan gathers (its lane waits on fetches it counted), not before the plan's
+        first decode has ended (the decoder is warm then). The compiled decoder reads each
+        manifest's blocks where they lie, so any layout joins; for polars the blocks are joined
+        in Python first, so not blocks of one entry (PyIceberg's layout: ~1 ms a manifest)."""
         n = _entry_count(mf)
         if n is None or n > BATCH_LANE_MAX_ENTRIES or lanes.batches.gather or not lanes.first_finished:
             return False
         if not self.runtime.columnar_ready or len(data) != mf.manifest_length:
             return False
+        if self.prune_context.native_decoder and native_available():
+            return True
         rows = first_block_rows(data)
         return rows is not None and rows >= BATCH_LANE_MIN_BLOCK_ROWS
 

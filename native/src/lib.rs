@@ -14,7 +14,7 @@ mod arrow_c;
 use flate2::{Decompress, FlushDecompress, Status};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict};
 use serde_json::Value;
 
 #[cfg(target_endian = "big")]
@@ -751,12 +751,21 @@ enum Outcome {
     Unsupported(String),
 }
 
-fn decode(data: &[u8]) -> Res<Outcome> {
-    let h = header(data)?;
+/// What a writer schema and codec decode to: shared by every container decoded into one set
+/// of columns.
+struct Plan {
+    fields: Vec<(String, Node)>,
+    /// the fewest bytes one record takes: bounds the count a block may announce
+    min: u64,
+    deflate: bool,
+}
+
+/// The header's plan, or (`Err` inside) what is not handled here.
+fn plan(h: &Header) -> Res<Result<Plan, String>> {
     let deflate = match &h.codec {
         Codec::Null => false,
         Codec::Deflate => true,
-        Codec::Other(name) => return Ok(Outcome::Unsupported(format!("the {name} codec"))),
+        Codec::Other(name) => return Ok(Err(format!("the {name} codec"))),
     };
     let json: Value =
         serde_json::from_slice(h.schema).map_err(|e| format!("schema is not JSON: {e}"))?;
@@ -765,75 +774,153 @@ fn decode(data: &[u8]) -> Res<Outcome> {
     };
     let root = match parser.parse(&json, "") {
         Ok(n) => n,
-        Err(SchemaErr::Unsupported(what)) => return Ok(Outcome::Unsupported(what)),
+        Err(SchemaErr::Unsupported(what)) => return Ok(Err(what)),
         Err(SchemaErr::Invalid(what)) => return Err(format!("invalid schema: {what}")),
     };
     let (Ty::Record(fields), None) = (&root.ty, root.null_branch) else {
-        return Ok(Outcome::Unsupported(
-            "a top-level schema that is not a record".into(),
-        ));
+        return Ok(Err("a top-level schema that is not a record".into()));
     };
-    let fields = fields.clone();
-    if root.min_size() == 0 {
-        return Ok(Outcome::Unsupported("records that take no bytes".into()));
+    let min = root.min_size();
+    if min == 0 {
+        return Ok(Err("records that take no bytes".into()));
     }
-    let mut cols: Vec<Col> = fields.iter().map(|(_, f)| Col::new(f)).collect();
-    let min: u64 = fields.iter().map(|(_, f)| f.min_size()).sum();
-    let mut rows = 0usize;
-    let mut cur = Cur {
-        buf: data,
-        pos: h.body,
-    };
-    let mut inflated = Vec::new();
-    let mut state = Decompress::new(false);
-    let mut block_no = 0usize;
-    while cur.pos < data.len() {
-        let count = cur.long().map_err(|e| format!("block {block_no}: {e}"))?;
-        let size = cur.long().map_err(|e| format!("block {block_no}: {e}"))?;
-        if count < 0 || size < 0 {
-            return Err(format!("block {block_no}: negative count or size"));
+    Ok(Ok(Plan {
+        fields: fields.clone(),
+        min,
+        deflate,
+    }))
+}
+
+/// The columns being filled, and the inflate state and buffer every block reuses.
+struct Sink {
+    cols: Vec<Col>,
+    rows: usize,
+    inflated: Vec<u8>,
+    state: Decompress,
+}
+
+impl Sink {
+    fn new(plan: &Plan) -> Sink {
+        Sink {
+            cols: plan.fields.iter().map(|(_, f)| Col::new(f)).collect(),
+            rows: 0,
+            inflated: Vec::new(),
+            state: Decompress::new(false),
         }
-        let stored = cur
-            .take(size as usize)
-            .map_err(|_| format!("block {block_no}: cut short"))?;
-        let marker = cur
-            .take(16)
-            .map_err(|_| format!("block {block_no}: cut short before its sync marker"))?;
-        if marker != h.sync {
-            return Err(format!("block {block_no}: sync marker differs"));
-        }
-        let bytes: &[u8] = if deflate {
-            inflate(stored, &mut state, &mut inflated)
-                .map_err(|e| format!("block {block_no}: {e}"))?;
-            &inflated
-        } else {
-            stored
+    }
+
+    /// Appends the records of every data block of `data` (whose header is `h`) to the
+    /// columns; the number of records read.
+    fn read_blocks(&mut self, plan: &Plan, data: &[u8], h: &Header) -> Res<usize> {
+        let mut cur = Cur {
+            buf: data,
+            pos: h.body,
         };
-        let count = count as u64;
-        if count > bytes.len() as u64 / min {
-            return Err(format!(
-                "block {block_no}: {count} records cannot fit in {} bytes",
-                bytes.len()
-            ));
-        }
-        let mut rc = Cur { buf: bytes, pos: 0 };
-        cols.iter_mut().for_each(|c| c.reserve(count as usize));
-        for _ in 0..count {
-            for ((_, f), c) in fields.iter().zip(cols.iter_mut()) {
-                read_value(f, c, &mut rc)
-                    .map_err(|e| format!("block {block_no}, record {rows}: {e}"))?;
+        let mut rows = 0usize;
+        let mut block_no = 0usize;
+        while cur.pos < data.len() {
+            let count = cur.long().map_err(|e| format!("block {block_no}: {e}"))?;
+            let size = cur.long().map_err(|e| format!("block {block_no}: {e}"))?;
+            if count < 0 || size < 0 {
+                return Err(format!("block {block_no}: negative count or size"));
             }
-            rows += 1;
+            let stored = cur
+                .take(size as usize)
+                .map_err(|_| format!("block {block_no}: cut short"))?;
+            let marker = cur
+                .take(16)
+                .map_err(|_| format!("block {block_no}: cut short before its sync marker"))?;
+            if marker != h.sync {
+                return Err(format!("block {block_no}: sync marker differs"));
+            }
+            let bytes: &[u8] = if plan.deflate {
+                inflate(stored, &mut self.state, &mut self.inflated)
+                    .map_err(|e| format!("block {block_no}: {e}"))?;
+                &self.inflated
+            } else {
+                stored
+            };
+            let count = count as u64;
+            if count > bytes.len() as u64 / plan.min {
+                return Err(format!(
+                    "block {block_no}: {count} records cannot fit in {} bytes",
+                    bytes.len()
+                ));
+            }
+            let mut rc = Cur { buf: bytes, pos: 0 };
+            self.cols.iter_mut().for_each(|c| c.reserve(count as usize));
+            for _ in 0..count {
+                for ((_, f), c) in plan.fields.iter().zip(self.cols.iter_mut()) {
+                    read_value(f, c, &mut rc)
+                        .map_err(|e| format!("block {block_no}, record {rows}: {e}"))?;
+                }
+                rows += 1;
+            }
+            if rc.pos != bytes.len() {
+                return Err(format!(
+                    "block {block_no}: {} bytes after its {count} records",
+                    bytes.len() - rc.pos
+                ));
+            }
+            block_no += 1;
         }
-        if rc.pos != bytes.len() {
-            return Err(format!(
-                "block {block_no}: {} bytes after its {count} records",
-                bytes.len() - rc.pos
-            ));
-        }
-        block_no += 1;
+        self.rows += rows;
+        Ok(rows)
     }
-    Ok(Outcome::Columns(fields, cols, rows))
+}
+
+fn decode(data: &[u8]) -> Res<Outcome> {
+    let h = header(data)?;
+    let plan = match plan(&h)? {
+        Ok(plan) => plan,
+        Err(what) => return Ok(Outcome::Unsupported(what)),
+    };
+    let mut sink = Sink::new(&plan);
+    sink.read_blocks(&plan, data, &h)?;
+    Ok(Outcome::Columns(plan.fields, sink.cols, sink.rows))
+}
+
+/// Several containers' records decoded into one set of columns, and how many each held.
+enum Joined {
+    Columns(Vec<(String, Node)>, Vec<Col>, Vec<usize>),
+    /// a type or codec not handled here, or headers whose metadata differ
+    Declined(String),
+}
+
+/// The records of every container in `datas`, in order, as one set of columns: their headers
+/// must hold the same metadata (schema, codec, and every other key and value, in the same
+/// order), each block ends with its own container's sync marker. An error names the index of
+/// the container that is damaged.
+fn decode_joined(datas: &[&[u8]]) -> Result<Joined, (usize, String)> {
+    let Some(first) = datas.first() else {
+        return Ok(Joined::Declined("no containers".into()));
+    };
+    let h0 = header(first).map_err(|e| (0, e))?;
+    let plan = match plan(&h0).map_err(|e| (0, e))? {
+        Ok(plan) => plan,
+        Err(what) => return Ok(Joined::Declined(what)),
+    };
+    // every header first: a batch another header declines is left whole to the caller
+    let mut headers = Vec::with_capacity(datas.len());
+    for (i, data) in datas.iter().enumerate().skip(1) {
+        let h = header(data).map_err(|e| (i, e))?;
+        if h.meta != h0.meta {
+            return Ok(Joined::Declined(format!(
+                "container {i}: header metadata differ from the first's"
+            )));
+        }
+        headers.push(h);
+    }
+    let mut sink = Sink::new(&plan);
+    let mut counts = Vec::with_capacity(datas.len());
+    for (i, (data, h)) in datas
+        .iter()
+        .zip(std::iter::once(&h0).chain(headers.iter()))
+        .enumerate()
+    {
+        counts.push(sink.read_blocks(&plan, data, h).map_err(|e| (i, e))?);
+    }
+    Ok(Joined::Columns(plan.fields, sink.cols, counts))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -865,6 +952,52 @@ fn decode_arrow(py: Python<'_>, data: &[u8]) -> PyResult<PyObject> {
     }
 }
 
+/// The exported batch and the records per container, or why the containers were declined.
+type JoinedBatch = Result<(arrow_c::Exported, Vec<usize>), String>;
+
+/// Decode several Avro containers of manifest entries into one Arrow record batch, their
+/// records in the order given.
+///
+/// Returns (schema capsule, array capsule, records per container), or a str when the writer
+/// schema holds a type not handled here or the containers' header metadata differ (one
+/// writer schema, codec and metadata for all; each container keeps its own sync marker).
+/// Damaged bytes raise ValueError whose message starts with "container <index>: " and whose
+/// `container` attribute is that index. The GIL is released while the bytes are parsed.
+#[pyfunction]
+fn decode_arrow_joined<'py>(
+    py: Python<'py>,
+    datas: Vec<Bound<'py, PyBytes>>,
+) -> PyResult<PyObject> {
+    let slices: Vec<&[u8]> = datas.iter().map(|d| d.as_bytes()).collect();
+    let outcome = py.allow_threads(|| -> Result<JoinedBatch, (usize, String)> {
+        Ok(match decode_joined(&slices)? {
+            Joined::Declined(what) => Err(what),
+            Joined::Columns(fields, cols, counts) => {
+                let rows = counts.iter().sum();
+                match arrow_c::export_batch(&fields, cols, rows).map_err(|e| (0, e))? {
+                    Some(exported) => Ok((exported, counts)),
+                    None => Err("a field name holding a NUL character".to_string()),
+                }
+            }
+        })
+    });
+    match outcome {
+        Err((index, what)) => {
+            let err = PyValueError::new_err(format!("container {index}: {what}"));
+            err.value(py).setattr("container", index)?;
+            Err(err)
+        }
+        Ok(Err(what)) => Ok(what.into_pyobject(py)?.into_any().unbind()),
+        Ok(Ok((exported, counts))) => {
+            let (schema, array) = arrow_c::capsules(py, exported)?;
+            Ok((schema, array, counts)
+                .into_pyobject(py)?
+                .into_any()
+                .unbind())
+        }
+    }
+}
+
 /// The container's header: its metadata (every value as text, as fastavro gives it) and where
 /// the first data block starts. Raises ValueError naming what is wrong with a damaged header
 /// (bad magic, cut short, a malformed metadata map, a value that is not UTF-8, a codec the
@@ -887,6 +1020,7 @@ fn read_header(py: Python<'_>, data: &[u8]) -> PyResult<PyObject> {
 #[pymodule]
 fn _manifest_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_arrow, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_arrow_joined, m)?)?;
     m.add_function(wrap_pyfunction!(read_header, m)?)?;
     Ok(())
 }

@@ -20,7 +20,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 
-__all__ = ["MAX_BLOCK_BYTES", "first_block_rows", "read_long", "reblock"]
+__all__ = ["MAX_BLOCK_BYTES", "first_block_rows", "header_length", "read_long", "reblock"]
 
 # The uncompressed record bytes of one output block before a new one starts: a decoder holds a
 # block at once, and a block this big already costs polars nothing per block worth saving.
@@ -97,19 +97,39 @@ def _metadata(data: bytes) -> tuple[list[tuple[bytes, bytes]], int] | None:
 def first_block_rows(data: bytes) -> int | None:
     """How many records the container's first data block holds (None: not well formed, or
     no block): a hint of its layout, read from the header and one varint."""
+    end = header_length(data)
+    if end is None or end + 16 >= len(data):
+        return None
+    try:
+        count, _ = read_long(data, end + 16)  # past the sync marker
+    except (IndexError, ValueError):
+        return None
+    return count if count >= 0 else None
+
+
+def header_length(data: bytes) -> int | None:
+    """How many bytes the magic and metadata take (the sync marker follows them), or None when
+    ``data`` is not well formed that far: one writer's manifests share those bytes, so they
+    group manifests a joined decode takes, without walking a block."""
     try:
         if data[:4] != _MAGIC:
             return None
-        found = _metadata(data)
-        if found is None:
-            return None
-        pos = found[1] + 16  # past the sync marker
-        if pos >= len(data):
-            return None
-        count, _ = read_long(data, pos)
-    except IndexError:
+        pos = 4
+        while True:
+            count, pos = read_long(data, pos)
+            if count == 0:
+                break
+            if count < 0:  # a block of the map written with its byte size
+                count = -count
+                _, pos = read_long(data, pos)
+            for _ in range(2 * count):  # key, value
+                length, pos = read_long(data, pos)
+                if length < 0:
+                    return None
+                pos += length
+    except (IndexError, ValueError):
         return None
-    return count if count >= 0 else None
+    return pos if pos + 16 <= len(data) else None
 
 
 def _header(items: list[tuple[bytes, bytes]]) -> bytes:

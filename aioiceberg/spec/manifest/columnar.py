@@ -33,15 +33,20 @@ import pyarrow.compute as pc
 
 from aioiceberg.errors import CorruptFileError
 from aioiceberg.spec.arrow_numpy import arrow_of, null_mask, numpy_of, scalar_of, value_offsets
+from aioiceberg.spec.manifest.avro_blocks import header_length, reblock
 from aioiceberg.spec.manifest.avro_blocks import read_long as _read_long
-from aioiceberg.spec.manifest.avro_blocks import reblock
 from aioiceberg.spec.manifest.data_file import FileFormat
 from aioiceberg.spec.manifest.decoded_manifest import ManifestMetadata
 from aioiceberg.spec.manifest.entry import ManifestEntry, ManifestEntryStatus
 from aioiceberg.spec.manifest.entry_rows import STAT_FIELDS, EntryRows, Row
 from aioiceberg.spec.manifest.fastavro_reader import manifest_metadata, open_manifest, parsed_writer_schema
 from aioiceberg.spec.manifest.manifest_file import ManifestContent, ManifestFile
-from aioiceberg.spec.manifest.native_decode import decode_native, native_available, read_header_native
+from aioiceberg.spec.manifest.native_decode import (
+    decode_native,
+    decode_native_joined,
+    native_available,
+    read_header_native,
+)
 from aioiceberg.spec.manifest.writer_schema import partition_field_types
 
 __all__ = [
@@ -1132,30 +1137,24 @@ def open_columnar_batch(
 ) -> ColumnarManifest | None:
     """Decode several manifests in one call, or None when they cannot share one.
 
-    ``layouts``: the items' :func:`avro_layout`, when the caller has them already;
-    ``native``: as for :func:`open_columnar`.
+    ``layouts``: the items' :func:`avro_layout`, when the caller has them already (only the
+    polars path uses them); ``native``: as for :func:`open_columnar`.
 
     Small manifests cost the columnar decoder more per file than per entry. Manifests whose
-    headers are byte for byte the same (one schema, spec, codec and format version: what
-    one writer produces) have data blocks any of their readers decodes alike, so their blocks
-    are joined under one header and decoded at once. Rows remember their manifest
+    headers are byte for byte the same (one schema, spec, codec and format version: what one
+    writer produces; sync markers aside) have data blocks any of their readers decodes alike,
+    so they are decoded at once: the compiled decoder reads each manifest's blocks where they
+    lie, for polars they are joined under the first header. Rows remember their manifest
     (``owner``) and inherit its snapshot id and sequence number. Anything unusual (a header
-    that differs, a length the manifest list disputes, v1, v3 row ids to assign) is None:
-    the caller decodes those manifests one by one, which also says what is wrong.
+    that differs, a length the manifest list disputes, v1, v3 row ids to assign) is None: the
+    caller decodes those manifests one by one, which also says what is wrong.
     """
     if len(items) < 2 or not _decoder_ready(native):
         return None
     first_data, first_mf = items[0]
-    if layouts is None:
-        layouts = [avro_layout(data) for data, _ in items]
-    first = layouts[0]
-    if first is None:
-        return None
-    for (data, mf), layout in zip(items, layouts, strict=True):
+    for data, mf in items:
         if (
-            layout is None
-            or layout.header != first.header
-            or mf.manifest_length != len(data)
+            mf.manifest_length != len(data)
             or mf.content != first_mf.content
             or mf.partition_spec_id != first_mf.partition_spec_id
             or mf.first_row_id is not None
@@ -1165,18 +1164,13 @@ def open_columnar_batch(
         _, meta, casts = _header(first_data, first_mf, None, native)
     except Exception:
         return None
-    if meta.format_version == 1:
+    if meta.format_version == 1 or casts is None:
         return None
-    if casts is None:
-        return None
-    pieces: list[tuple[bytes, Sequence[tuple[int, int]]]] = []
-    counts: list[int] = []
-    for (data, _), layout in zip(items, layouts, strict=True):
-        assert layout is not None
-        pieces.append((data, layout.blocks))
-        counts.append(layout.rows)
     try:
-        table = _to_arrow(_container(first, pieces), native)
+        found = _joined_table(items, layouts, native)
+        if found is None:
+            return None
+        table, counts = found
         if table.num_rows != sum(counts):
             return None
         owner = np.repeat(np.arange(len(items), dtype=np.int64), counts)
@@ -1186,6 +1180,36 @@ def open_columnar_batch(
         )
     except Exception:  # the fastavro reader decides what these files are
         return None
+
+
+def _joined_table(
+    items: Sequence[tuple[bytes, ManifestFile]], layouts: Sequence[AvroLayout | None] | None, native: bool
+) -> tuple[pa.Table, Sequence[int]] | None:
+    """The items' entries as one table and how many rows each gave, or None when their
+    headers differ (or are not well formed). The compiled decoder takes the manifests as they
+    are (each block checked against its own manifest's sync marker); polars gets their blocks
+    joined under the first header, located by :func:`avro_layout`. Damaged bytes raise."""
+    first_data = items[0][0]
+    end = header_length(first_data)
+    if end is None:
+        return None
+    prefix = first_data[:end]
+    if not all(data.startswith(prefix) for data, _ in items):
+        return None  # another writer's header (a byte for byte test: cheaper than parsing it)
+    if native:
+        joined = decode_native_joined([data for data, _ in items], [mf.manifest_path for _, mf in items])
+        if joined is not None:
+            return joined  # else a type it does not decode: polars may
+    if layouts is None:
+        layouts = [avro_layout(data) for data, _ in items]
+    first = layouts[0]
+    if first is None or any(layout is None or layout.header != first.header for layout in layouts):
+        return None
+    pieces = [
+        (data, layout.blocks) for (data, _), layout in zip(items, layouts, strict=True) if layout is not None
+    ]
+    counts = [layout.rows for layout in layouts if layout is not None]
+    return _to_arrow(_container(first, pieces), native), counts
 
 
 def read_manifest_entries_columnar(

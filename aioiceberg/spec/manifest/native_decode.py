@@ -16,6 +16,7 @@ path.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from typing import Protocol
 
 import pyarrow as pa
@@ -28,6 +29,8 @@ class _Decoder(Protocol):
 
     def decode_arrow(self, data: bytes, /) -> tuple[object, object] | str: ...
 
+    def decode_arrow_joined(self, datas: Sequence[bytes], /) -> tuple[object, object, list[int]] | str: ...
+
     def read_header(self, data: bytes, /) -> tuple[dict[str, str], int]: ...
 
 
@@ -38,7 +41,7 @@ try:  # built from native/ at install where cargo exists; otherwise polars decod
 except ImportError:  # pragma: no cover - an install without a Rust toolchain
     _manifest_native = None
 
-__all__ = ["decode_native", "native_available", "read_header_native"]
+__all__ = ["decode_native", "decode_native_joined", "native_available", "read_header_native"]
 
 
 class _Batch:
@@ -96,3 +99,31 @@ def decode_native(data: bytes, location: str | None = None) -> pa.Table | None:
     if batch.num_columns == 0:
         return pa.table({}) if batch.num_rows == 0 else None
     return pa.Table.from_batches([batch])
+
+
+def decode_native_joined(
+    datas: Sequence[bytes], locations: Sequence[str | None] | None = None
+) -> tuple[pa.Table, list[int]] | None:
+    """The entries of several manifests, in order, as one table, and how many each holds; None
+    when the extension is missing, the writer schema holds a type it does not decode, or the
+    headers' metadata differ (one writer's manifests share them). One call for all: the
+    blocks are read where they lie, with the GIL released, where joining them under one header
+    first walked every block in Python (~1 ms for a manifest of one-entry blocks). A damaged
+    manifest raises :class:`CorruptFileError` naming its ``locations`` entry."""
+    if _manifest_native is None:
+        return None
+    try:
+        found = _manifest_native.decode_arrow_joined(datas)
+    except ValueError as e:
+        index = getattr(e, "container", None)
+        location = None
+        if locations is not None and isinstance(index, int) and 0 <= index < len(locations):
+            location = locations[index]
+        raise CorruptFileError(f"manifest cannot be decoded: {e}", location=location) from None
+    if isinstance(found, str):
+        return None
+    schema, array, counts = found
+    batch = pa.record_batch(_Batch(schema, array))
+    if batch.num_columns == 0:
+        return (pa.table({}), counts) if batch.num_rows == 0 else None
+    return pa.Table.from_batches([batch]), counts
