@@ -29,7 +29,7 @@ import json
 import multiprocessing
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -123,6 +123,13 @@ class PruneContext:
             found = _Evaluators(self)
             self.__dict__["_evaluators"] = found
         return found
+
+    def prepare(self, spec_ids: Iterable[int]) -> None:
+        """Build the evaluators and these specs' partition evaluators now (asked while a
+        plan's manifest list is in flight), not in the plan's first decode (~0.5-0.7 ms there)."""
+        ev = self.evaluators()
+        for spec_id in spec_ids:
+            ev.partition(spec_id)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

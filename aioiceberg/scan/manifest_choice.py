@@ -39,6 +39,7 @@ class ManifestChooser:
         self.bound_filter = bound.expr
         self.case_sensitive = bound.case_sensitive
         self._manifest_evaluators: dict[int, ManifestEvaluator | None] = {}
+        self._summary_filters_by_spec: dict[int, tuple[Expression, dict[int, int], int] | None] = {}
 
     def _manifest_evaluator(self, spec_id: int) -> ManifestEvaluator | None:
         if spec_id not in self._manifest_evaluators:
@@ -76,6 +77,8 @@ class ManifestChooser:
             return [], []
         candidates: Sequence[ManifestFile] = listing
         if choice.indices is not None:
+            if choice.unbuilt:  # the few rows kept, built together from their own values
+                listing.build(choice.unbuilt)
             candidates = [listing[i] for i in choice.indices]
             m.manifests_skipped_by_summaries += len(listing) - len(candidates)
         for mf in candidates:
@@ -131,17 +134,26 @@ class ManifestChooser:
             return False
         return mf.has_added_files() or mf.has_existing_files()
 
+    def prepare(self, spec_ids: Iterable[int]) -> None:
+        """Build what choosing reads for these specs (their manifest evaluators, the partition
+        fields' positions): asked while a plan's manifest list is in flight, so its first
+        choice does not (~0.2 ms, more in a fresh process)."""
+        for spec_id in spec_ids:
+            self._summary_filter(spec_id)
+
     def _summary_filters(
         self, listing: ManifestListing
     ) -> dict[int, tuple[Expression, dict[int, int], int] | None]:
         """Per spec id of the listing: what :func:`may_match` reads its manifests with."""
-        out: dict[int, tuple[Expression, dict[int, int], int] | None] = {}
-        for spec_id in listing.by_spec():
+        return {spec_id: self._summary_filter(spec_id) for spec_id in listing.by_spec()}
+
+    def _summary_filter(self, spec_id: int) -> tuple[Expression, dict[int, int], int] | None:
+        if spec_id not in self._summary_filters_by_spec:
             ev = self._manifest_evaluator(spec_id)
             spec = self.specs.get(spec_id)
-            if ev is None or spec is None:
-                out[spec_id] = None
-                continue
-            fields = spec.partition_type(self.schema).fields
-            out[spec_id] = (ev.partition_filter, {f.field_id: i for i, f in enumerate(fields)}, len(fields))
-        return out
+            found = None
+            if ev is not None and spec is not None:
+                fields = spec.partition_type(self.schema).fields
+                found = (ev.partition_filter, {f.field_id: i for i, f in enumerate(fields)}, len(fields))
+            self._summary_filters_by_spec[spec_id] = found
+        return self._summary_filters_by_spec[spec_id]

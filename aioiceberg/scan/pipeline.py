@@ -76,6 +76,23 @@ class PlanParts:
     options: PlanOptions
     limit: int | None
     unpartitioned_spec_ids: frozenset[int]
+    # the spec the table writes new files with (its recent manifests'), prepared for (None: all)
+    default_spec_id: int | None = None
+
+    def prepare(self) -> None:
+        """Build the evaluators a plan reads (choosing manifests, pruning entries, residuals)
+        for the default spec before its first choice, decode and task need them: run in a
+        worker thread while the manifest list is in flight, when the loop has nothing else to
+        do. Each is a cache the plan would fill on first use; one that cannot be built is left
+        for the plan to build, and fail on, where it does."""
+        specs = self.chooser.specs
+        spec_ids = list(specs) if self.default_spec_id is None else [self.default_spec_id]
+        spec_ids = [i for i in spec_ids if i in specs]
+        for step in (self.chooser.prepare, self.loader.prune_context.prepare, self.tasks.prepare):
+            try:
+                step(spec_ids)
+            except Exception:  # raised again, in its place, by the plan's own use
+                continue
 
 
 class Demand:
@@ -190,6 +207,8 @@ async def run_stages(
     loader, chooser = parts.loader, parts.chooser
     if loader.columnar:
         loader.runtime.warm_columnar()  # during the manifest list's round trip
+    if selected is None and loader.io.remote and loader.snapshot is not None:
+        tg.start_soon(_prepare, parts)  # also: its thread starts once the list's request is out
     try:
         with out:
             listing, rest = None, None  # rows still to build and choose, after the first manifest
@@ -246,6 +265,10 @@ async def run_stages(
                     await out.send(Failed(e))
     except anyio.BrokenResourceError:
         pass
+
+
+async def _prepare(parts: PlanParts) -> None:
+    await anyio.to_thread.run_sync(parts.prepare)
 
 
 async def _from_memory(

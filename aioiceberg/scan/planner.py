@@ -156,7 +156,13 @@ class Planner:
         self.residual_of = self.tasks.residual_of
         self.spec = self.tasks.spec
         self._parts = PlanParts(
-            self.chooser, self.loader, self.tasks, options, limit, self.unpartitioned_spec_ids
+            self.chooser,
+            self.loader,
+            self.tasks,
+            options,
+            limit,
+            self.unpartitioned_spec_ids,
+            metadata.default_spec_id,
         )
         self.metrics = PlanMetrics()  # the last plan started (each call also has its own)
 

@@ -7,7 +7,7 @@ tuple (stateless for the tasks, so every plan of the scan shares it).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from aioiceberg.expressions import ResidualEvaluator
@@ -115,6 +115,15 @@ class TaskBuilder:
         self._residual_keys[spec_id] = read
         return read
 
+    def prepare(self, spec_ids: Iterable[int]) -> None:
+        """Build these specs' residual evaluators now (asked while a plan's manifest list is
+        in flight), not as the plan's first task of each spec is built."""
+        if isinstance(self.bound_filter, AlwaysTrue):
+            return
+        for spec_id in spec_ids:
+            if spec_id not in self._residual_keys:
+                self._residual_key_for(spec_id)
+
     def spec(self, spec_id: int) -> PartitionSpec:
         spec = self.specs.get(spec_id)
         if spec is None:  # not in the metadata: typed as unpartitioned (built once)
@@ -158,8 +167,19 @@ class TaskBuilder:
                     yield new_task(f, (), always, spec_of, schema, 0, None, True, None)
                 return
             residual_of, spec_id = self.residual_of, entries.spec_id
+            # a batch's files share few partitions: each tuple's residual is looked up once
+            # (equal tuples have equal residuals; ~0.3 us a task less than keying each one)
+            memo: dict[tuple[Any, ...], Expression] = {}
             for f in entries.data_files():
-                yield new_task(f, (), residual_of(spec_id, f.partition), spec_of, schema, 0, None, True, None)
+                partition = f.partition
+                try:
+                    found = memo.get(partition)
+                except TypeError:  # an unhashable value: looked up as it is
+                    found = residual_of(spec_id, partition)
+                else:
+                    if found is None:
+                        found = memo[partition] = residual_of(spec_id, partition)
+                yield new_task(f, (), found, spec_of, schema, 0, None, True, None)
             return
         for f in (e.data_file for e in entries):
             yield new_task(f, (), residual(f), spec(f.spec_id), schema, 0, None, True, None)

@@ -235,25 +235,28 @@ class ColumnarManifest:
         self.manifests: Sequence[ManifestFile] = batch[1] if batch is not None else ()
         self.columns_needed = columns_needed
         self.entries_read = table.num_rows
-        self._top: dict[str, pa.Array] = {name: _one_array(table.column(name)) for name in table.column_names}
+        # ~50 us of Python a manifest to here and through the checks below (was ~80 us): each
+        # verdict from as few Arrow and numpy calls as give it
+        self._top: dict[str, pa.Array] = {
+            name: _one_array(column) for name, column in zip(table.column_names, table.columns, strict=True)
+        }
         data_file = self._top["data_file"]
         assert data_file is not None
-        self._df: dict[str, pa.Array] = {
-            f.name: arr for f, arr in zip(data_file.type, data_file.flatten(), strict=True)
-        }
+        self._df: dict[str, pa.Array] = dict(zip(data_file.type.names, data_file.flatten(), strict=True))
         status = self._top["status"]
         assert status is not None
         status_np = numpy_of(status)
         if not _in_enum(status_np):
             raise ValueError("status outside its enum")
         content_arr = self._df.get("content")
-        content_np = (
-            np.zeros(len(status_np), dtype=np.int32)
-            if content_arr is None
-            else numpy_of(content_arr.fill_null(scalar_of(0, content_arr.type)))
-        )
-        if not _in_enum(content_np):
-            raise ValueError("content outside its enum")
+        if content_arr is None:  # a v1 manifest: every entry is data
+            content_np = np.zeros(len(status_np), dtype=np.int32)
+        else:
+            if content_arr.null_count:
+                content_arr = content_arr.fill_null(scalar_of(0, content_arr.type))
+            content_np = numpy_of(content_arr)
+            if not _in_enum(content_np):
+                raise ValueError("content outside its enum")
         formats = self._df["file_format"]
         for text in pc.unique(formats).to_pylist():
             if text is None:
@@ -269,14 +272,24 @@ class ColumnarManifest:
         self.rows = rows
         partition = self._df["partition"]
         children = partition.flatten() if partition.type.num_fields else []
-        self._partition = [
-            c if cast is None else c.cast(cast) for c, cast in zip(children, partition_casts, strict=True)
-        ]
+        self._partition = [self._cast(c, cast) for c, cast in zip(children, partition_casts, strict=True)]
         self._manifest = manifest
         self._groups: tuple[np.ndarray[Any, Any], list[tuple[Any, ...]]] | None = None
         self._record_counts: np.ndarray[Any, np.dtype[np.int64]] | None = None
         self._keyed_memo: dict[tuple[str, int, Any], BoundColumn] = {}
         self._nbytes: int | None = None
+
+    @staticmethod
+    def _cast(column: pa.Array, to: pa.DataType | None) -> pa.Array:
+        """A partition column as the type its values are read as: a date or time the decoder
+        gave for an integer field is viewed as that integer (the same buffers, as Arrow's
+        cast of it gives, without the cast's ~6 us of call), anything else cast."""
+        if to is None:
+            return column
+        t = column.type
+        if pa.types.is_integer(to) and pa.types.is_temporal(t) and t.bit_width == to.bit_width:
+            return column.view(to)
+        return column.cast(to)
 
     # -- inheritance ---------------------------------------------------------------------
 
@@ -514,7 +527,11 @@ class ColumnarManifest:
             return _list_tuples(None if arr is None else arr if whole else arr.take(idx), n)
 
         wanted = wanted_stats is None or bool(wanted_stats)  # else every map is empty or null
-        stats = [self._stats(name, n, None if whole else idx, wanted_stats, wanted) for name in STAT_FIELDS]
+        # rows in file order, none twice (a plan's kept rows): the maps' items are read from
+        # the whole columns, not from a copy of them taken for these rows
+        ordered = None if whole else rows_np if bool((rows_np[1:] > rows_np[:-1]).all()) else None
+        taken = None if whole else idx
+        stats = [self._stats(name, n, taken, wanted_stats, wanted, ordered) for name in STAT_FIELDS]
         first_row_ids = pick(self._first_row_ids)
         columns = zip(
             top("status"),
@@ -614,28 +631,64 @@ class ColumnarManifest:
         return [uniques[i] for i in index[rows].tolist()]
 
     def _stats(
-        self, name: str, n: int, idx: pa.Array | None, columns: frozenset[int] | None, wanted: bool
+        self,
+        name: str,
+        n: int,
+        idx: pa.Array | None,
+        columns: frozenset[int] | None,
+        wanted: bool,
+        ordered: np.ndarray[Any, Any] | None = None,
     ) -> list[tuple[Any, ...] | None]:
         """Each row's map as a flat ``(key, value, ...)`` tuple, None where the map is null
         (a row holds no dict: see :mod:`aioiceberg.spec.manifest.entry_rows`). ``idx``: the
-        rows taken (None: every row in order); only their items are read."""
+        rows taken (None: every row in order); only their items are read. ``ordered``: those
+        rows as numpy, ascending and distinct, when they are: a map column without nulls is
+        then read whole and its items picked by row, without taking (copying) the column
+        for them (~0.1 ms a map for 1000 rows)."""
         col = self._df.get(name)
         if col is None:
             return [None] * n
-        if idx is not None:
-            col = col.take(idx)
-        valid: list[bool] | None = None
-        if col.null_count:
-            valid = (~null_mask(col)).tolist()
-        found = _read_map(col, columns) if wanted else None
-        if found is None:
+        found: tuple[np.ndarray[Any, Any], pa.Array, pa.Array] | None = None
+        if ordered is not None and not col.null_count:
+            found = self._items_of(col, columns, ordered) if wanted else None
+            valid: list[bool] | None = None
+        else:
+            if idx is not None:
+                col = col.take(idx)
+            valid = (~null_mask(col)).tolist() if col.null_count else None
+            found = _map_items(col, columns) if wanted else None
+        if found is None or len(found[0]) == 0:
             return [()] * n if valid is None else [() if ok else None for ok in valid]
-        at, keys, values = found  # items in row order: ``at`` never decreases
-        flat = [x for kv in zip(keys, values, strict=True) for x in kv]
-        maps = _cut(flat, 2 * np.bincount(at, minlength=n))
+        at, key_array, value_array = found  # items in row order: ``at`` never decreases
+        keys, values = key_array.to_pylist(), value_array.to_pylist()
+        maps: list[tuple[Any, ...] | None]
+        if len(at) == n and bool((at == np.arange(n)).all()):  # one item a row (a filter's column)
+            maps = list(zip(keys, values, strict=True))
+        else:
+            flat = [x for kv in zip(keys, values, strict=True) for x in kv]
+            maps = _cut(flat, 2 * np.bincount(at, minlength=n))
         if valid is None:
             return maps
         return [m if ok else None for m, ok in zip(maps, valid, strict=True)]
+
+    @staticmethod
+    def _items_of(
+        col: pa.Array, columns: frozenset[int] | None, rows: np.ndarray[Any, Any]
+    ) -> tuple[np.ndarray[Any, Any], pa.Array, pa.Array] | None:
+        """The wanted items of the whole map column ``col`` (no nulls) that belong to
+        ``rows`` (ascending, distinct), each with its row's position in ``rows``."""
+        found = _map_items(col, columns)
+        if found is None:
+            return None
+        parents, keys, values = found
+        position = np.full(len(col), -1, dtype=np.int64)
+        position[rows] = np.arange(len(rows), dtype=np.int64)
+        at = position[parents]
+        picked = np.flatnonzero(at >= 0)
+        if len(picked) != len(at):
+            chosen = arrow_of(picked)
+            at, keys, values = at[picked], keys.take(chosen), values.take(chosen)
+        return at, keys, values
 
 
 def joined_partition_keys(

@@ -23,7 +23,7 @@ import fastavro
 import numpy as np
 import pyarrow as pa
 
-from aioiceberg.spec.arrow_numpy import null_mask, numpy_of, value_offsets
+from aioiceberg.spec.arrow_numpy import arrow_of, null_mask, numpy_of, value_offsets
 from aioiceberg.spec.manifest.avro_schemas import SUPPORTED_FORMAT_VERSIONS
 from aioiceberg.spec.manifest.builders import frozen_builder
 from aioiceberg.spec.manifest.columnar import _decoder_ready, _one_array, _to_arrow, avro_layout
@@ -68,6 +68,7 @@ _SUMMARY: dict[str, str] = {
     "upper_bound": "bytes",
 }
 _CONTENT = {c.value: c for c in ManifestContent}
+_MAX_CONTENT = max(_CONTENT)  # the values are 0 to this
 _new_manifest_file: Callable[..., ManifestFile] = frozen_builder(ManifestFile)
 _new_summary: Callable[..., PartitionFieldSummary] = frozen_builder(PartitionFieldSummary)
 
@@ -102,13 +103,6 @@ def _schema_known(fields: dict[str, Any]) -> bool:
     return True
 
 
-def _column(table: pa.Table, name: str) -> list[Any] | None:
-    if name not in table.column_names:
-        return None
-    values: list[Any] = table.column(name).to_pylist()
-    return values
-
-
 def _binary_buffers(arr: pa.Array) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """A binary array's value offsets (int64, its slice's own) and data bytes, as numpy views."""
     found = value_offsets(arr)
@@ -118,6 +112,31 @@ def _binary_buffers(arr: pa.Array) -> tuple[np.ndarray[Any, Any], np.ndarray[Any
 
 
 _BUILD_CHUNK = 64  # rows built between two releases of the GIL (~5 us a row)
+# A row's fields in ManifestFile's order: the list's column, or None for content and
+# partitions (built from their own columns)
+_ROW_COLUMNS: tuple[str | None, ...] = (
+    "manifest_path",
+    "manifest_length",
+    "partition_spec_id",
+    None,
+    "sequence_number",
+    "min_sequence_number",
+    "added_snapshot_id",
+    "added_files_count",
+    "existing_files_count",
+    "deleted_files_count",
+    "added_rows_count",
+    "existing_rows_count",
+    "deleted_rows_count",
+    None,
+    "key_metadata",
+    "first_row_id",
+)
+_SEQUENCE_COLUMNS = frozenset({"sequence_number", "min_sequence_number"})
+_REQUIRED = ("manifest_path", "manifest_length", "partition_spec_id", "added_snapshot_id")
+# Rows built on their own (``build``) when fewer than 1 / _TAKEN_BELOW of the list: their
+# values are taken from the columns, not every column converted (2000 rows: ~0.6-1.1 ms)
+_TAKEN_BELOW = 8
 
 
 class ManifestRows(Sequence[ManifestFile]):
@@ -126,72 +145,64 @@ class ManifestRows(Sequence[ManifestFile]):
     A plan reads the list's columns to choose its manifests (see
     :mod:`aioiceberg.scan.manifest_select`) and builds the few rows it keeps: building all
     2000 rows of a list and their 4000 partition summaries was ~6 ms of the ~12 ms its
-    decode took, before the plan's first request. Values are checked at decode time as
-    the eager reader checks them, so reading a row cannot fail.
+    decode took, before the plan's first request. The columns stay Arrow arrays until rows
+    are built: a few rows built together (``build``) take their own values, more convert
+    the columns once. Values are checked at decode time as the eager reader checks them, so
+    reading a row cannot fail.
     """
 
-    __slots__ = ("_bound_arrays", "_built", "_columns", "_kinds", "_n", "_offsets", "_summary", "_valid")
+    __slots__ = (
+        "_arrays",
+        "_bound_arrays",
+        "_built",
+        "_children",
+        "_columns",
+        "_kinds",
+        "_n",
+        "_offsets",
+        "_summary",
+        "_v1",
+        "_valid",
+    )
 
     def __init__(self, table: pa.Table, version: int) -> None:
         n: int = table.num_rows
         self._n = n
-        none: list[Any] = [None] * n
-        default_seq = 0 if version == 1 else None
-
-        def col(name: str) -> list[Any]:
-            values = _column(table, name)
-            return none if values is None else values
-
-        def seqs(name: str) -> list[Any]:
-            values = _column(table, name)
-            if default_seq is None:
-                return none if values is None else values
-            return [0] * n if values is None else [0 if v is None else v for v in values]
-
-        for name in ("manifest_path", "manifest_length", "partition_spec_id", "added_snapshot_id"):
-            if _one_array(table.column(name)).null_count:
+        self._v1 = version == 1  # v1 rows read sequence numbers 0 where the list has none
+        names, columns = table.column_names, table.columns
+        arrays = {name: _one_array(column) for name, column in zip(names, columns, strict=True)}
+        self._arrays: dict[str, pa.Array] = arrays
+        for name in _REQUIRED:
+            if arrays[name].null_count:
                 raise ValueError("a required manifest-list field is null")
-        contents = _column(table, "content")
-        if contents is not None and not set(contents) <= _CONTENT.keys():
-            raise ValueError("content outside its enum")
-        self._kinds = contents
-        self._columns: list[list[Any]] = [
-            col("manifest_path"),
-            col("manifest_length"),
-            col("partition_spec_id"),
-            [],  # content: from ``_kinds``
-            seqs("sequence_number"),
-            seqs("min_sequence_number"),
-            col("added_snapshot_id"),
-            col("added_files_count"),
-            col("existing_files_count"),
-            col("deleted_files_count"),
-            col("added_rows_count"),
-            col("existing_rows_count"),
-            col("deleted_rows_count"),
-            [],  # partitions: from the summary columns
-            col("key_metadata"),
-            col("first_row_id"),
-        ]
+        content = arrays.get("content")
+        self._kinds: np.ndarray[Any, Any] | None = None
+        if content is not None:
+            kinds = numpy_of(content) if not content.null_count else None
+            # the eager reader's check (every value one of ManifestContent's), in two reductions
+            if kinds is None or (len(kinds) and (int(kinds.min()) < 0 or int(kinds.max()) > _MAX_CONTENT)):
+                raise ValueError("content outside its enum")
+            self._kinds = kinds
+        self._columns: list[list[Any]] | None = None  # every column as values, once converted
+        self._children: dict[str, pa.Array] | None = None
         self._summary: dict[str, list[Any]] | None = None
         self._bound_arrays: dict[str, pa.Array] = {}  # the bounds' own column, read in bulk
         self._offsets: np.ndarray[Any, Any] | None = None
         self._valid: np.ndarray[Any, Any] | None = None
-        if "partitions" in table.column_names:
-            lists = _one_array(table.column("partitions"))
+        if "partitions" in arrays:
+            lists = arrays["partitions"]
             if not isinstance(lists, pa.ListArray | pa.LargeListArray):
                 raise TypeError(f"partitions decoded as {lists.type}")
             flat = lists.values
             if flat.null_count:
                 raise ValueError("a partition summary is null")
-            names = [flat.type.field(i).name for i in range(flat.type.num_fields)]
-            children = {name: flat.field(i) for i, name in enumerate(names)}
+            children = dict(zip(flat.type.names, flat.flatten(), strict=True))
             if children["contains_null"].null_count:
                 raise ValueError("a summary lacks contains_null")  # fastavro's reader would refuse it
             # the list's own offsets (a slice's too) into the whole child array
             self._offsets = numpy_of(lists.offsets).astype(np.int64)
             self._valid = ~null_mask(lists)
-            self._summary = {name: child.to_pylist() for name, child in children.items()}
+            self._children = children
             self._bound_arrays = {
                 name: children[name]
                 for name in ("lower_bound", "upper_bound")
@@ -229,9 +240,15 @@ class ManifestRows(Sequence[ManifestFile]):
     def build(self, rows: Sequence[int]) -> None:
         """Build ``rows`` now (from a worker thread, when a plan is about to read many).
 
-        The GIL is let go every ``_BUILD_CHUNK`` rows: a waiting event loop (a plan's first
-        request is under way meanwhile) runs within ~0.3 ms, not at the interpreter's 5 ms
-        switch interval."""
+        A few rows of a long list (a selective plan's) are built from their values alone,
+        taken from the columns. Otherwise the GIL is let go every ``_BUILD_CHUNK`` rows: a
+        waiting event loop (a plan's first request is under way meanwhile) runs within
+        ~0.3 ms, not at the interpreter's 5 ms switch interval."""
+        if self._columns is None and len(rows) * _TAKEN_BELOW < self._n:
+            todo = sorted(set(self.unbuilt(rows)))
+            if todo:
+                self._build_taken(todo)
+            return
         for start in range(0, len(rows), _BUILD_CHUNK):
             for i in rows[start : start + _BUILD_CHUNK]:
                 self._row(i)
@@ -239,15 +256,16 @@ class ManifestRows(Sequence[ManifestFile]):
 
     def has_deletes(self) -> bool:
         """Whether any row lists a delete manifest, read from the content column."""
-        return self._kinds is not None and any(k == ManifestContent.DELETES.value for k in self._kinds)
+        return self._kinds is not None and bool((self._kinds == ManifestContent.DELETES.value).any())
 
     def total_length(self, rows: Sequence[int]) -> int:
         """The listed lengths of ``rows``' manifests, from the column."""
-        lengths = self._columns[1]
-        return sum(lengths[i] for i in rows)
+        lengths = numpy_of(self._arrays["manifest_length"]).astype(np.int64)
+        return int(lengths[np.asarray(rows, dtype=np.int64)].sum()) if len(rows) else 0
 
     def spec_ids(self) -> np.ndarray[Any, np.dtype[np.int64]]:
-        return np.asarray(self._columns[2], dtype=np.int64)
+        ids: np.ndarray[Any, np.dtype[np.int64]] = numpy_of(self._arrays["partition_spec_id"])
+        return ids.astype(np.int64)
 
     def partition_bounds(
         self, rows: np.ndarray[Any, Any], position: int, upper: bool, fields: int
@@ -256,12 +274,13 @@ class ManifestRows(Sequence[ManifestFile]):
         ``upper``) bound of summary ``position`` (None where absent or not so shaped), read
         from the columns without building rows."""
         n = len(rows)
-        if self._summary is None or self._offsets is None or self._valid is None:
+        summary = self._summary_values()
+        if summary is None or self._offsets is None or self._valid is None:
             return [False] * n, [None] * n
         starts = self._offsets[rows]
         counts = self._offsets[rows + 1] - starts
         shaped = self._valid[rows] & (counts == fields)
-        child = self._summary.get("upper_bound" if upper else "lower_bound")
+        child = summary.get("upper_bound" if upper else "lower_bound")
         at = (starts + position).tolist()
         ok = shaped.tolist()
         raw = [child[a] if k and child is not None else None for a, k in zip(at, ok, strict=True)]
@@ -292,12 +311,77 @@ class ManifestRows(Sequence[ManifestFile]):
         joined = data[wide[:, None] + np.arange(width, dtype=np.int64)].tobytes()
         return shaped, lengths, joined
 
+    def _summary_values(self) -> dict[str, list[Any]] | None:
+        """The summaries' fields as values, converted once."""
+        if self._summary is None and self._children is not None:
+            self._summary = {name: child.to_pylist() for name, child in self._children.items()}
+        return self._summary
+
+    def _values(self, name: str | None, idx: pa.Array | None, count: int) -> list[Any]:
+        """Column ``name``'s values (of the rows at ``idx``; None: every row), as the eager
+        reader reads them: None where the list has no such column, and a v1 list's sequence
+        numbers 0 where it has none."""
+        arr = self._arrays.get(name) if name is not None else None
+        v1_sequence = self._v1 and name in _SEQUENCE_COLUMNS
+        if arr is None:
+            return [0 if v1_sequence else None] * count
+        values: list[Any] = (arr if idx is None else arr.take(idx)).to_pylist()
+        return [0 if v is None else v for v in values] if v1_sequence else values
+
+    def _build_taken(self, rows: list[int]) -> None:
+        """Build ``rows`` (ascending, none built) from their values alone."""
+        idx = arrow_of(np.asarray(rows, dtype=np.int64))
+        count = len(rows)
+        c = [self._values(name, idx, count) for name in _ROW_COLUMNS]
+        kinds = [0] * count if self._kinds is None else self._kinds[np.asarray(rows)].tolist()
+        partitions = self._taken_partitions(rows)
+        built = self._built
+        for j, i in enumerate(rows):
+            built[i] = _new_manifest_file(
+                c[0][j], c[1][j], c[2][j], _CONTENT[kinds[j]], c[4][j], c[5][j], c[6][j], c[7][j], c[8][j],
+                c[9][j], c[10][j], c[11][j], c[12][j], partitions[j], c[14][j], c[15][j],
+            )  # fmt: skip
+
+    def _taken_partitions(self, rows: list[int]) -> list[tuple[PartitionFieldSummary, ...] | None]:
+        """The partition summaries of ``rows``, from their own items of the summary columns."""
+        children, offsets, valid = self._children, self._offsets, self._valid
+        if children is None or offsets is None or valid is None:
+            return [None] * len(rows)
+        at = np.asarray(rows, dtype=np.int64)
+        starts, ends, ok = offsets[at].tolist(), offsets[at + 1].tolist(), valid[at].tolist()
+        items = [np.arange(a, b, dtype=np.int64) for a, b, k in zip(starts, ends, ok, strict=True) if k]
+        idx = arrow_of(np.concatenate(items) if items else np.zeros(0, dtype=np.int64))
+        taken = {name: child.take(idx).to_pylist() for name, child in children.items()}
+        cn, cnan = taken["contains_null"], taken.get("contains_nan")
+        lo, hi = taken.get("lower_bound"), taken.get("upper_bound")
+        out: list[tuple[PartitionFieldSummary, ...] | None] = []
+        j = 0
+        for a, b, k in zip(starts, ends, ok, strict=True):
+            if not k:
+                out.append(None)
+                continue
+            out.append(
+                tuple(
+                    _new_summary(
+                        cn[x],
+                        None if cnan is None else cnan[x],
+                        None if lo is None else lo[x],
+                        None if hi is None else hi[x],
+                    )
+                    for x in range(j, j + b - a)
+                )
+            )
+            j += b - a
+        return out
+
     def _row(self, i: int) -> ManifestFile:
         found = self._built[i]
         if found is not None:
             return found
         c = self._columns
-        kind = ManifestContent.DATA if self._kinds is None else _CONTENT[self._kinds[i]]
+        if c is None:  # every column converted once: rows built one by one read them all
+            c = self._columns = [self._values(name, None, self._n) for name in _ROW_COLUMNS]
+        kind = ManifestContent.DATA if self._kinds is None else _CONTENT[int(self._kinds[i])]
         built = self._built[i] = _new_manifest_file(
             c[0][i], c[1][i], c[2][i], kind, c[4][i], c[5][i], c[6][i], c[7][i], c[8][i], c[9][i],
             c[10][i], c[11][i], c[12][i], self._partitions(i), c[14][i], c[15][i],
@@ -305,7 +389,7 @@ class ManifestRows(Sequence[ManifestFile]):
         return built
 
     def _partitions(self, i: int) -> tuple[PartitionFieldSummary, ...] | None:
-        summary, offsets, valid = self._summary, self._offsets, self._valid
+        summary, offsets, valid = self._summary_values(), self._offsets, self._valid
         if summary is None or offsets is None or valid is None or not valid[i]:
             return None
         a, b = int(offsets[i]), int(offsets[i + 1])
