@@ -1,5 +1,6 @@
-"""Manifests of up to a thousand entries in blocks of many are decoded together with those
-waiting (the batch lane); the plan keeps the same files as one decoded by fastavro alone."""
+"""Manifests of up to a thousand entries are decoded together with those waiting (the batch
+lane; for polars only those in blocks of many); the plan keeps the same files as one decoded
+by fastavro alone."""
 
 from __future__ import annotations
 

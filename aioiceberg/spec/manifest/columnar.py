@@ -981,7 +981,14 @@ def _map_items(
     items = pc.list_flatten(col)
     if len(items) == 0:
         return None
-    parents = numpy_of(pc.list_parent_indices(col))
+    if col.null_count:
+        # Arrow lets a null slot span values; ``list_flatten`` skips them, while
+        # ``list_parent_indices`` counts them: parents from the lengths flatten keeps
+        counted = pc.list_value_length(col)
+        lengths = numpy_of(pc.fill_null(counted, scalar_of(0, counted.type)))
+        parents = np.repeat(np.arange(len(col), dtype=np.int64), lengths)
+    else:
+        parents = numpy_of(pc.list_parent_indices(col))
     keys, values = items.flatten()
     if keys_wanted is not None:
         codes = numpy_of(keys)  # a null key is NaN here: equal to no key
