@@ -95,6 +95,8 @@ def test_rows_of_any_subset_equal_the_readers(wanted: frozenset[int] | None) -> 
     want = list(iter_manifest_entries(data, mf, columns_needed=wanted))
     rng = random.Random(11)
     subsets = [list(range(120)), [0], [119], [5, 6, 7, 50, 119], [3, 3, 9], [40, 2, 77]]
+    # one range (a manifest's rows in a batch's columns): read from slices
+    subsets += [list(range(10, 40)), list(range(60)), list(range(60, 120)), [7, 8]]
     subsets += [sorted(rng.sample(range(120), rng.randrange(1, 120))) for _ in range(20)]
     for rows in subsets:
         got = list(EntryRows(cm.built_rows(np.asarray(rows, dtype=np.int64), wanted), 0))

@@ -510,10 +510,21 @@ class ColumnarManifest:
         else:
             inherit = repeat((inherit_snapshot, inherit_seq, inherit_seq == 0), n)
 
+        # rows in file order, none twice (a plan's kept rows): the maps' items are read from
+        # the whole columns, not from a copy of them taken for these rows
+        ordered = None if whole else rows_np if bool((rows_np[1:] > rows_np[:-1]).all()) else None
+        # one range of rows (a manifest's own in a batch's columns): sliced, not taken
+        # (~13 us a take: a cached 2000x50 plan took 30k of them, 0.4 s)
+        start = int(rows_np[0])
+        span = (start, n) if ordered is not None and int(rows_np[-1]) - start == n - 1 else None
+
+        def rows_of(arr: pa.Array) -> pa.Array:
+            return arr if whole else arr.slice(*span) if span is not None else arr.take(idx)
+
         def pick(arr: pa.Array | None) -> Iterable[Any]:
             if arr is None:
                 return repeat(None, n)
-            values: list[Any] = (arr if whole else arr.take(idx)).to_pylist()
+            values: list[Any] = rows_of(arr).to_pylist()
             return values
 
         def top(name: str) -> Iterable[Any]:
@@ -524,14 +535,14 @@ class ColumnarManifest:
 
         def listed(name: str) -> list[tuple[Any, ...] | None]:
             arr = self._df.get(name)
-            return _list_tuples(None if arr is None else arr if whole else arr.take(idx), n)
+            return _list_tuples(None if arr is None else rows_of(arr), n)
 
         wanted = wanted_stats is None or bool(wanted_stats)  # else every map is empty or null
-        # rows in file order, none twice (a plan's kept rows): the maps' items are read from
-        # the whole columns, not from a copy of them taken for these rows
-        ordered = None if whole else rows_np if bool((rows_np[1:] > rows_np[:-1]).all()) else None
-        taken = None if whole else idx
-        stats = [self._stats(name, n, taken, wanted_stats, wanted, ordered) for name in STAT_FIELDS]
+        taken = None if whole or span is not None else idx
+        stats = [
+            self._stats(name, n, taken, wanted_stats, wanted, None if span is not None else ordered, span)
+            for name in STAT_FIELDS
+        ]
         first_row_ids = pick(self._first_row_ids)
         columns = zip(
             top("status"),
@@ -638,16 +649,20 @@ class ColumnarManifest:
         columns: frozenset[int] | None,
         wanted: bool,
         ordered: np.ndarray[Any, Any] | None = None,
+        span: tuple[int, int] | None = None,
     ) -> list[tuple[Any, ...] | None]:
         """Each row's map as a flat ``(key, value, ...)`` tuple, None where the map is null
         (a row holds no dict: see :mod:`aioiceberg.spec.manifest.entry_rows`). ``idx``: the
         rows taken (None: every row in order); only their items are read. ``ordered``: those
         rows as numpy, ascending and distinct, when they are: a map column without nulls is
         then read whole and its items picked by row, without taking (copying) the column
-        for them (~0.1 ms a map for 1000 rows)."""
+        for them (~0.1 ms a map for 1000 rows). ``span``: the rows are this (start, length)
+        range, read from a slice of the column (no copy; ``idx`` and ``ordered`` are None)."""
         col = self._df.get(name)
         if col is None:
             return [None] * n
+        if span is not None:
+            col = col.slice(*span)
         found: tuple[np.ndarray[Any, Any], pa.Array, pa.Array] | None = None
         if ordered is not None and not col.null_count:
             found = self._items_of(col, columns, ordered) if wanted else None
