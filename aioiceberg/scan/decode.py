@@ -541,11 +541,19 @@ class BatchLane:
         if self._fetching == 0:
             self._landed.set()
 
-    def _take(self, most: int) -> list[tuple[bytes, ManifestFile, asyncio.Future[DecodeResult]]]:
-        taken: list[tuple[bytes, ManifestFile, asyncio.Future[DecodeResult]]] = []
+    def _take(self, most: int) -> _Batch:
+        """Up to ``most`` waiting manifests (``max_entries`` entries at most), from the loop
+        or a lane thread: the deque's ``popleft`` is atomic, so the two race safely; waiters
+        gone (cancelled) are skipped."""
+        taken: _Batch = []
         entries = 0
-        while self._pending and len(taken) < most and entries < self.max_entries:
-            item = self._pending.popleft()
+        while len(taken) < most and entries < self.max_entries:
+            try:
+                item = self._pending.popleft()
+            except IndexError:
+                break
+            if item[2].done():
+                continue
             taken.append(item)
             entries += (item[1].added_files_count or 0) + (item[1].existing_files_count or 0)
         return taken
@@ -566,23 +574,49 @@ class BatchLane:
                 batch = self._take(most)
                 if not batch:
                     break
-                self.batches += 1
-                try:
-                    results = await anyio.to_thread.run_sync(
-                        decode_and_prune_batch,
-                        [(d, m) for d, m, _ in batch],
-                        self.ctx,
-                        self.columnar_alone(),
-                    )
-                except Exception as exc:  # each waiter raises it (a corrupt manifest, say)
-                    for _, _, fut in batch:
-                        if not fut.done():
-                            fut.set_exception(exc)
+                if self.gather:  # a burst: what lands later waits for the burst, not for this
+                    self.batches += 1
+                    outcome = await anyio.to_thread.run_sync(self._decode, batch)
+                    _resolve(batch, outcome)
                     continue
-                for (_, _, fut), result in zip(batch, results, strict=True):
-                    if not fut.done():
-                        fut.set_result(result)
+                loop = asyncio.get_running_loop()
+                self.batches += await anyio.to_thread.run_sync(self._drain, batch, loop)
         return await done
+
+    def _decode(self, batch: _Batch) -> list[DecodeResult] | Exception:
+        try:
+            return decode_and_prune_batch([(d, m) for d, m, _ in batch], self.ctx, self.columnar_alone())
+        except Exception as exc:  # each waiter raises it (a corrupt manifest, say)
+            return exc
+
+    def _drain(self, batch: _Batch, loop: asyncio.AbstractEventLoop) -> int:
+        """In a lane thread: decode ``batch``, then whatever has arrived meanwhile, until
+        nothing waits, each batch's results handed to the loop as it ends. Going back to the
+        loop for each next batch left the thread idle until the loop (busy building task
+        batches, or waiting for the GIL) took it up: in a 500x1000 plan one decode ran alone
+        for ~0.3 s of ~1.1. Returns how many decode calls were made."""
+        calls = 0
+        while batch:
+            calls += 1
+            outcome = self._decode(batch)
+            loop.call_soon_threadsafe(_resolve, batch, outcome)
+            batch = self._take(self.max_manifests)
+        return calls
+
+
+_Batch = list[tuple[bytes, ManifestFile, "asyncio.Future[DecodeResult]"]]
+
+
+def _resolve(batch: _Batch, outcome: list[DecodeResult] | Exception) -> None:
+    """On the loop: each waiter of ``batch`` gets its result, or the batch's error."""
+    if isinstance(outcome, Exception):
+        for _, _, fut in batch:
+            if not fut.done():
+                fut.set_exception(outcome)
+        return
+    for (_, _, fut), result in zip(batch, outcome, strict=True):
+        if not fut.done():
+            fut.set_result(result)
 
 
 def _warm() -> int:

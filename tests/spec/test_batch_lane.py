@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import anyio
 import pytest
 from manifest_samples import PRUNE_SCHEMA, PRUNE_SPEC, same_entries, small_manifests
@@ -109,3 +112,40 @@ async def test_without_a_burst_each_arrival_is_decoded_as_it_lands() -> None:
     lane, out = await _burst(_items()[:3], 0.3, 60.0, gather=False)
     assert lane.batches == 3
     assert len(out) == 3
+
+
+@pytest.mark.anyio
+async def test_what_arrives_during_a_decode_is_taken_by_the_lane_thread() -> None:
+    """Outside a burst, a lane thread that ends a decode takes what arrived meanwhile itself:
+    the next batch does not wait for the event loop, which a plan keeps busy building task
+    batches. Here the loop is blocked while the thread works; nothing is left waiting."""
+    items = _items()
+    ctx = PruneContext.build(PRUNE_SCHEMA, {0: PRUNE_SPEC}, AlwaysTrue(), True, None)
+    gate = threading.Event()  # holds the first decode until the others have arrived
+
+    def columnar_alone() -> bool:
+        return gate.wait(10)
+
+    lane = BatchLane(ctx, anyio.CapacityLimiter(1), columnar_alone=columnar_alone)
+    out: dict[str, DecodeResult] = {}
+
+    async def one(data: bytes, mf: ManifestFile) -> None:
+        out[mf.manifest_path] = await lane.decode(data, mf)
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one, *items[0])
+            for _ in range(5):
+                await anyio.sleep(0)  # the first takes the lane and its thread starts
+            for data, mf in items[1:]:
+                tg.start_soon(one, data, mf)
+            for _ in range(5):
+                await anyio.sleep(0)  # the others are queued, waiting for the lane
+            assert len(lane._pending) == len(items) - 1
+            gate.set()
+            time.sleep(1.0)  # the loop blocked: only the lane thread can take the others
+            assert len(lane._pending) == 0
+    assert lane.batches == 2  # the first alone, then the rest in one call
+    for data, mf in items:
+        want = decode_and_prune(data, mf, ctx, False)
+        assert same_entries(out[mf.manifest_path].entries, want.entries), mf.manifest_path
