@@ -493,7 +493,8 @@ class BatchLane:
 
     A manifest that arrives to an idle lane is decoded at once, alone, so the first task of
     a plan waits for one decode only; under load batches grow up to ``max_entries`` entries
-    or ``max_manifests`` manifests, which bounds memory and keeps results streaming.
+    or ``max_manifests`` manifests, which bounds memory and keeps results streaming. A lane
+    thread that ends a batch takes the next itself (see :meth:`_drain`), not through the loop.
 
     With ``gather`` (a plan that fetches its manifests in one burst), a manifest arriving
     after the first waits for the burst's other fetches to land, for at most as long as its
