@@ -1120,9 +1120,6 @@ def open_columnar(
         return None
 
 
-_AVRO_MAGIC = b"Obj\x01"
-
-
 @dataclass(frozen=True, slots=True)
 class AvroLayout:
     """Where an Avro container's parts are: its header (magic and metadata, without the sync
@@ -1137,23 +1134,10 @@ class AvroLayout:
 def avro_layout(data: bytes) -> AvroLayout | None:
     """The container's layout, or None when it is not well formed (the fastavro reader then
     says what is wrong)."""
+    pos = header_length(data)  # the magic and metadata, walked as every other reader here does
+    if pos is None:
+        return None
     try:
-        if data[:4] != _AVRO_MAGIC:
-            return None
-        pos = 4
-        while True:
-            count, pos = _read_long(data, pos)
-            if count == 0:
-                break
-            if count < 0:
-                count = -count
-                _, pos = _read_long(data, pos)
-            for _ in range(count):
-                for _ in range(2):  # key, value
-                    length, pos = _read_long(data, pos)
-                    if length < 0:
-                        return None
-                    pos += length
         header, sync = data[:pos], data[pos : pos + 16]
         pos += 16
         if len(sync) != 16 or pos > len(data):
