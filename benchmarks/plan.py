@@ -31,6 +31,9 @@ issue 33 through each API: PyIceberg's time at least 3x ours everywhere, 8x on 2
 500x1000. On a store with a per-request delay, each filtered cell also gets its request floor
 (request_floor.py): the plan's three dependent requests alone (metadata, manifest list, the
 manifests the filter keeps), through obstore and through raw sockets, beside what 8x would need.
+Each unfiltered cell is held to issue 33's bound, 1.2 x (decode floor on one core / cores +
+fetch floor), per plan: every cold plan of ours is preceded by its own fetch and decode floors,
+so the machine's speed, which drifts here by up to 1.9x within minutes, moves both sides alike.
 
 Stores: ``local`` (file://), ``moto``, ``moto20ms`` (moto behind the latency proxy) and
 ``nginx`` (static files as path-style S3 plus ``--delay-ms`` per request, see
@@ -60,9 +63,9 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -73,6 +76,9 @@ from aioiceberg.testing.synthetic import build_table, filters, service_filters  
 from benchmarks.plan_writers import WRITERS, layout, relayout, table_name  # noqa: E402
 
 if TYPE_CHECKING:
+    from aioiceberg.scan.decode import PruneContext
+    from aioiceberg.spec.manifest import ManifestFile
+    from aioiceberg.spec.metadata import TableMetadata
     from benchmarks.request_floor import Floor
 
 # ---------------------------------------------------------------------------------------------
@@ -388,18 +394,55 @@ def _process_cpu_s(pids: tuple[int, ...]) -> float:
     return total
 
 
-async def floors(
-    meta: str, options: dict[str, str], concurrency: int = 64, server_pids: tuple[int, ...] = ()
-) -> dict[str, float]:
-    from aioiceberg.scan.decode import PruneContext, decode_and_prune
+# The bound's decode sample: the columnar decoder on this many manifests spread over the list,
+# the best of this many passes (one pass of the first 20 moved by up to 15% from run to run,
+# and the bound with it); --tiny brackets each plan with a smaller, single pass
+DECODE_SAMPLE = 60
+DECODE_PASSES = 3
+TINY_DECODE_SAMPLE = 10
+
+
+@dataclass
+class TableBytes:
+    """What :func:`floors` fetched and the bound's brackets reuse: the manifest list, and the
+    decode sample's bytes, kept in an anonymous file rather than in memory (a worker inherits
+    its parent's resident set in its peak RSS), so a bracket decodes them without a refetch."""
+
+    meta: str
+    options: dict[str, str]
+    manifests: list[ManifestFile]
+    ctx: PruneContext
+    sample: list[tuple[ManifestFile, int]]  # each sampled manifest and its offset in ``spill``
+    spill: BinaryIO
+
+    @property
+    def entries(self) -> int:
+        return _entries(self.manifests)
+
+
+def _entries(manifests: list[ManifestFile]) -> int:
+    return sum((m.added_files_count or 0) + (m.existing_files_count or 0) for m in manifests)
+
+
+def _sample(manifests: list[ManifestFile], size: int) -> list[ManifestFile]:
+    """``size`` manifests spread over the list."""
+    return manifests[:: max(1, len(manifests) // size)][:size]
+
+
+async def _manifest_list(io: FileIO, meta: str) -> tuple[TableMetadata, list[ManifestFile]]:
     from aioiceberg.spec.manifest import read_manifest_list
     from aioiceberg.spec.metadata_json import parse_table_metadata
 
-    io = resolve_io(meta, options, runtime=_runtime())
     md = parse_table_metadata(await io.read(meta), meta)
     snap = md.current_snapshot()
     assert snap is not None and snap.manifest_list is not None
-    manifests = read_manifest_list(await io.read(snap.manifest_list))
+    return md, read_manifest_list(await io.read(snap.manifest_list))
+
+
+async def _fetch_all(
+    io: FileIO, manifests: list[ManifestFile], concurrency: int
+) -> tuple[dict[str, bytes], float]:
+    """Every manifest fetched at once (``concurrency`` in flight): their bytes and the seconds."""
     sem = asyncio.Semaphore(concurrency)
     data: dict[str, bytes] = {}
 
@@ -407,36 +450,64 @@ async def floors(
         async with sem:
             data[path] = await io.read(path)
 
-    server_before = _process_cpu_s(server_pids)
     start = time.perf_counter()
     await asyncio.gather(*(get(m.manifest_path) for m in manifests))
-    fetch = time.perf_counter() - start
+    return data, time.perf_counter() - start
+
+
+def _decode_per_entry(
+    blobs: list[tuple[ManifestFile, bytes]], ctx: PruneContext, columnar: bool, passes: int
+) -> float:
+    """Seconds per entry decoding ``blobs`` on one core, the best of ``passes``."""
+    from aioiceberg.scan.decode import decode_and_prune
+
+    best = float("inf")
+    for _ in range(passes):
+        start = time.perf_counter()
+        n = 0
+        for m, blob in blobs:
+            if len(blob) == m.manifest_length:
+                n += decode_and_prune(blob, m, ctx, columnar).entries_read
+        best = min(best, (time.perf_counter() - start) / max(1, n))
+    return best
+
+
+async def floors(
+    meta: str,
+    options: dict[str, str],
+    concurrency: int = 64,
+    server_pids: tuple[int, ...] = (),
+    keep: int = DECODE_SAMPLE,
+) -> tuple[dict[str, float], TableBytes]:
+    """The table's floors, and its bytes for the bound's brackets (``keep``: their sample)."""
+    from aioiceberg.expressions.tree import AlwaysTrue
+    from aioiceberg.scan.decode import PruneContext, decode_and_prune
+
+    io = resolve_io(meta, options, runtime=_runtime())
+    md, manifests = await _manifest_list(io, meta)
+    server_before = _process_cpu_s(server_pids)
+    data, fetch = await _fetch_all(io, manifests, concurrency)
     server_ms_per_get = 1000 * (_process_cpu_s(server_pids) - server_before) / max(1, len(manifests))
     await io.aclose()
-    from aioiceberg.expressions.tree import AlwaysTrue
 
     ctx = PruneContext.build(md.schema(), md.specs_by_id(), AlwaysTrue(), True, frozenset())
     per_entry: dict[bool, float] = {}
     for columnar in (False, True):
         # fastavro: the first 20 manifests once (~1 s). The columnar decoder, which the bound
-        # is taken against: 60 manifests spread over the list, the best of three passes (one
-        # pass of the first 20 moved by up to 15% from run to run, and the bound with it)
-        step = max(1, len(manifests) // 60) if columnar else 1
-        sample = manifests[::step][:60] if columnar else manifests[:20]
+        # is taken against: DECODE_SAMPLE manifests, the best of DECODE_PASSES
+        sample = _sample(manifests, DECODE_SAMPLE) if columnar else manifests[:20]
         if sample:  # untimed: the first call imports polars and warms its pool
             decode_and_prune(data.get(sample[0].manifest_path) or b"", sample[0], ctx, columnar)
-        best = float("inf")
-        for _ in range(3 if columnar else 1):
-            start = time.perf_counter()
-            n = 0
-            for m in sample:
-                blob = data.get(m.manifest_path) or b""
-                if len(blob) == m.manifest_length:
-                    n += decode_and_prune(blob, m, ctx, columnar).entries_read
-            best = min(best, (time.perf_counter() - start) / max(1, n))
-        per_entry[columnar] = best
-    total_entries = sum((m.added_files_count or 0) + (m.existing_files_count or 0) for m in manifests)
+        blobs = [(m, data.get(m.manifest_path) or b"") for m in sample]
+        per_entry[columnar] = _decode_per_entry(blobs, ctx, columnar, DECODE_PASSES if columnar else 1)
+    total_entries = _entries(manifests)
     blocks = sum(layout(blob)[1] for blob in data.values())
+    spill = tempfile.TemporaryFile()
+    kept: list[tuple[ManifestFile, int]] = []
+    for m in _sample(manifests, keep):
+        kept.append((m, spill.tell()))
+        spill.write(data.get(m.manifest_path) or b"")
+    spill.flush()
     return {
         "manifests": len(manifests),
         "entries_per_block": total_entries / max(1, blocks),
@@ -445,7 +516,53 @@ async def floors(
         "decode_columnar_1thread_s": per_entry[True] * total_entries,
         "bytes_mb": sum(m.manifest_length for m in manifests) / 1e6,
         "server_ms_per_get": server_ms_per_get,
-    }
+    }, TableBytes(meta, options, manifests, ctx, kept, spill)
+
+
+async def _fetch_floor(table: TableBytes, concurrency: int = 64) -> float:
+    """Every manifest fetched at once through a new client, as :func:`floors` fetches them
+    (after the metadata and the manifest list, untimed)."""
+    io = resolve_io(table.meta, table.options, runtime=_runtime())
+    try:
+        await _manifest_list(io, table.meta)
+        return (await _fetch_all(io, table.manifests, concurrency))[1]
+    finally:
+        await io.aclose()
+
+
+def _decode_floor(table: TableBytes, passes: int) -> float:
+    """The columnar decoder on the kept sample on one core, scaled to every entry."""
+    fd = table.spill.fileno()
+    blobs = [(m, os.pread(fd, m.manifest_length, offset)) for m, offset in table.sample]
+    return _decode_per_entry(blobs, table.ctx, True, passes) * table.entries
+
+
+# Issue 33's bound for a cold unfiltered plan: BOUND_FACTOR x (decode floor / cores + fetch floor)
+BOUND_FACTOR = 1.2
+CORES = os.cpu_count() or 1
+
+
+@dataclass
+class Bracketed:
+    """One timed plan and the floors taken right before it."""
+
+    seconds: float
+    fetch_s: float
+    decode_s: float
+
+    @property
+    def bound(self) -> float:
+        return BOUND_FACTOR * (self.decode_s / CORES + self.fetch_s)
+
+    @property
+    def ratio(self) -> float:
+        return self.seconds / self.bound
+
+
+def _bracket(table: TableBytes, tiny: bool) -> tuple[float, float]:
+    """The floors of this moment, for the plan that follows: (fetch s, decode on one core s)."""
+    fetch = asyncio.run(_fetch_floor(table))
+    return fetch, _decode_floor(table, 1 if tiny else DECODE_PASSES)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -668,7 +785,10 @@ def main() -> None:
             for m, e in sizes:
                 for writer in writers:
                     meta = _table(built, store, m, e, writer, bool(args.scratch))
-                    fl = asyncio.run(floors(meta, store.options, server_pids=store.server_pids))
+                    keep = TINY_DECODE_SAMPLE if args.tiny else DECODE_SAMPLE
+                    fl, fetched = asyncio.run(
+                        floors(meta, store.options, server_pids=store.server_pids, keep=keep)
+                    )
                     tables.append(
                         f"| {store.name} | {m}x{e} | {writer} | {fl['manifests']} | {fl['bytes_mb']:.1f} | "
                         f"{fl['entries_per_block']:.1f} |"
@@ -680,7 +800,10 @@ def main() -> None:
                             continue  # --tiny: a second writer's path, not the matrix again
                         # --tiny: every engine on the first cell; the others' paths through one
                         async_only = args.tiny and bool(cells)
-                        cell = _cell(store, m, e, writer, name, text, meta, fl, args, pyi_repeat, async_only)
+                        bracket = fetched if name == "none" else None  # the bound: unfiltered plans
+                        cell = _cell(
+                            store, m, e, writer, name, text, meta, fl, args, pyi_repeat, async_only, bracket
+                        )
                         cells.append(cell)
                         print(cell.row, flush=True)
                     if args.tiny and writer != writers[0]:
@@ -705,6 +828,9 @@ def main() -> None:
         print("| store | M x E | writer | manifests | manifest MB | entries per block |")
         print("|---|---|---|---|---|---|")
         print("\n".join(tables))
+        if any(c.bracketed_async for c in cells):
+            print()
+            print(_bound(cells, args.tiny))
         if not args.no_pyiceberg:
             print()
             print(_verdict(cells))
@@ -762,6 +888,10 @@ class Cell:
     floor_raw: Floor | None = None
     floor_runs: int = 0  # fresh processes per client: 0, no floor taken
     raw_skipped: str = ""  # why the raw-socket floor was not taken
+    # unfiltered cells: each cold plan with the floors taken right before it (see _bound)
+    output: str = "tasks"
+    bracketed_async: list[Bracketed] = field(default_factory=list)
+    bracketed_blocking: list[Bracketed] = field(default_factory=list)
 
 
 # the request floor is taken for plans reading at most this many manifests (a plan's
@@ -803,25 +933,32 @@ def _cell(
     args: argparse.Namespace,
     pyi_repeat: int,
     async_only: bool = False,
+    table: TableBytes | None = None,
 ) -> Cell:
     """``async_only``: our async plan alone, once and without its cached sample (a tiny run's
     later cells: their filter's or writer's path, not every engine again). A tiny run's first
-    cell's async process plans twice, its cached sample too (one process, not two)."""
+    cell's async process plans twice, its cached sample too (one process, not two).
+    ``table``: each of our cold plans is bracketed by the floors of its moment (the bound)."""
     merged = args.tiny and not async_only
     pyi_repeat = 0 if args.no_pyiceberg or async_only else pyi_repeat
     # interleaved, so a change in machine load hits both engines alike
     ours: list[dict[str, Any]] = []
     blocked: list[dict[str, Any]] = []
     theirs: list[dict[str, Any]] = []
+    bracketed: dict[str, list[Bracketed]] = {"aioiceberg": [], BLOCKING: []}
+
+    def timed(engine: str, twice: bool) -> dict[str, Any]:
+        before = _bracket(table, args.tiny) if table is not None else None
+        run = measure(engine, meta, text, store.options, twice, args.cache_mb, output=args.output)
+        if before is not None:
+            bracketed[engine].append(Bracketed(run["seconds"], *before))
+        return run
+
     for i in range(max(args.repeat, pyi_repeat)):
         if i < args.repeat:
-            ours.append(
-                measure("aioiceberg", meta, text, store.options, merged, args.cache_mb, output=args.output)
-            )
+            ours.append(timed("aioiceberg", merged))
             if not async_only:  # a cold sample with the default caches, then a warm one
-                blocked.append(
-                    measure(BLOCKING, meta, text, store.options, True, args.cache_mb, output=args.output)
-                )
+                blocked.append(timed(BLOCKING, True))
         if i < pyi_repeat:
             theirs.append(measure("pyiceberg", meta, text, store.options))
     cached: dict[str, Any] | None = ours[-1] if merged else None
@@ -871,7 +1008,20 @@ def _cell(
         else " - |"
     )
     row = row.replace(" nanx |", " - |").replace(" nan |", " - |")  # not measured
-    return Cell(row, where, (m, e), writer, t_pyi / t_ours, t_pyi / t_blocking, t_ours, t_pyi, **floor)
+    return Cell(
+        row,
+        where,
+        (m, e),
+        writer,
+        t_pyi / t_ours,
+        t_pyi / t_blocking,
+        t_ours,
+        t_pyi,
+        **floor,
+        output=args.output,
+        bracketed_async=bracketed["aioiceberg"],
+        bracketed_blocking=bracketed[BLOCKING],
+    )
 
 
 # Issue 33's targets for cold plans: PyIceberg's time over ours, on every cell / on these sizes.
@@ -956,6 +1106,49 @@ def _request_floors(cells: list[Cell]) -> str:
             f"- {c.label}: {wants}; requests alone: {', '.join(alone) or '-'}; ours {c.seconds_async:.3f} s."
         )
     return "\n".join([*lines, "", *sentences])
+
+
+def _bound(cells: list[Cell], tiny: bool) -> str:
+    """Issue 33's bound on each unfiltered cell, each plan against the floors of its moment."""
+    sample, passes = (TINY_DECODE_SAMPLE, 1) if tiny else (DECODE_SAMPLE, DECODE_PASSES)
+    lines = [
+        f"Bound, cold unfiltered plans: {BOUND_FACTOR:g} x (decode floor on one core / {CORES} cores "
+        "+ fetch floor), floors taken right before each plan",
+        "Each plan is divided by the bound of the floors measured right before it (fetch: every "
+        "manifest at once, 64 in flight; decode: the columnar decoder on "
+        f"{sample} manifests, best of {passes}, scaled to every entry), so a drift in the machine's "
+        "speed moves a plan and its bound together; the ratios are the medians of those pairs "
+        "(min-max beside them), met at <= 1.00.",
+        "| cell (store, M x E, writer, filter) | output | async s | blocking s | fetch floor s | "
+        "decode floor 1 core s | bound s | async / bound | blocking / bound | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def med(values: list[float]) -> str:
+        return fmt(statistics.median(values)) if values else "-"
+
+    for c in cells:
+        if not c.bracketed_async:
+            continue
+        both = [*c.bracketed_async, *c.bracketed_blocking]
+        cols: list[str] = []
+        verdicts: list[str] = []
+        for api, pairs in (("async", c.bracketed_async), ("blocking", c.bracketed_blocking)):
+            if not pairs:
+                cols.append("-")
+                verdicts.append(f"{api} not measured")
+                continue
+            ratios = sorted(p.ratio for p in pairs)
+            median = statistics.median(ratios)
+            cols.append(f"{median:.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f}x)")
+            verdicts.append(f"{api} {'met' if round(median, 2) <= 1.0 else 'missed'}")  # as printed
+        lines.append(
+            f"| {c.label} | {c.output} | {med([p.seconds for p in c.bracketed_async])} | "
+            f"{med([p.seconds for p in c.bracketed_blocking])} | {med([p.fetch_s for p in both])} | "
+            f"{med([p.decode_s for p in both])} | {med([p.bound for p in both])} | {cols[0]} | {cols[1]} | "
+            f"{', '.join(verdicts)} |"
+        )
+    return "\n".join(lines)
 
 
 # Queries per process in the service case: each sample is one query, and a fresh process's

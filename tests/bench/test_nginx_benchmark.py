@@ -170,6 +170,29 @@ def test_plan_benchmark_tiny_run_on_nginx() -> None:
 
 
 @needs_nginx
+def test_plan_benchmark_tiny_run_holds_unfiltered_plans_to_the_bound() -> None:
+    """An unfiltered cell's plans, each paired with the floors taken right before it, reported
+    against issue 33's bound through both APIs (columnar output here)."""
+    args = ("--stores", "nginx", "--delay-ms", "5", "--filters", "none", "--writer", "ours")
+    lines = _run("plan.py", *args, "--no-pyiceberg", "--output", "batches")
+    assert any(line.startswith("Bound, cold unfiltered plans: 1.2 x (decode floor") for line in lines)
+    bound = [
+        [c.strip() for c in r.split("|")]
+        for r in _rows(lines)
+        if r.startswith("| nginx+5ms 4x20 ours none |")
+    ]
+    assert len(bound) == 1
+    cells = bound[0]
+    assert cells[2] == "batches"
+    assert all(float(cells[i]) > 0 for i in range(3, 8))  # plans, floors and the bound, in seconds
+    for ratio in cells[8:10]:  # async, blocking: the median paired ratio, then its range
+        median, spread = ratio.split(" ", 1)
+        low, high = spread.strip("()x").split("-")
+        assert float(median.removesuffix("x")) > 0 and 0 < float(low) <= float(high)
+    assert cells[10].startswith("async m") and ", blocking m" in cells[10]
+
+
+@needs_nginx
 def test_read_benchmark_tiny_run_on_nginx() -> None:
     """A PyIceberg-written table copied from moto, read by ours, PyIceberg and DuckDB."""
     rows = _rows(_run("read.py", "--stores", "nginx", "--latency-ms", "5"))
