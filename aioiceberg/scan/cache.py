@@ -229,8 +229,17 @@ class ManifestCache:
         """Decoded (and kept if it fit), failed or cancelled: the waiting plans go on."""
         with self._lock:
             found = self._loading.pop((path, length), None)
-        if found is not None and not found.done():
-            found.get_loop().call_soon_threadsafe(_finish, found)
+        if found is None or found.done():
+            return
+        loop = found.get_loop()
+        try:
+            here = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        if here is loop:  # the usual case: a plan's own loop, no wake-up through its self-pipe
+            _finish(found)
+        else:
+            loop.call_soon_threadsafe(_finish, found)
 
     def get_merged(self, key: str) -> object | None:
         """A merge of decoded manifests (see :mod:`aioiceberg.scan.merged`), if kept."""

@@ -528,6 +528,7 @@ class BatchLane:
         self.gather = False
         self._arrived = 0
         self._fetching = 0  # fetches under way whose manifests come to this lane
+        self._drainers = 0  # waiters that take batches (see decode); the others wait for theirs
         self._landed = asyncio.Event()  # set while none is
         self._landed.set()
 
@@ -570,18 +571,32 @@ class BatchLane:
         if self.gather and self._arrived > 1 and self._fetching:
             with anyio.move_on_after(fetch_s):
                 await self._landed.wait()
-        async with self.limiter:
-            while not done.done():
-                batch = self._take(most)
-                if not batch:
-                    break
-                if self.gather:  # a burst: what lands later waits for the burst, not for this
+        if self.gather:
+            async with self.limiter:
+                while not done.done():
+                    batch = self._take(most)
+                    if not batch:
+                        break
+                    # a burst: what lands later waits for the burst, not for this
                     self.batches += 1
                     outcome = await anyio.to_thread.run_sync(self._decode, batch)
                     _resolve(batch, outcome)
-                    continue
+            return await done
+        if self._drainers >= self.limiter.total_tokens:
+            # as many drainers as the lane has threads: one of them takes this manifest (they
+            # stop only once they see nothing waiting, on the loop). Waiting for the limiter
+            # here instead held this manifest's waiter until a drainer left, at the end of a
+            # wave: the plan's fetch workers, each waiting on its decode, were set free all at
+            # once and fetched their next manifests together, in waves with idle decoders.
+            return await done
+        self._drainers += 1
+        try:
+            async with self.limiter:
                 loop = asyncio.get_running_loop()
-                self.batches += await anyio.to_thread.run_sync(self._drain, batch, loop)
+                while batch := self._take(self.max_manifests):
+                    self.batches += await anyio.to_thread.run_sync(self._drain, batch, loop)
+        finally:
+            self._drainers -= 1
         return await done
 
     def _decode(self, batch: _Batch) -> list[DecodeResult] | Exception:

@@ -149,3 +149,54 @@ async def test_what_arrives_during_a_decode_is_taken_by_the_lane_thread() -> Non
     for data, mf in items:
         want = decode_and_prune(data, mf, ctx, False)
         assert same_entries(out[mf.manifest_path].entries, want.entries), mf.manifest_path
+
+
+@pytest.mark.anyio
+async def test_a_waiter_is_answered_when_its_batch_ends_not_when_the_lane_goes_idle() -> None:
+    """A manifest taken by a busy lane thread gets its result as soon as its batch is decoded,
+    while the thread goes on with later arrivals. Its waiter once waited for the lane's
+    limiter, free only when the thread found nothing more to take: in a plan, every fetch
+    worker (each waiting on its decode) was set free at once, and the next fetches came in
+    waves with the decoders idle between them."""
+    items = _items()
+    ctx = PruneContext.build(PRUNE_SCHEMA, {0: PRUNE_SPEC}, AlwaysTrue(), True, None)
+    gates = [threading.Event() for _ in range(3)]
+    calls = iter(gates)
+
+    def columnar_alone() -> bool:  # each decode call waits for its own gate
+        return next(calls).wait(10)
+
+    lane = BatchLane(ctx, anyio.CapacityLimiter(1), columnar_alone=columnar_alone)
+    out: dict[str, DecodeResult] = {}
+
+    async def one(data: bytes, mf: ManifestFile) -> None:
+        out[mf.manifest_path] = await lane.decode(data, mf)
+
+    async def settle() -> None:
+        for _ in range(10):
+            await anyio.sleep(0.01)
+
+    (a_data, a), (b_data, b), (c_data, c) = items[:3]
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one, a_data, a)
+            await settle()  # a's decode has started, and waits for its gate
+            tg.start_soon(one, b_data, b)
+            await settle()
+            gates[0].set()  # a decoded; the thread takes b and waits
+            with anyio.fail_after(10):
+                while lane._pending:
+                    await anyio.sleep(0.01)
+            tg.start_soon(one, c_data, c)
+            await settle()
+            gates[1].set()  # b decoded; the thread takes c and waits
+            with anyio.fail_after(10):
+                while b.manifest_path not in out:
+                    await anyio.sleep(0.01)
+            # the lane is still busy (a's waiter drives it): b did not wait for it
+            assert a.manifest_path not in out and c.manifest_path not in out
+            gates[2].set()
+    assert lane.batches == 3
+    for data, mf in items[:3]:
+        want = decode_and_prune(data, mf, ctx, False)
+        assert same_entries(out[mf.manifest_path].entries, want.entries), mf.manifest_path
