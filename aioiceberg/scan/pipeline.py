@@ -460,16 +460,21 @@ JOIN_MIN_ROWS = 2048
 
 
 def _joinable(entries: Sequence[ManifestEntry]) -> bool:
-    return isinstance(entries, ColumnarRows) and entries.shared is None and not entries.built
+    return isinstance(entries, ColumnarRows) and not entries.built
 
 
 class _Joined:
-    """Views' columns joined into one view (see :func:`_with_waiting`)."""
+    """Views' columns joined into one view (see :func:`_with_waiting`). A view that is a
+    range of a :class:`SharedRows` (a manifest decoded in one call with its neighbours)
+    joins only the next range of the same call: together they are one range of it, whose
+    task batch is a slice of the call's, built once. Handed over one range a manifest, a
+    500 x 1000 plan made ~460 batches of ~1000 rows, each with its own handoff and slice."""
 
     def __init__(self, entries: ColumnarRows) -> None:
         self.first = entries
         self.parts = list(entries.parts)
         self.rows = len(entries)
+        self.shared = entries.shared
 
     def has_room(self) -> bool:
         return self.rows < JOIN_ROWS_MAX and len(self.parts) < JOIN_VIEWS_MAX
@@ -477,12 +482,31 @@ class _Joined:
     def add(self, more: Sequence[ManifestEntry]) -> bool:
         if not (_joinable(more) and isinstance(more, ColumnarRows) and more.spec_id == self.first.spec_id):
             return False
+        if self.shared is not None or more.shared is not None:
+            return self._add_range(more)
         self.parts.extend(more.parts)
+        self.rows += len(more)
+        return True
+
+    def _add_range(self, more: ColumnarRows) -> bool:
+        if self.shared is None or more.shared is None:
+            return False
+        group, start, stop = self.shared
+        follows, begins, ends = more.shared
+        if follows is not group or begins != stop:
+            return False
+        self.shared = (group, start, ends)
         self.rows += len(more)
         return True
 
     def entries(self) -> ColumnarRows:
         first = self.first
+        if self.shared is not None:
+            if self.shared == first.shared:
+                return first
+            group, start, stop = self.shared
+            cm, at, wanted = group.part
+            return ColumnarRows(((cm, at[start:stop], wanted),), first.spec_id, self.shared)
         return first if len(self.parts) == len(first.parts) else ColumnarRows(self.parts, first.spec_id)
 
 
