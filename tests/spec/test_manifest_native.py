@@ -48,7 +48,12 @@ from aioiceberg.spec.manifest import (
 )
 from aioiceberg.spec.manifest.columnar import _header, _to_arrow, avro_layout, open_columnar
 from aioiceberg.spec.manifest.columnar_list import read_manifest_list_columnar
-from aioiceberg.spec.manifest.native_decode import decode_native, native_available, read_header_native
+from aioiceberg.spec.manifest.native_decode import (
+    decode_native,
+    decode_native_joined,
+    native_available,
+    read_header_native,
+)
 from aioiceberg.spec.partitioning import UNPARTITIONED, PartitionField, PartitionSpec
 from aioiceberg.spec.schema import Schema
 from aioiceberg.spec.transforms import parse_transform
@@ -774,3 +779,31 @@ def test_a_codec_it_does_not_decode_leaves_the_manifest_to_polars() -> None:
 
 def _user_metadata(metadata: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in metadata.items() if not k.startswith("avro.")}
+
+
+# -- columns sized ahead from the blocks' headers -----------------------------------------------
+
+
+@pytest.mark.parametrize("per_block", [1, 50, None])
+@pytest.mark.parametrize(("plain", "with_stats"), [(70, 200), (200, 70), (63, 2), (64, 1), (0, 65)])
+def test_columns_sized_from_early_records_hold_later_ones_of_another_size(
+    per_block: int | None, plain: int, with_stats: int
+) -> None:
+    """The columns are sized for the rest once 64 records are read, from their lists' and
+    strings' sizes so far: records after them much bigger (stats maps where the first had
+    none) or much smaller decode all the same, in blocks of one record or of all of them."""
+    spec = _spec([(3, "bucket[16]"), (6, "truncate[3]")])
+    files = [_data_file(k, _partition(spec, ROW), stats=False) for k in range(plain)]
+    files += [_data_file(k, _partition(spec, OTHER), stats=True) for k in range(plain, plain + with_stats)]
+    entries = [ManifestEntry(ManifestEntryStatus.ADDED, None, None, None, f) for f in files]
+    data = write_manifest(entries, spec, SCHEMA, 2, 7, manifest_path=LOCATION)[0]
+    data = _reblocked(data, per_block)
+    assert _native(data).num_rows == plain + with_stats
+    _agree(data)
+    # decoded in one call after a manifest of other sizes, sized from the first's records
+    first = _reblocked(write_manifest(entries[:3], spec, SCHEMA, 2, 7, manifest_path=LOCATION)[0], 1)
+    joined = decode_native_joined([first, data])
+    assert joined is not None
+    table, counts = joined
+    assert counts == [3, plain + with_stats]
+    assert _same(table, pa.concat_tables([_native(first), _native(data)]))
