@@ -32,8 +32,9 @@ issue 33 through each API: PyIceberg's time at least 3x ours everywhere, 8x on 2
 (request_floor.py): the plan's three dependent requests alone (metadata, manifest list, the
 manifests the filter keeps), through obstore and through raw sockets, beside what 8x would need.
 Each unfiltered cell is held to issue 33's bound, 1.2 x (decode floor on one core / cores +
-fetch floor), per plan: every cold plan of ours is preceded by its own fetch and decode floors,
-so the machine's speed, which drifts here by up to 1.9x within minutes, moves both sides alike.
+fetch floor), per plan: every cold plan of ours is measured against fetch and decode floors
+taken right before and right after it, so the machine's speed, which drifts here by up to 1.9x
+within minutes, moves both sides alike.
 
 Stores: ``local`` (file://), ``moto``, ``moto20ms`` (moto behind the latency proxy) and
 ``nginx`` (static files as path-style S3 plus ``--delay-ms`` per request, see
@@ -544,7 +545,7 @@ CORES = os.cpu_count() or 1
 
 @dataclass
 class Bracketed:
-    """One timed plan and the floors taken right before it."""
+    """One timed plan and the floors of its moment (the mean of those right before and after it)."""
 
     seconds: float
     fetch_s: float
@@ -560,7 +561,7 @@ class Bracketed:
 
 
 def _bracket(table: TableBytes, tiny: bool) -> tuple[float, float]:
-    """The floors of this moment, for the plan that follows: (fetch s, decode on one core s)."""
+    """The floors of this moment, for the plan beside it: (fetch s, decode on one core s)."""
     fetch = asyncio.run(_fetch_floor(table))
     return fetch, _decode_floor(table, 1 if tiny else DECODE_PASSES)
 
@@ -950,8 +951,12 @@ def _cell(
     def timed(engine: str, twice: bool) -> dict[str, Any]:
         before = _bracket(table, args.tiny) if table is not None else None
         run = measure(engine, meta, text, store.options, twice, args.cache_mb, output=args.output)
-        if before is not None:
-            bracketed[engine].append(Bracketed(run["seconds"], *before))
+        if table is not None and before is not None:
+            # and right after: the machine's speed moved by up to 1.5x between a bracket and
+            # its plan a second later; the mean of the two is the plan's moment
+            after = _bracket(table, args.tiny)
+            fetch, decode = (before[0] + after[0]) / 2, (before[1] + after[1]) / 2
+            bracketed[engine].append(Bracketed(run["seconds"], fetch, decode))
         return run
 
     for i in range(max(args.repeat, pyi_repeat)):
@@ -1113,8 +1118,9 @@ def _bound(cells: list[Cell], tiny: bool) -> str:
     sample, passes = (TINY_DECODE_SAMPLE, 1) if tiny else (DECODE_SAMPLE, DECODE_PASSES)
     lines = [
         f"Bound, cold unfiltered plans: {BOUND_FACTOR:g} x (decode floor on one core / {CORES} cores "
-        "+ fetch floor), floors taken right before each plan",
-        "Each plan is divided by the bound of the floors measured right before it (fetch: every "
+        "+ fetch floor), floors taken right before and after each plan",
+        "Each plan is divided by the bound of the floors measured right before and right after it "
+        "(their mean; fetch: every "
         "manifest at once, 64 in flight; decode: the columnar decoder on "
         f"{sample} manifests, best of {passes}, scaled to every entry), so a drift in the machine's "
         "speed moves a plan and its bound together; the ratios are the medians of those pairs "
