@@ -517,10 +517,11 @@ impl Col {
     fn grow_to(&mut self, done: usize, total: usize) {
         fn room<T>(v: &mut Vec<T>, done: usize, total: usize) {
             let len = v.len();
-            let want = (len as u128 * total as u128 / done.max(1) as u128) as usize;
-            let want = want.saturating_add(want / 8);
+            let want = len as u128 * total as u128 / done.max(1) as u128;
+            let want = usize::try_from(want.saturating_add(want / 8)).unwrap_or(usize::MAX);
             if want > v.capacity() {
-                v.reserve_exact(want - len);
+                // an estimate only: memory refused leaves the buffer to grow as it fills
+                let _ = v.try_reserve_exact(want - len);
             }
         }
         match &mut self.data {
@@ -923,19 +924,25 @@ impl Sink {
 }
 
 /// The records `data`'s blocks announce, read from their headers alone (each block's count
-/// and size, its bytes skipped); None when a header cannot be read: the decode then reports
-/// what is wrong, and the columns grow as they fill.
-fn announced_records(data: &[u8], h: &Header) -> Option<usize> {
+/// and size, its bytes skipped); None when a header cannot be read or a count cannot fit its
+/// block (`min` bytes a record; deflate inflates at most 1032:1): the decode then reports what
+/// is wrong, and the columns grow as they fill. A damaged count never sizes a column.
+fn announced_records(data: &[u8], h: &Header, plan: &Plan) -> Option<usize> {
     let mut cur = Cur {
         buf: data,
         pos: h.body,
     };
+    let inflates = if plan.deflate { 1032 } else { 1 };
     let mut total = 0usize;
     while cur.pos < data.len() {
-        let count = usize::try_from(cur.long().ok()?).ok()?;
-        let size = usize::try_from(cur.long().ok()?).ok()?;
-        cur.take(size.checked_add(16)?).ok()?;
-        total = total.checked_add(count)?;
+        let count = u64::try_from(cur.long().ok()?).ok()?;
+        let size = u64::try_from(cur.long().ok()?).ok()?;
+        if count > size.saturating_mul(inflates) / plan.min {
+            return None;
+        }
+        cur.take(usize::try_from(size.checked_add(16)?).ok()?)
+            .ok()?;
+        total = total.checked_add(usize::try_from(count).ok()?)?;
     }
     Some(total)
 }
@@ -946,7 +953,7 @@ fn decode(data: &[u8]) -> Res<Outcome> {
         Ok(plan) => plan,
         Err(what) => return Ok(Outcome::Unsupported(what)),
     };
-    let mut sink = Sink::new(&plan, announced_records(data, &h));
+    let mut sink = Sink::new(&plan, announced_records(data, &h, &plan));
     sink.read_blocks(&plan, data, &h)?;
     Ok(Outcome::Columns(plan.fields, sink.cols, sink.rows))
 }
@@ -986,7 +993,7 @@ fn decode_joined(datas: &[&[u8]]) -> Result<Joined, (usize, String)> {
         .iter()
         .zip(std::iter::once(&h0).chain(headers.iter()))
         .try_fold(0usize, |sum, (data, h)| {
-            sum.checked_add(announced_records(data, h)?)
+            sum.checked_add(announced_records(data, h, &plan)?)
         });
     let mut sink = Sink::new(&plan, expected);
     let mut counts = Vec::with_capacity(datas.len());

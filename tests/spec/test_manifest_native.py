@@ -807,3 +807,39 @@ def test_columns_sized_from_early_records_hold_later_ones_of_another_size(
     table, counts = joined
     assert counts == [3, plain + with_stats]
     assert _same(table, pa.concat_tables([_native(first), _native(data)]))
+
+
+@pytest.mark.parametrize(
+    ("count", "size"),
+    [(1 << 40, 10), (1 << 62, 1 << 20), (10_000, 40)],
+    ids=["huge-count", "huge-count-and-size", "inflatable-count"],
+)
+def test_a_block_announcing_more_records_than_it_can_hold_is_an_error_not_a_crash(
+    tmp_path: Path, count: int, size: int
+) -> None:
+    """The columns are sized from the counts the blocks announce once 64 records are read: a
+    damaged count after them (absurd, or one deflate could only just fit) must not size a
+    column past what memory allows, nor abort the process. The decode reports the block."""
+    spec = _spec([(3, "bucket[16]")])
+    files = [_data_file(k, _partition(spec, ROW), stats=True) for k in range(100)]
+    entries = [ManifestEntry(ManifestEntryStatus.ADDED, None, None, None, f) for f in files]
+    data = write_manifest(entries, spec, SCHEMA, 2, 7, manifest_path=LOCATION)[0]
+    sync = data[-16:]  # every block ends with the file's sync marker
+    damaged = data + _long(count) + _long(size) + b"\x00" * min(size, 64) + sync
+    (tmp_path / "m.avro").write_bytes(damaged)
+    code = textwrap.dedent(
+        f"""
+        from pathlib import Path
+        from aioiceberg.errors import CorruptFileError
+        from aioiceberg.spec.manifest.native_decode import decode_native
+        try:
+            decode_native(Path({str(tmp_path / "m.avro")!r}).read_bytes(), "m.avro")
+        except CorruptFileError as e:
+            print("refused:", e)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "refused:" in done.stdout and "block 1" in done.stdout, done.stdout
