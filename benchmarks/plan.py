@@ -1124,7 +1124,8 @@ def _bound(cells: list[Cell], tiny: bool) -> str:
         "manifest at once, 64 in flight; decode: the columnar decoder on "
         f"{sample} manifests, best of {passes}, scaled to every entry), so a drift in the machine's "
         "speed moves a plan and its bound together; the ratios are the medians of those pairs "
-        "(min-max beside them), met at <= 1.00.",
+        "(min-max beside them), met at <= 1.00. The bound is the columnar plan's (`--output "
+        "batches`, no Python object per file); a `tasks` row is shown beside it, not held to it.",
         "| cell (store, M x E, writer, filter) | output | async s | blocking s | fetch floor s | "
         "decode floor 1 core s | bound s | async / bound | blocking / bound | verdict |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -1147,6 +1148,9 @@ def _bound(cells: list[Cell], tiny: bool) -> str:
             ratios = sorted(p.ratio for p in pairs)
             median = statistics.median(ratios)
             cols.append(f"{median:.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f}x)")
+            if c.output != "batches":  # the bound is the columnar plan's (no object per file)
+                verdicts.append(f"{api}: tasks, not held to it")
+                continue
             verdicts.append(f"{api} {'met' if round(median, 2) <= 1.0 else 'missed'}")  # as printed
         lines.append(
             f"| {c.label} | {c.output} | {med([p.seconds for p in c.bracketed_async])} | "
