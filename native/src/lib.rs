@@ -865,24 +865,15 @@ impl Sink {
     /// Appends the records of every data block of `data` (whose header is `h`) to the
     /// columns; the number of records read.
     fn read_blocks(&mut self, plan: &Plan, data: &[u8], h: &Header) -> Res<usize> {
-        let mut cur = Cur {
-            buf: data,
-            pos: h.body,
-        };
         let mut rows = 0usize;
-        let mut block_no = 0usize;
-        while cur.pos < data.len() {
-            let count = cur.long().map_err(|e| format!("block {block_no}: {e}"))?;
-            let size = cur.long().map_err(|e| format!("block {block_no}: {e}"))?;
-            if count < 0 || size < 0 {
-                return Err(format!("block {block_no}: negative count or size"));
-            }
-            let stored = cur
-                .take(size as usize)
-                .map_err(|_| format!("block {block_no}: cut short"))?;
-            let marker = cur
-                .take(16)
-                .map_err(|_| format!("block {block_no}: cut short before its sync marker"))?;
+        let mut blocks = Blocks::new(data, h);
+        while let Some(block) = blocks.next_block() {
+            let Block {
+                no: block_no,
+                count,
+                stored,
+                marker,
+            } = block?;
             if marker != h.sync {
                 return Err(format!("block {block_no}: sync marker differs"));
             }
@@ -893,7 +884,6 @@ impl Sink {
             } else {
                 stored
             };
-            let count = count as u64;
             if count > bytes.len() as u64 / plan.min {
                 return Err(format!(
                     "block {block_no}: {count} records cannot fit in {} bytes",
@@ -915,7 +905,6 @@ impl Sink {
                     bytes.len() - rc.pos
                 ));
             }
-            block_no += 1;
             self.size_for_rest(self.rows + rows);
         }
         self.rows += rows;
@@ -923,26 +912,78 @@ impl Sink {
     }
 }
 
-/// The records `data`'s blocks announce, read from their headers alone (each block's count
-/// and size, its bytes skipped); None when a header cannot be read or a count cannot fit its
-/// block (`min` bytes a record; deflate inflates at most 1032:1): the decode then reports what
-/// is wrong, and the columns grow as they fill. A damaged count never sizes a column.
-fn announced_records(data: &[u8], h: &Header, plan: &Plan) -> Option<usize> {
-    let mut cur = Cur {
-        buf: data,
-        pos: h.body,
-    };
-    let inflates = if plan.deflate { 1032 } else { 1 };
-    let mut total = 0usize;
-    while cur.pos < data.len() {
-        let count = u64::try_from(cur.long().ok()?).ok()?;
-        let size = u64::try_from(cur.long().ok()?).ok()?;
-        if count > size.saturating_mul(inflates) / plan.min {
+/// One data block of a container: its number, record count, stored bytes and sync marker.
+struct Block<'a> {
+    no: usize,
+    count: u64,
+    stored: &'a [u8],
+    marker: &'a [u8],
+}
+
+/// The data blocks of a container, in order: each block's count and size read, its bytes and
+/// marker taken. What is cut short or negative is an error naming the block; the marker is
+/// the caller's to check.
+struct Blocks<'a> {
+    cur: Cur<'a>,
+    no: usize,
+}
+
+impl<'a> Blocks<'a> {
+    fn new(data: &'a [u8], h: &Header) -> Blocks<'a> {
+        Blocks {
+            cur: Cur {
+                buf: data,
+                pos: h.body,
+            },
+            no: 0,
+        }
+    }
+
+    fn next_block(&mut self) -> Option<Res<Block<'a>>> {
+        if self.cur.remaining() == 0 {
             return None;
         }
-        cur.take(usize::try_from(size.checked_add(16)?).ok()?)
-            .ok()?;
-        total = total.checked_add(usize::try_from(count).ok()?)?;
+        let no = self.no;
+        self.no += 1;
+        Some(self.read(no))
+    }
+
+    fn read(&mut self, no: usize) -> Res<Block<'a>> {
+        let cur = &mut self.cur;
+        let count = cur.long().map_err(|e| format!("block {no}: {e}"))?;
+        let size = cur.long().map_err(|e| format!("block {no}: {e}"))?;
+        if count < 0 || size < 0 {
+            return Err(format!("block {no}: negative count or size"));
+        }
+        let stored = cur
+            .take(size as usize)
+            .map_err(|_| format!("block {no}: cut short"))?;
+        let marker = cur
+            .take(16)
+            .map_err(|_| format!("block {no}: cut short before its sync marker"))?;
+        Ok(Block {
+            no,
+            count: count as u64,
+            stored,
+            marker,
+        })
+    }
+}
+
+/// The records `data`'s blocks announce, read from their headers alone (the blocks' bytes
+/// skipped); None when a block cannot be read or its count cannot fit it (`min` bytes a
+/// record; deflate inflates at most 1032:1): the decode then reports what is wrong, and the
+/// columns grow as they fill. A damaged count never sizes a column.
+fn announced_records(data: &[u8], h: &Header, plan: &Plan) -> Option<usize> {
+    let inflates = if plan.deflate { 1032 } else { 1 };
+    let mut total = 0usize;
+    let mut blocks = Blocks::new(data, h);
+    while let Some(block) = blocks.next_block() {
+        let block = block.ok()?;
+        if block.count > (block.stored.len() as u64).saturating_mul(inflates) / plan.min {
+            return None;
+        }
+        total = total.checked_add(usize::try_from(block.count).ok()?)?;
     }
     Some(total)
 }
