@@ -9,6 +9,7 @@ import io
 import random
 from typing import Any
 
+import anyio
 import fastavro
 import numpy as np
 import pytest
@@ -26,7 +27,8 @@ from aioiceberg.spec.manifest.columnar_list import (
 )
 from aioiceberg.spec.manifest.fastavro_reader import read_manifest_list
 from aioiceberg.spec.manifest.native_decode import native_available
-from aioiceberg.spec.manifest.snapshot import THREAD_LIST_BYTES
+from aioiceberg.spec.manifest.snapshot import THREAD_LIST_BYTES, listed_manifests
+from aioiceberg.spec.metadata import Snapshot
 
 pytest.importorskip("polars")
 
@@ -228,3 +230,38 @@ def test_damaged_lists_raise_as_fastavro_says() -> None:
         assert got is None
     else:
         assert got is None or got == want
+
+
+class _Bytes:
+    """An object reader over one stored list (the spec layer's ``ObjectReader``)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    async def read(self, location: str) -> bytes:
+        return self.data
+
+
+@pytest.mark.parametrize("rows", [NATIVE_LIST_MIN_ROWS - 1, NATIVE_LIST_MIN_ROWS + 30])
+def test_a_damaged_short_list_read_for_a_plan_names_itself(rows: int) -> None:
+    """Lists under ``THREAD_LIST_BYTES`` are decoded on the loop, columnar from a few dozen
+    rows: a damaged one still raises the reader's typed error naming the list (never an
+    Arrow or decoder error), whichever decoder met it first."""
+    data = write_manifest_list(_rows(rows, 2), 2, 77, 76, 9)
+    assert len(data) < THREAD_LIST_BYTES
+    snap = Snapshot(77, 76, 9, 0, "s3://b/t/metadata/snap-77.avro")
+    whole = anyio.run(listed_manifests, _Bytes(data), snap)
+    assert list(whole) == read_manifest_list(data)
+    flipped = bytearray(data)
+    flipped[len(data) // 2] ^= 0xFF
+    for damaged in (data[: len(data) // 2], data[: len(data) - 5], bytes(flipped)):
+        try:
+            want: list[ManifestFile] | None = read_manifest_list(damaged)
+        except CorruptFileError:
+            want = None
+        if want is None:
+            with pytest.raises(CorruptFileError) as err:
+                anyio.run(listed_manifests, _Bytes(damaged), snap)
+            assert "snap-77.avro" in str(err.value)
+        else:  # a flip fastavro reads through: the rows it reads
+            assert list(anyio.run(listed_manifests, _Bytes(damaged), snap)) == want
