@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 import pyarrow as pa
 
+from aioiceberg._concurrency import hosted
 from aioiceberg.conversions import ArrowStream, polars_lazy_frame, require
 from aioiceberg.errors import ValidationError
 from aioiceberg.expressions.tree import Expression
@@ -131,8 +132,12 @@ class TableScan:
                 yield task_batch(planner, tasks, rendered)
 
     async def to_batches(self) -> AsyncIterator[pa.RecordBatch]:
-        """Stream the matching rows as Arrow batches; memory stays bounded by the files in flight."""
-        async with aclosing(self._read(self.projection(), self.planner.limit)) as batches:
+        """Stream the matching rows as Arrow batches; memory stays bounded by the files in flight.
+
+        The plan and the reads run in a task of their own (see :func:`hosted`): a caller that
+        breaks out without closing the stream is not cancelled when the loop collects it."""
+        projection, limit = self.projection(), self.planner.limit
+        async with aclosing(hosted(lambda: self._read(projection, limit))) as batches:
             async for batch in batches:
                 yield batch
 

@@ -110,12 +110,6 @@ async def test_breaking_out_of_a_batch_stream_stops_cleanly(tmp_path: Path) -> N
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(
-    strict=True,
-    raises=asyncio.CancelledError,
-    reason="a stream left unclosed is closed by the loop's finalizer in another task, and the "
-    "plan's task group then cancels the task that iterated it (close it with aclosing)",
-)
 async def test_an_abandoned_batch_stream_does_not_cancel_its_consumer(tmp_path: Path) -> None:
     async with aioiceberg.connect(str(tmp_path / "wh")) as catalog:
         table = await _four_appends(catalog)
