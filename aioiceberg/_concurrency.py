@@ -19,6 +19,8 @@ from typing import NoReturn, TypeVar
 import anyio
 import anyio.abc
 
+from aioiceberg.errors import PlanInterruptedError
+
 __all__ = ["first_error", "hosted", "raise_first", "task_group"]
 
 T = TypeVar("T")
@@ -108,6 +110,12 @@ async def hosted(make: Callable[[], AsyncGenerator[T, None]]) -> AsyncGenerator[
                 if isinstance(got, Exception):
                     raise got
                 yield got[0]
+        # the relay closed: the source ended, or its task did without a word (cancelled from
+        # outside, or a BaseException), which is no end of the stream
+        await asyncio.wait({host})
+        if host.cancelled():
+            raise PlanInterruptedError("the scan was cancelled from outside before its last batch")
+        host.result()
     finally:
         if not host.done():
             host.cancel()

@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from aioiceberg._concurrency import hosted, task_group
-from aioiceberg.errors import CorruptFileError
+from aioiceberg.errors import CorruptFileError, PlanInterruptedError
 
 pytestmark = pytest.mark.anyio
 
@@ -134,3 +134,19 @@ async def test_a_cancelled_caller_cancels_the_source() -> None:
         tg.cancel_scope.cancel()
     assert source.closed_in is source.started_in
     assert source.worker_cancelled
+
+
+async def test_a_source_task_cancelled_from_outside_is_no_end_of_stream() -> None:
+    """Its task cancelled by someone else (the loop shutting down, say): the caller is told
+    the stream was cut, not handed a short stream as if it were whole."""
+    source = _Source()
+    got: list[int] = []
+    with pytest.raises(PlanInterruptedError):
+        async with aclosing(hosted(source)) as stream:
+            async for i in stream:
+                got.append(i)
+                if i == 3:
+                    assert source.started_in is not None
+                    source.started_in.cancel()
+    assert 4 <= len(got) < source.items
+    assert source.closed_in is source.started_in
