@@ -110,6 +110,34 @@ async def test_breaking_out_of_a_batch_stream_stops_cleanly(tmp_path: Path) -> N
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("stream", ["plan_files", "plan_batches"])
+async def test_an_abandoned_plan_stream_does_not_cancel_its_consumer(tmp_path: Path, stream: str) -> None:
+    """The plan's own streams, left after their first item: their stages run in a task of
+    their own, which the finalizer's close cancels."""
+    async with aioiceberg.connect(str(tmp_path / "wh")) as catalog:
+        table = await _four_appends(catalog)
+        scan = table.scan()
+        items = scan.plan_files() if stream == "plan_files" else scan.plan_batches()
+        loop = asyncio.get_running_loop()
+        errors: list[dict[str, Any]] = []
+        previous = loop.get_exception_handler()
+        loop.set_exception_handler(lambda _loop, context: errors.append(context))
+        try:
+            async for _ in items:
+                break
+            del items
+            gc.collect()
+            for _ in range(20):
+                await asyncio.sleep(0)
+            gc.collect()
+            await asyncio.sleep(0.01)  # still running: not cancelled
+        finally:
+            loop.set_exception_handler(previous)
+        assert errors == []
+        assert len([t async for t in table.scan().plan_files()]) == 4  # nothing left half-open
+
+
+@pytest.mark.anyio
 async def test_an_abandoned_batch_stream_does_not_cancel_its_consumer(tmp_path: Path) -> None:
     async with aioiceberg.connect(str(tmp_path / "wh")) as catalog:
         table = await _four_appends(catalog)
