@@ -76,23 +76,25 @@ async def _four_appends(catalog: Any) -> Any:
     return table
 
 
-async def _first_batch_then_settle(stream: Any) -> tuple[int, list[dict[str, Any]]]:
-    """Rows of the stream's first batch, and what reached the loop's exception handler while
-    the stream, left after that batch, was collected."""
+async def _first_then_settle(stream: Any) -> tuple[Any, list[dict[str, Any]]]:
+    """The stream's first item, and what reached the loop's exception handler while the
+    stream, left after that item, was collected (the caller still running afterwards: not
+    cancelled by it)."""
     loop = asyncio.get_running_loop()
     errors: list[dict[str, Any]] = []
     previous = loop.get_exception_handler()
     loop.set_exception_handler(lambda _loop, context: errors.append(context))
-    first = 0
+    first = None
     try:
-        async for batch in stream:
-            first = batch.num_rows
+        async for item in stream:
+            first = item
             break
         del stream
         gc.collect()
         for _ in range(20):
             await asyncio.sleep(0)
         gc.collect()
+        await asyncio.sleep(0.01)
     finally:
         loop.set_exception_handler(previous)
     return first, errors
@@ -103,8 +105,8 @@ async def test_breaking_out_of_a_batch_stream_stops_cleanly(tmp_path: Path) -> N
     async with aioiceberg.connect(str(tmp_path / "wh")) as catalog:
         table = await _four_appends(catalog)
         async with aclosing(table.scan().to_batches()) as stream:
-            first, errors = await _first_batch_then_settle(stream)
-        assert first > 0
+            first, errors = await _first_then_settle(stream)
+        assert first.num_rows > 0
         assert errors == []
         assert (await table.scan().to_arrow()).num_rows == 400  # nothing left half-open
 
@@ -116,23 +118,9 @@ async def test_an_abandoned_plan_stream_does_not_cancel_its_consumer(tmp_path: P
     their own, which the finalizer's close cancels."""
     async with aioiceberg.connect(str(tmp_path / "wh")) as catalog:
         table = await _four_appends(catalog)
-        scan = table.scan()
-        items = scan.plan_files() if stream == "plan_files" else scan.plan_batches()
-        loop = asyncio.get_running_loop()
-        errors: list[dict[str, Any]] = []
-        previous = loop.get_exception_handler()
-        loop.set_exception_handler(lambda _loop, context: errors.append(context))
-        try:
-            async for _ in items:
-                break
-            del items
-            gc.collect()
-            for _ in range(20):
-                await asyncio.sleep(0)
-            gc.collect()
-            await asyncio.sleep(0.01)  # still running: not cancelled
-        finally:
-            loop.set_exception_handler(previous)
+        # no name holds the stream: it is left to the collector
+        first, errors = await _first_then_settle(getattr(table.scan(), stream)())
+        assert first is not None
         assert errors == []
         assert len([t async for t in table.scan().plan_files()]) == 4  # nothing left half-open
 
@@ -141,6 +129,6 @@ async def test_an_abandoned_plan_stream_does_not_cancel_its_consumer(tmp_path: P
 async def test_an_abandoned_batch_stream_does_not_cancel_its_consumer(tmp_path: Path) -> None:
     async with aioiceberg.connect(str(tmp_path / "wh")) as catalog:
         table = await _four_appends(catalog)
-        first, errors = await _first_batch_then_settle(table.scan().to_batches())
-        assert first > 0
+        first, errors = await _first_then_settle(table.scan().to_batches())
+        assert first.num_rows > 0
         assert errors == []
