@@ -117,6 +117,6 @@ async def hosted(make: Callable[[], AsyncGenerator[T, None]]) -> AsyncGenerator[
             raise PlanInterruptedError("the scan was cancelled from outside before its last batch")
         host.result()
     finally:
-        if not host.done():
+        if not host.done():  # the caller left early, or failed: the source is closed in its task
             host.cancel()
-        await asyncio.wait({host})
+            await asyncio.wait({host})
