@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from aioiceberg._concurrency import task_group
+from aioiceberg._concurrency import hosted, task_group
 from aioiceberg.errors import UnsupportedError, ValidationError
 from aioiceberg.expressions.arrow_filter import RowMask, field_paths
 from aioiceberg.expressions.binding import bind_row_filter, reject_null_rows
@@ -497,7 +497,7 @@ async def _iterate(
             yield t
 
 
-async def read_tasks(
+def read_tasks(
     io: FileIO,
     tasks: AsyncIterable[FileScanTask] | Iterable[FileScanTask],
     projected_schema: Schema,
@@ -518,9 +518,49 @@ async def read_tasks(
     Each task's residual is applied exactly (``row_filter``, if given, is applied too);
     ``table_schema`` types residuals and partition values (default: each task's schema);
     ``name_mapping`` gives ids to files written without them. Stop iterating (or use
-    ``limit``) and the remaining reads are cancelled; close the generator with
-    ``contextlib.aclosing`` when breaking out early.
+    ``limit``) and the remaining reads are cancelled.
+
+    The reads run in a task of their own (see :func:`~aioiceberg._concurrency.hosted`): their
+    task group is held across the batches, and a stream left without closing it (``break``
+    out of ``async for``) is closed by the loop's finalizer in another task, which would
+    otherwise cancel the task that iterated it.
     """
+    return hosted(
+        lambda: _read_tasks(
+            io,
+            tasks,
+            projected_schema,
+            row_filter=row_filter,
+            table_schema=table_schema,
+            name_mapping=name_mapping,
+            case_sensitive=case_sensitive,
+            limit=limit,
+            files_in_flight=files_in_flight,
+            include_file_column=include_file_column,
+            include_pos_column=include_pos_column,
+            batch_rows=batch_rows,
+            stats=stats,
+        )
+    )
+
+
+async def _read_tasks(
+    io: FileIO,
+    tasks: AsyncIterable[FileScanTask] | Iterable[FileScanTask],
+    projected_schema: Schema,
+    *,
+    row_filter: Expression | str | None,
+    table_schema: Schema | None,
+    name_mapping: NameMapping | None,
+    case_sensitive: bool,
+    limit: int | None,
+    files_in_flight: int,
+    include_file_column: bool,
+    include_pos_column: bool,
+    batch_rows: int,
+    stats: ReadMetrics | None,
+) -> AsyncGenerator[pa.RecordBatch, None]:
+    """:func:`read_tasks` in the task that iterates it (it holds a task group across yields)."""
     for name, value in (("files_in_flight", files_in_flight), ("batch_rows", batch_rows)):
         if value < 1:
             raise ValidationError(f"cannot read scan tasks: read option {name!r} must be >= 1, got {value!r}")

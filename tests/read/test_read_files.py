@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import io
 
+import anyio
 import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from benchmark_runs import run_tiny
 from random_parquet import PAIR, random_parquet
+from stream_helpers import first_then_settle
 
 from aioiceberg.errors import ValidationError
 from aioiceberg.expressions import bind
@@ -367,3 +369,30 @@ async def test_read_options_below_one_are_refused_naming_the_option() -> None:
         await read_to_table(store, tasks, SCHEMA, files_in_flight=0)
     with pytest.raises(ValidationError, match="read option 'batch_rows' must be >= 1, got 0"):
         await read_to_table(store, tasks, SCHEMA, batch_rows=0)
+
+
+@pytest.mark.anyio
+async def test_a_read_stream_left_unclosed_does_not_cancel_its_consumer() -> None:
+    """``break`` out of ``read_tasks`` without closing it: the loop's finalizer closes the
+    stream in another task, and its reads' task group must not cancel the task that had
+    iterated it (they run in a task of their own), nor leave an error behind."""
+    from aioiceberg.read import read_tasks
+
+    store = MemoryFileIO().bind_runtime(default_runtime())
+    tasks = []
+    for i in range(4):
+        buf = io.BytesIO()
+        pq.write_table(pa.table({"id": pa.array(range(i * 100, i * 100 + 100), pa.int64())}), buf)
+        path = f"memory://t/{i}.parquet"
+        await store.write(path, buf.getvalue())
+        tasks.append(_task(path, FileFormat.PARQUET, len(buf.getvalue()), 100))
+    mapping = create_mapping_from_schema(SCHEMA)
+    first, errors = await first_then_settle(
+        read_tasks(store, tasks, SCHEMA, name_mapping=mapping, batch_rows=10, files_in_flight=2)
+    )
+    assert first.num_rows == 10
+    assert errors == []
+    await anyio.sleep(0)  # this task was not cancelled: it runs on
+    # and the same tasks read whole, closed or not, are all there
+    rows = [b async for b in read_tasks(store, tasks, SCHEMA, name_mapping=mapping, batch_rows=10)]
+    assert sum(b.num_rows for b in rows) == 400

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import gc
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
@@ -13,6 +11,7 @@ import pyarrow.compute as pc
 import pytest
 from servers.backends import create_bucket
 from servers.plugin import s3_storage_options
+from stream_helpers import first_then_settle
 
 import aioiceberg
 
@@ -76,36 +75,12 @@ async def _four_appends(catalog: Any) -> Any:
     return table
 
 
-async def _first_then_settle(stream: Any) -> tuple[Any, list[dict[str, Any]]]:
-    """The stream's first item, and what reached the loop's exception handler while the
-    stream, left after that item, was collected (the caller still running afterwards: not
-    cancelled by it)."""
-    loop = asyncio.get_running_loop()
-    errors: list[dict[str, Any]] = []
-    previous = loop.get_exception_handler()
-    loop.set_exception_handler(lambda _loop, context: errors.append(context))
-    first = None
-    try:
-        async for item in stream:
-            first = item
-            break
-        del stream
-        gc.collect()
-        for _ in range(20):
-            await asyncio.sleep(0)
-        gc.collect()
-        await asyncio.sleep(0.01)
-    finally:
-        loop.set_exception_handler(previous)
-    return first, errors
-
-
 @pytest.mark.anyio
 async def test_breaking_out_of_a_batch_stream_stops_cleanly(tmp_path: Path) -> None:
     async with aioiceberg.connect(str(tmp_path / "wh")) as catalog:
         table = await _four_appends(catalog)
         async with aclosing(table.scan().to_batches()) as stream:
-            first, errors = await _first_then_settle(stream)
+            first, errors = await first_then_settle(stream)
         assert first.num_rows > 0
         assert errors == []
         assert (await table.scan().to_arrow()).num_rows == 400  # nothing left half-open
@@ -119,7 +94,7 @@ async def test_an_abandoned_plan_stream_does_not_cancel_its_consumer(tmp_path: P
     async with aioiceberg.connect(str(tmp_path / "wh")) as catalog:
         table = await _four_appends(catalog)
         # no name holds the stream: it is left to the collector
-        first, errors = await _first_then_settle(getattr(table.scan(), stream)())
+        first, errors = await first_then_settle(getattr(table.scan(), stream)())
         assert first is not None
         assert errors == []
         assert len([t async for t in table.scan().plan_files()]) == 4  # nothing left half-open
@@ -129,6 +104,6 @@ async def test_an_abandoned_plan_stream_does_not_cancel_its_consumer(tmp_path: P
 async def test_an_abandoned_batch_stream_does_not_cancel_its_consumer(tmp_path: Path) -> None:
     async with aioiceberg.connect(str(tmp_path / "wh")) as catalog:
         table = await _four_appends(catalog)
-        first, errors = await _first_then_settle(table.scan().to_batches())
+        first, errors = await first_then_settle(table.scan().to_batches())
         assert first.num_rows > 0
         assert errors == []
