@@ -582,32 +582,49 @@ async def _read_tasks(
         max(0, files_in_flight - 1)
     )
 
+    # Every file's pair of streams is closed whichever way the read ends (one left unclosed
+    # warns when collected): its ``send`` by its read, its ``recv`` by the consumer; the ones
+    # neither took (a read the cancelled scope never started, a ``recv`` still queued or lost
+    # in a cancelled handover) are closed here at the end.
+    untaken: set[MemoryObjectSendStream[pa.RecordBatch] | MemoryObjectReceiveStream[pa.RecordBatch]] = set()
+
+    async def read_one(task: FileScanTask, send: MemoryObjectSendStream[pa.RecordBatch]) -> None:
+        untaken.discard(send)  # (no checkpoint before ``read_file`` holds it)
+        await reader.read_file(task, send)
+
     async def produce() -> None:
         try:
             async with order_send, aclosing(_iterate(tasks)) as it:
                 async for task in it:
                     send, recv = anyio.create_memory_object_stream[pa.RecordBatch](2)
+                    untaken.update((send, recv))
                     await order_send.send(recv)
-                    tg.start_soon(reader.read_file, task, send)
+                    tg.start_soon(read_one, task, send)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             return  # the consumer stopped early
 
     remaining = limit
-    async with task_group() as tg:
-        tg.start_soon(produce)
-        try:
-            async for recv in order_recv:
-                with recv:
-                    async for batch in recv:
-                        if remaining is not None:
-                            if batch.num_rows >= remaining:
-                                yield batch.slice(0, remaining)
-                                return
-                            remaining -= batch.num_rows
-                        yield batch
-        finally:
-            tg.cancel_scope.cancel()
-            order_recv.close()
+    try:
+        async with task_group() as tg:
+            tg.start_soon(produce)
+            try:
+                async for recv in order_recv:
+                    untaken.discard(recv)
+                    with recv:
+                        async for batch in recv:
+                            if remaining is not None:
+                                if batch.num_rows >= remaining:
+                                    yield batch.slice(0, remaining)
+                                    return
+                                remaining -= batch.num_rows
+                            yield batch
+            finally:
+                tg.cancel_scope.cancel()
+                order_recv.close()
+    finally:
+        for stream in untaken:
+            stream.close()
+        untaken.clear()
 
 
 async def read_to_table(

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import io
+import warnings
+from contextlib import aclosing
+from typing import Any
 
 import anyio
 import fastavro
@@ -396,3 +400,44 @@ async def test_a_read_stream_left_unclosed_does_not_cancel_its_consumer() -> Non
     # and the same tasks read whole, closed or not, are all there
     rows = [b async for b in read_tasks(store, tasks, SCHEMA, name_mapping=mapping, batch_rows=10)]
     assert sum(b.num_rows for b in rows) == 400
+
+
+@pytest.mark.anyio
+async def test_a_read_stopped_early_leaves_no_stream_unclosed() -> None:
+    """Each file's batches come through a stream pair; a consumer that stops after its first
+    batch (files still queued behind it), or a read cancelled at any point, must close them
+    all: one left to the collector warns (``ResourceWarning``, an error under ``-W error``)."""
+    from aioiceberg.read import read_tasks
+
+    store = MemoryFileIO().bind_runtime(default_runtime())
+    tasks = []
+    for i in range(8):
+        buf = io.BytesIO()
+        pq.write_table(pa.table({"id": pa.array(range(i * 100, i * 100 + 100), pa.int64())}), buf)
+        path = f"memory://t/{i}.parquet"
+        await store.write(path, buf.getvalue())
+        tasks.append(_task(path, FileFormat.PARQUET, len(buf.getvalue()), 100))
+    mapping = create_mapping_from_schema(SCHEMA)
+
+    def read(files_in_flight: int) -> Any:
+        return read_tasks(
+            store, tasks, SCHEMA, name_mapping=mapping, batch_rows=10, files_in_flight=files_in_flight
+        )
+
+    async def read_all(files_in_flight: int) -> None:
+        async for _ in read(files_in_flight):
+            await anyio.sleep(0)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for files_in_flight in (1, 2, 4, 8):
+            async with aclosing(read(files_in_flight)) as stream:
+                async for _ in stream:
+                    break
+            for seconds in (0, 0.0005, 0.001, 0.003):
+                with anyio.move_on_after(seconds):
+                    await read_all(files_in_flight)
+        gc.collect()
+        await anyio.sleep(0.01)
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
