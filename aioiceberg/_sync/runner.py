@@ -38,6 +38,7 @@ class BlockingLoop:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stopping: asyncio.Event | None = None  # set: the loop's root task returns
+        self._root: asyncio.Task[Any] | None = None
         # Loops (and through them clients) inherited from the parent across fork: kept
         # referenced so their sockets are never closed or garbage collected in the child.
         self._inherited: list[object] = []
@@ -55,6 +56,7 @@ class BlockingLoop:
                 return self._loop
             loop = asyncio.new_event_loop()
             ready = threading.Event()
+            roots: list[asyncio.Task[Any]] = []  # the loop's root task, once it runs
             stopping = asyncio.Event()  # bound to the loop on first use, in its thread
 
             def main() -> None:
@@ -63,12 +65,15 @@ class BlockingLoop:
                 # A root task that lives as long as the loop: anyio ties its worker threads to
                 # the root task, which under ``run_forever`` was each call's own task, so every
                 # blocking call that decoded started a thread and stopped it at its end.
-                loop.run_until_complete(stopping.wait())
+                root = loop.create_task(stopping.wait())
+                roots.append(root)
+                loop.run_until_complete(root)
 
             thread = threading.Thread(target=main, name="aioiceberg-sync-loop", daemon=True)
             thread.start()
             ready.wait()
             self._loop, self._thread, self._stopping = loop, thread, stopping
+            self._root = roots[0]
             return loop
 
     @property
@@ -123,12 +128,22 @@ class BlockingLoop:
     def shutdown(self, timeout: float = 10.0) -> None:
         """Close the loop's async generators (and with them its clients), then stop it."""
         with self._lock:
-            loop, thread, stopping = self._loop, self._thread, self._stopping
-            self._loop, self._thread, self._stopping = None, None, None
+            loop, thread, stopping, root = self._loop, self._thread, self._stopping, self._root
+            self._loop, self._thread, self._stopping, self._root = None, None, None, None
         if loop is None or thread is None or not thread.is_alive():
             return
 
         async def close_all() -> None:
+            # The tasks first, as ``asyncio.run`` ends: a stream its caller never finished (a
+            # batch reader left open, a DuckDB view) has a task suspended inside it, which
+            # closes it in that task as it is cancelled. Closed from here instead, its async
+            # generators raced with that task ("already running", a cancel scope exited in
+            # another task), each error printed at the interpreter's exit.
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and t is not root]
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.wait(tasks, timeout=timeout / 2)  # (within the wait for all of it)
             await loop.shutdown_asyncgens()
             # let transports finish closing (aiohttp connectors close their sockets on the next tick)
             await asyncio.sleep(0)
@@ -148,7 +163,7 @@ class BlockingLoop:
         if self._loop is not None:
             self._inherited.append(self._loop)
         self._lock = threading.Lock()
-        self._loop, self._thread, self._stopping = None, None, None
+        self._loop, self._thread, self._stopping, self._root = None, None, None, None
 
 
 def _shutdown_at_exit(ref: weakref.ReferenceType[BlockingLoop]) -> None:
