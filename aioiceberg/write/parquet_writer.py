@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterable, Iterable, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -179,6 +180,7 @@ class _Partition:
     values: tuple[Any, ...]
     path: str
     send: Any  # MemoryObjectSendStream[pa.Table]
+    receive: Any  # MemoryObjectReceiveStream[pa.Table]: its worker's
     pending: list[pa.Table] = field(default_factory=list)
     pending_rows: int = 0
     pending_bytes: int = 0
@@ -242,8 +244,8 @@ class _Writer:
     # -- the pipeline -------------------------------------------------------
     async def run(self, data: ArrowData) -> list[DataFile]:
         try:
-            async with anyio.create_task_group() as tg:
-                async for batch in _batches(data):
+            async with anyio.create_task_group() as tg, aclosing(_batches(data)) as batches:
+                async for batch in batches:
                     if batch.num_rows == 0:
                         continue
                     parts = await anyio.to_thread.run_sync(self._prepare, batch, limiter=self.cpu)
@@ -253,6 +255,11 @@ class _Writer:
                     await self._drain(part, final=True)
                     await part.send.aclose()
         except BaseException as e:
+            # a cancelled or failed write: each partition's streams closed here (a worker the
+            # cancelled scope never started would leave its ``receive`` unclosed, which warns)
+            for part in self.partitions.values():
+                part.send.close()
+                part.receive.close()
             with anyio.CancelScope(shield=True):
                 await self._cleanup()
             raise_first(e)
@@ -268,7 +275,7 @@ class _Writer:
         if part is None:
             send, receive = anyio.create_memory_object_stream[pa.Table](1)
             part = _Partition(
-                len(self.partitions), values, partition_path(self.spec, values, self.schema), send
+                len(self.partitions), values, partition_path(self.spec, values, self.schema), send, receive
             )
             self.partitions[values] = part
             tg.start_soon(self._worker, part, receive)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import gc
 import uuid
+import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -254,6 +256,42 @@ async def test_async_iterables_of_batches_are_accepted() -> None:
     assert len(files) == 5
     for f in files:
         assert len(await io.read(f.file_path)) == f.file_size_in_bytes
+
+
+async def test_a_write_that_fails_or_is_cancelled_closes_its_partition_streams() -> None:
+    """Each partition's rows go to its worker through a stream pair. A write whose input fails
+    after some partitions have started, or that is cancelled, must close them all (one left
+    to the collector warns: an error under ``-W error``) and delete what it wrote."""
+
+    class Broken(Exception):
+        pass
+
+    async def failing() -> AsyncIterator[pa.RecordBatch]:
+        for b in _data(100).to_batches():
+            yield b
+        raise Broken("the source failed")
+
+    async def endless() -> AsyncIterator[pa.RecordBatch]:
+        i = 0
+        while True:
+            for b in _data(100, offset=i * 100).to_batches():
+                yield b
+            i += 1
+            await anyio.sleep(0)
+
+    io = MemoryFileIO().bind_runtime(default_runtime())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(Broken):
+            await write_data_files(io, SCHEMA, DAY_SPEC, failing(), LocationProvider("memory://f/t"), {})
+        for seconds in (0, 0.001, 0.005, 0.02):
+            with anyio.move_on_after(seconds):
+                await write_data_files(io, SCHEMA, DAY_SPEC, endless(), LocationProvider("memory://c/t"), {})
+        gc.collect()
+        await anyio.sleep(0.01)
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+    assert [info async for info in io.list("memory://f/t")] == []  # nothing left of the failed write
 
 
 @pytest.mark.parametrize(
