@@ -645,7 +645,8 @@ async def read_to_table(
 ) -> pa.Table:
     """All rows of ``tasks`` in one table (see :func:`read_tasks` for the arguments)."""
     batches: list[pa.RecordBatch] = []
-    rows = read_tasks(
+    # read whole, in this task, and closed here: no task of its own needed (see read_tasks)
+    rows = _read_tasks(
         io,
         tasks,
         projected_schema,
