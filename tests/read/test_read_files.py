@@ -375,6 +375,19 @@ async def test_read_options_below_one_are_refused_naming_the_option() -> None:
         await read_to_table(store, tasks, SCHEMA, batch_rows=0)
 
 
+async def _files_of_100_ids(n: int) -> tuple[MemoryFileIO, list[FileScanTask]]:
+    """``n`` Parquet files of 100 ids each (no field ids: read through a name mapping)."""
+    store = MemoryFileIO().bind_runtime(default_runtime())
+    tasks = []
+    for i in range(n):
+        buf = io.BytesIO()
+        pq.write_table(pa.table({"id": pa.array(range(i * 100, i * 100 + 100), pa.int64())}), buf)
+        path = f"memory://t/{i}.parquet"
+        await store.write(path, buf.getvalue())
+        tasks.append(_task(path, FileFormat.PARQUET, len(buf.getvalue()), 100))
+    return store, tasks
+
+
 @pytest.mark.anyio
 async def test_a_read_stream_left_unclosed_does_not_cancel_its_consumer() -> None:
     """``break`` out of ``read_tasks`` without closing it: the loop's finalizer closes the
@@ -382,14 +395,7 @@ async def test_a_read_stream_left_unclosed_does_not_cancel_its_consumer() -> Non
     iterated it (they run in a task of their own), nor leave an error behind."""
     from aioiceberg.read import read_tasks
 
-    store = MemoryFileIO().bind_runtime(default_runtime())
-    tasks = []
-    for i in range(4):
-        buf = io.BytesIO()
-        pq.write_table(pa.table({"id": pa.array(range(i * 100, i * 100 + 100), pa.int64())}), buf)
-        path = f"memory://t/{i}.parquet"
-        await store.write(path, buf.getvalue())
-        tasks.append(_task(path, FileFormat.PARQUET, len(buf.getvalue()), 100))
+    store, tasks = await _files_of_100_ids(4)
     mapping = create_mapping_from_schema(SCHEMA)
     first, errors = await first_then_settle(
         read_tasks(store, tasks, SCHEMA, name_mapping=mapping, batch_rows=10, files_in_flight=2)
@@ -409,14 +415,7 @@ async def test_a_read_stopped_early_leaves_no_stream_unclosed() -> None:
     all: one left to the collector warns (``ResourceWarning``, an error under ``-W error``)."""
     from aioiceberg.read import read_tasks
 
-    store = MemoryFileIO().bind_runtime(default_runtime())
-    tasks = []
-    for i in range(8):
-        buf = io.BytesIO()
-        pq.write_table(pa.table({"id": pa.array(range(i * 100, i * 100 + 100), pa.int64())}), buf)
-        path = f"memory://t/{i}.parquet"
-        await store.write(path, buf.getvalue())
-        tasks.append(_task(path, FileFormat.PARQUET, len(buf.getvalue()), 100))
+    store, tasks = await _files_of_100_ids(8)
     mapping = create_mapping_from_schema(SCHEMA)
 
     def read(files_in_flight: int) -> Any:

@@ -239,6 +239,25 @@ def test_forked_child_uses_the_api_and_exits_zero(tmp_path: Path) -> None:
     assert table.refresh().scan().to_arrow().num_rows == 35  # and the parent still works
 
 
+def _runs_clean(source: str, tmp_path: Path, store: str, request: pytest.FixtureRequest) -> None:
+    """``source`` (formatted with ``root`` and ``options`` of a warehouse on ``store``) runs as
+    a plain script: exit 0, "ok" printed, nothing on stderr (warnings shown, ResourceWarning
+    included)."""
+    if store == "moto":
+        endpoint = request.getfixturevalue("moto_endpoint")
+        bucket = asyncio.run(create_bucket(endpoint))
+        root, options = f"s3://{bucket}/wh", s3_storage_options(endpoint)
+    else:
+        root, options = str(tmp_path / "wh"), {}
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(source.format(root=root, options=options)))
+    env = {**os.environ, "PYTHONWARNINGS": "always"}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+    assert done.stderr.strip() == "", done.stderr
+
+
 SCRIPT = """
 import pyarrow as pa
 from aioiceberg import sync
@@ -257,19 +276,7 @@ print("ok")
 def test_plain_script_runs_and_exits_with_clean_stderr(
     tmp_path: Path, store: str, request: pytest.FixtureRequest
 ) -> None:
-    if store == "moto":
-        endpoint = request.getfixturevalue("moto_endpoint")
-        bucket = asyncio.run(create_bucket(endpoint))
-        root, options = f"s3://{bucket}/wh", s3_storage_options(endpoint)
-    else:
-        root, options = str(tmp_path / "wh"), {}
-    script = tmp_path / "script.py"
-    script.write_text(textwrap.dedent(SCRIPT.format(root=root, options=options)))
-    env = {**os.environ, "PYTHONWARNINGS": "always"}  # shows ResourceWarning (unclosed sessions)
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
-    assert done.stderr.strip() == "", done.stderr
+    _runs_clean(SCRIPT, tmp_path, store, request)
 
 
 LEFT_OPEN = """
@@ -301,16 +308,4 @@ def test_streams_left_open_at_exit_close_without_errors(
     tasks, and nothing is printed at exit (closed from the shutdown's task instead, their
     generators raised "already running" and cancel-scope errors into stderr). A DuckDB view
     queried with LIMIT is left out: DuckDB itself may abort at exit then (README, DuckDB #20715)."""
-    if store == "moto":
-        endpoint = request.getfixturevalue("moto_endpoint")
-        bucket = asyncio.run(create_bucket(endpoint))
-        root, options = f"s3://{bucket}/wh", s3_storage_options(endpoint)
-    else:
-        root, options = str(tmp_path / "wh"), {}
-    script = tmp_path / "script.py"
-    script.write_text(textwrap.dedent(LEFT_OPEN.format(root=root, options=options)))
-    env = {**os.environ, "PYTHONWARNINGS": "always"}  # shows ResourceWarning (unclosed streams)
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
-    assert done.stderr.strip() == "", done.stderr
+    _runs_clean(LEFT_OPEN, tmp_path, store, request)
