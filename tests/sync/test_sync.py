@@ -239,7 +239,7 @@ def test_forked_child_uses_the_api_and_exits_zero(tmp_path: Path) -> None:
     assert table.refresh().scan().to_arrow().num_rows == 35  # and the parent still works
 
 
-def _runs_clean(source: str, tmp_path: Path, store: str, request: pytest.FixtureRequest) -> None:
+def assert_runs_clean(source: str, tmp_path: Path, store: str, request: pytest.FixtureRequest) -> None:
     """``source`` (formatted with ``root`` and ``options`` of a warehouse on ``store``) runs as
     a plain script: exit 0, "ok" printed, nothing on stderr (warnings shown, ResourceWarning
     included)."""
@@ -276,7 +276,7 @@ print("ok")
 def test_plain_script_runs_and_exits_with_clean_stderr(
     tmp_path: Path, store: str, request: pytest.FixtureRequest
 ) -> None:
-    _runs_clean(SCRIPT, tmp_path, store, request)
+    assert_runs_clean(SCRIPT, tmp_path, store, request)
 
 
 LEFT_OPEN = """
@@ -308,4 +308,4 @@ def test_streams_left_open_at_exit_close_without_errors(
     tasks, and nothing is printed at exit (closed from the shutdown's task instead, their
     generators raised "already running" and cancel-scope errors into stderr). A DuckDB view
     queried with LIMIT is left out: DuckDB itself may abort at exit then (README, DuckDB #20715)."""
-    _runs_clean(LEFT_OPEN, tmp_path, store, request)
+    assert_runs_clean(LEFT_OPEN, tmp_path, store, request)
