@@ -78,7 +78,11 @@ def _decode(data: bytes) -> Any:
     return body
 
 
-_BODY_KEY = "aioiceberg.json_body"
+# Where a request keeps its decoded body: a typed key where aiohttp has them (3.14+, which warns
+# on every request that stores under a plain string), the string on older releases.
+_BODY_KEY: Any = (
+    web.RequestKey("aioiceberg.json_body", dict) if hasattr(web, "RequestKey") else "aioiceberg.json_body"
+)
 
 
 async def json_body(request: web.Request) -> dict[str, Any]:

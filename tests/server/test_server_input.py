@@ -300,3 +300,13 @@ async def test_a_glue_catalog_refuses_a_level_holding_a_dot(moto_endpoint: str) 
         with pytest.raises(ValidationError, match=re.escape("holds '.'")):
             await catalog.create_namespace(("v1.2",))
         assert "v1.2" not in await catalog.list_namespaces()
+
+
+def test_a_json_request_leaves_no_warning_in_the_servers_log(tmp_path: Path) -> None:
+    """Every JSON request stores its decoded body on the request; stored under a plain string,
+    aiohttp 3.14 warned (``NotAppKeyWarning``) once per request in a server run with warnings on."""
+    with RestServer(str(tmp_path / "warehouse"), env={"PYTHONWARNINGS": "always"}) as server:
+        served = Served(server, tmp_path)
+        for name in ("a", "b"):
+            assert post(served, "/v1/namespaces", {"namespace": [name]}).status == 200
+        assert "Warning" not in server.stderr(), server.stderr()
