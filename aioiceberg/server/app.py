@@ -65,11 +65,22 @@ async def _rest_errors(request: web.Request, handler: Handler) -> web.StreamResp
         message = f"{request.method} {request.path}: {exc.reason}"
         response = error_response(RestError(exc.status, _HTTP_KINDS.get(exc.status, fallback), message))
     except Exception as exc:
+        if isinstance(exc, ConnectionResetError) and _hung_up(request):
+            # the client closed its connection before its request was read: no answer can
+            # reach it and nothing of the server's failed, so no incident with a traceback
+            # (any client could fill the log with them; re-raised, aiohttp logs one too)
+            log.debug("%s %s: the client hung up before its request was read", request.method, request.path)
+            return web.Response(status=400)
         response = error_response(rest_error_for(exc, f"{request.method} {request.path}"))
     if log.isEnabledFor(logging.DEBUG):
         elapsed_ms = (time.perf_counter() - started) * 1000
         log.debug("%s %s -> %d (%.1f ms)", request.method, request.path_qs, response.status, elapsed_ms)
     return response
+
+
+def _hung_up(request: web.Request) -> bool:
+    transport = request.transport
+    return transport is None or transport.is_closing()
 
 
 async def _config(request: web.Request) -> web.Response:

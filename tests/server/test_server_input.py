@@ -11,6 +11,8 @@ from __future__ import annotations
 import errno
 import json
 import re
+import socket
+import time
 import urllib.parse
 import uuid
 from collections.abc import Iterator
@@ -310,3 +312,21 @@ def test_a_json_request_leaves_no_warning_in_the_servers_log(tmp_path: Path) -> 
         for name in ("a", "b"):
             assert post(served, "/v1/namespaces", {"namespace": [name]}).status == 200
         assert "Warning" not in server.stderr(), server.stderr()
+
+
+def test_a_client_that_hangs_up_mid_body_leaves_no_incident_in_the_log(tmp_path: Path) -> None:
+    """A request whose client closes its connection before its body arrived cannot be
+    answered and is no failure of the server's: it was logged as an incident with a
+    traceback, so any client could fill the server's log with them."""
+    with RestServer(str(tmp_path / "warehouse")) as server:
+        address = urllib.parse.urlsplit(server.url)
+        head = f"Host: {address.netloc}\r\nContent-Type: application/json\r\n".encode()
+        for path in ("/v1/namespaces", f"/v1/namespaces/{NS}/tables"):
+            with socket.create_connection((address.hostname, address.port)) as sock:
+                sock.sendall(b"POST " + path.encode() + b" HTTP/1.1\r\n" + head)
+                sock.sendall(b"Content-Length: 1000\r\n\r\n" + b'{"namespace": ["cut')
+                time.sleep(0.2)  # the server is reading the body when the client goes
+        served = Served(server, tmp_path)
+        assert post(served, "/v1/namespaces", {"namespace": ["after"]}).status == 200
+        log = server.stderr()
+        assert "incident" not in log and "Traceback" not in log, log
