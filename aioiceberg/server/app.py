@@ -18,7 +18,7 @@ from aioiceberg.server.commits import commit_routes
 from aioiceberg.server.error_model import RestError, error_response, rest_error_for
 from aioiceberg.server.guard import authorize, same_origin
 from aioiceberg.server.namespaces import namespace_routes
-from aioiceberg.server.request_parsing import MAX_BODY_BYTES
+from aioiceberg.server.request_parsing import MAX_BODY_BYTES, ClientHungUp
 from aioiceberg.server.state import SERVED, Served, served
 from aioiceberg.server.tables import table_routes
 from aioiceberg.server.tokens import oauth_routes
@@ -64,23 +64,18 @@ async def _rest_errors(request: web.Request, handler: Handler) -> web.StreamResp
         fallback = "BadRequestException" if exc.status < 500 else "ServiceFailureException"
         message = f"{request.method} {request.path}: {exc.reason}"
         response = error_response(RestError(exc.status, _HTTP_KINDS.get(exc.status, fallback), message))
+    except ClientHungUp as exc:
+        # no answer can reach the client and nothing of the server's failed, so no incident
+        # with a traceback (any client could fill the log with them; re-raised, aiohttp logs
+        # one too). A connection reset anywhere else (the store's) is still an incident.
+        log.debug("%s", exc)
+        return web.Response(status=400)
     except Exception as exc:
-        if isinstance(exc, ConnectionResetError) and _hung_up(request):
-            # the client closed its connection before its request was read: no answer can
-            # reach it and nothing of the server's failed, so no incident with a traceback
-            # (any client could fill the log with them; re-raised, aiohttp logs one too)
-            log.debug("%s %s: the client hung up before its request was read", request.method, request.path)
-            return web.Response(status=400)
         response = error_response(rest_error_for(exc, f"{request.method} {request.path}"))
     if log.isEnabledFor(logging.DEBUG):
         elapsed_ms = (time.perf_counter() - started) * 1000
         log.debug("%s %s -> %d (%.1f ms)", request.method, request.path_qs, response.status, elapsed_ms)
     return response
-
-
-def _hung_up(request: web.Request) -> bool:
-    transport = request.transport
-    return transport is None or transport.is_closing()
 
 
 async def _config(request: web.Request) -> web.Response:

@@ -23,6 +23,7 @@ __all__ = [
     "MAX_BODY_BYTES",
     "MAX_NAMESPACE_BYTES",
     "NAMESPACE_SEPARATOR",
+    "ClientHungUp",
     "identifier_from_json",
     "json_body",
     "json_type",
@@ -32,6 +33,7 @@ __all__ = [
     "optional_field",
     "page",
     "query_flag",
+    "request_form",
     "required_field",
     "string_list",
     "string_map",
@@ -85,6 +87,27 @@ _BODY_KEY: Any = (
 )
 
 
+class ClientHungUp(Exception):
+    """The client closed its connection while its request's body was read: no answer can
+    reach it, and nothing of the server's failed (see ``app._rest_errors``)."""
+
+
+async def _read_body(request: web.Request) -> bytes:
+    """``request.read()``, a client gone mid-body raised as :class:`ClientHungUp`."""
+    try:
+        return await request.read()
+    except ConnectionResetError as exc:
+        raise ClientHungUp(f"{request.method} {request.path}: the client hung up mid-body") from exc
+
+
+async def request_form(request: web.Request) -> Any:
+    """``request.post()`` (a form body), a client gone mid-body raised as :class:`ClientHungUp`."""
+    try:
+        return await request.post()
+    except ConnectionResetError as exc:
+        raise ClientHungUp(f"{request.method} {request.path}: the client hung up mid-body") from exc
+
+
 async def json_body(request: web.Request) -> dict[str, Any]:
     """The request's JSON object (400 when the body is missing, not JSON or not an object;
     413 above :data:`MAX_BODY_BYTES`). Decoded once per request: the guard and the handler
@@ -95,7 +118,7 @@ async def json_body(request: web.Request) -> dict[str, Any]:
     if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
         raise _too_large(request)
     try:
-        data = await request.read()
+        data = await _read_body(request)
     except web.HTTPRequestEntityTooLarge:
         raise _too_large(request) from None
     if not data:

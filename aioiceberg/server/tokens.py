@@ -20,6 +20,7 @@ from typing import Any
 from aiohttp import web
 
 from aioiceberg.server.auth import ISSUED_TOKEN_PREFIX, AuthConfig, Principal
+from aioiceberg.server.request_parsing import request_form
 from aioiceberg.server.state import served
 
 __all__ = [
@@ -163,7 +164,7 @@ async def token_endpoint(request: web.Request) -> web.Response:
         raise web.HTTPNotFound()
     if request.content_type != "application/x-www-form-urlencoded":
         return _oauth_error(400, "invalid_request", "the body must be application/x-www-form-urlencoded")
-    form: Any = await request.post()
+    form: Any = await request_form(request)
     grant_type = form.get("grant_type")
     if grant_type == "client_credentials":
         found = _client(request, form, config)
