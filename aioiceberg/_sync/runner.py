@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import inspect
 import os
 import queue
 import threading
@@ -139,11 +140,7 @@ class BlockingLoop:
             # closes it in that task as it is cancelled. Closed from here instead, its async
             # generators raced with that task ("already running", a cancel scope exited in
             # another task), each error printed at the interpreter's exit.
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and t is not root]
-            for task in tasks:
-                task.cancel()
-            if tasks:
-                await asyncio.wait(tasks, timeout=timeout / 2)  # (within the wait for all of it)
+            await _cancel_tasks(loop, {asyncio.current_task(), root}, timeout / 2)  # (within the wait)
             await loop.shutdown_asyncgens()
             # let transports finish closing (aiohttp connectors close their sockets on the next tick)
             await asyncio.sleep(0)
@@ -164,6 +161,42 @@ class BlockingLoop:
             self._inherited.append(self._loop)
         self._lock = threading.Lock()
         self._loop, self._thread, self._stopping, self._root = None, None, None, None
+
+
+async def _cancel_tasks(
+    loop: asyncio.AbstractEventLoop, keep: set[asyncio.Task[Any] | None], timeout: float
+) -> None:
+    """Cancel every task of ``loop`` but ``keep``, each once, and wait for them, up to ``timeout``.
+
+    A task that has not taken its first step is let take it before it is cancelled: one
+    cancelled before then never runs its coroutine, and a task group's child wraps its own
+    (anyio >= 4.14), which is then collected unawaited ("coroutine ... was never awaited"
+    at the interpreter's exit). Tasks started while others wind down are cancelled too.
+    """
+    deadline = loop.time() + timeout
+    cancelled: set[asyncio.Task[Any]] = set()
+    while (left := deadline - loop.time()) > 0:
+        pending = [t for t in asyncio.all_tasks(loop) if t not in keep and not t.done()]
+        if not pending:
+            return
+        unstarted = False
+        for task in pending:
+            if task in cancelled:
+                continue
+            if _started(task):
+                task.cancel()
+                cancelled.add(task)
+            else:
+                unstarted = True
+        if unstarted:
+            await asyncio.sleep(0)  # one step for the new ones, then round again
+        else:
+            await asyncio.wait(pending, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+
+
+def _started(task: asyncio.Task[Any]) -> bool:
+    coro = task.get_coro()
+    return not inspect.iscoroutine(coro) or inspect.getcoroutinestate(coro) != inspect.CORO_CREATED
 
 
 def _shutdown_at_exit(ref: weakref.ReferenceType[BlockingLoop]) -> None:

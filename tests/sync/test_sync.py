@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import inspect
 import os
 import subprocess
 import sys
 import textwrap
 import threading
+import warnings
 from pathlib import Path
 
+import anyio
 import pyarrow as pa
 import pytest
 from servers.backends import create_bucket
@@ -19,6 +22,7 @@ from servers.plugin import s3_storage_options
 import aioiceberg
 from aioiceberg import sync
 from aioiceberg._sync import default_loop
+from aioiceberg._sync.runner import BlockingLoop
 from aioiceberg.catalog import Catalog as AsyncCatalog
 from aioiceberg.table import Table as AsyncTable
 from aioiceberg.table import Transaction as AsyncTransaction
@@ -309,3 +313,33 @@ def test_streams_left_open_at_exit_close_without_errors(
     generators raised "already running" and cancel-scope errors into stderr). A DuckDB view
     queried with LIMIT is left out: DuckDB itself may abort at exit then (README, DuckDB #20715)."""
     assert_runs_clean(LEFT_OPEN, tmp_path, store, request)
+
+
+def test_shutdown_lets_a_task_group_child_not_yet_started_run_before_it_is_cancelled() -> None:
+    """Tasks spawned into anyio task groups right up to the shutdown: each is cancelled only
+    after its first step. Cancelled before it, an anyio child never awaits its coroutine, which
+    is collected unawaited: "coroutine ... was never awaited" at the interpreter's exit (the
+    plain-script test above caught it once in CI, a read's file spawned as the loop closed)."""
+
+    async def child() -> None:
+        await asyncio.sleep(0)
+
+    async def spawner(ready: threading.Event) -> None:
+        async with anyio.create_task_group() as tg:
+            while True:  # a fresh child waits for its first step at any moment
+                tg.start_soon(child)
+                ready.set()
+                await asyncio.sleep(0)
+
+    own = BlockingLoop()
+    spawned = [threading.Event() for _ in range(4)]
+    running = []
+    for ready in spawned:
+        running.append(asyncio.run_coroutine_threadsafe(spawner(ready), own._start()))
+        assert ready.wait(10)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        own.shutdown()
+        gc.collect()
+    assert all(future.cancelled() for future in running)
+    assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
