@@ -1,8 +1,9 @@
 """Decode manifests and prune their entries off the event loop.
 
-Two decoders give identical results. The columnar one (polars -> Arrow, see
-:mod:`aioiceberg.scan.columnar_prune`) decodes ~4-5x faster than fastavro, releases the GIL
-while decoding and builds entries only for rows that survive pruning, so it runs in
+Two decoders give identical results. The columnar one (Avro -> Arrow columns by the compiled
+decoder, or by polars where the extension is missing; pruned by
+:mod:`aioiceberg.scan.columnar_prune`) decodes several times faster than fastavro, releases
+the GIL while decoding and builds entries only for rows that survive pruning, so it runs in
 threads of the planning process: nothing is pickled. Manifests it cannot decode exactly
 (v1, some partition types, damage) fall back to fastavro, which decides what is corrupt.
 
