@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import anyio.to_thread
@@ -177,6 +177,16 @@ class PruneContext:
         """The filter is ``true``: nothing to prune, no evaluator to build."""
         return bool(json.loads(self.filter_json) == {"type": "true"})
 
+    def reads_no_stats(self, manifest: ManifestFile) -> bool:
+        """Neither pruning nor the entries handed out read ``manifest``'s metrics: a data
+        manifest, no filter, no stats kept (the default of an unfiltered plan)."""
+        return (
+            manifest.content == ManifestContent.DATA
+            and self.stats_columns is not None
+            and not self.stats_columns
+            and self.is_trivial
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class DecodeResult:
@@ -237,23 +247,28 @@ def collector_paused_if(pause: bool) -> AbstractContextManager[None]:
 
 
 def decode_and_prune(
-    data: bytes, manifest: ManifestFile, ctx: PruneContext, columnar: bool = True
+    data: bytes, manifest: ManifestFile, ctx: PruneContext, columnar: bool = True, skip_stats: bool = False
 ) -> DecodeResult:
     """Live entries of one manifest that may match the filter (runs in a worker or a thread).
 
     ``columnar`` tries the columnar decoder first (the result says whether it was used).
+    ``skip_stats`` (a plan that reads no metrics, see :meth:`PruneContext.reads_no_stats`):
+    the columnar decoder reads the metric maps past, and the result offers no columns to the
+    cache (they could not serve a filter).
     """
     with _collector_paused(ctx):
-        return _decode_and_prune(data, manifest, ctx, columnar)
+        return _decode_and_prune(data, manifest, ctx, columnar, skip_stats)
 
 
-def _decode_and_prune(data: bytes, manifest: ManifestFile, ctx: PruneContext, columnar: bool) -> DecodeResult:
+def _decode_and_prune(
+    data: bytes, manifest: ManifestFile, ctx: PruneContext, columnar: bool, skip_stats: bool = False
+) -> DecodeResult:
     ev = ctx.evaluators()
     columns = stats_columns_for(ctx, manifest)
     part = ev.partition(manifest.partition_spec_id)
     metrics = ev.metrics
     if columnar:
-        found = _columnar(data, manifest, ctx, columns)
+        found = _columnar(data, manifest, ctx, columns, skip_stats=skip_stats)
         if found is not None:
             return found
     kept: list[ManifestEntry] = []
@@ -281,13 +296,25 @@ def stats_columns_for(ctx: PruneContext, manifest: ManifestFile) -> frozenset[in
 
 
 def _columnar(
-    data: bytes, manifest: ManifestFile, ctx: PruneContext, columns: frozenset[int] | None, part: bool = False
+    data: bytes,
+    manifest: ManifestFile,
+    ctx: PruneContext,
+    columns: frozenset[int] | None,
+    part: bool = False,
+    skip_stats: bool = False,
 ) -> DecodeResult | None:
     """Decoded and pruned by the columnar decoder, or None when the fastavro reader must
     decide (header problems raise as that reader's do). The columns keep every stat (for
-    the cache); the entries returned, ``columns``'."""
+    the cache) unless ``skip_stats``; the entries returned, ``columns``'."""
+    skip_stats = skip_stats and ctx.reads_no_stats(manifest)
     cm = open_columnar(
-        data, manifest, columns_needed=None, discard_deleted=True, part=part, native=ctx.native_decoder
+        data,
+        manifest,
+        columns_needed=None,
+        discard_deleted=True,
+        part=part,
+        native=ctx.native_decoder,
+        skip_stats=skip_stats,
     )
     if cm is None:
         return None
@@ -305,7 +332,7 @@ def _columnar(
         len(pruned.by_partition),
         len(pruned.by_metrics),
         columnar=True,
-        decoded=((cm, cm.rows),),
+        decoded=None if skip_stats else ((cm, cm.rows),),
     )
 
 
@@ -379,7 +406,10 @@ def joined(first: DecodeResult, second: DecodeResult) -> DecodeResult:
 
 
 def decode_and_prune_batch(
-    items: Sequence[tuple[bytes, ManifestFile]], ctx: PruneContext, columnar_alone: bool = False
+    items: Sequence[tuple[bytes, ManifestFile]],
+    ctx: PruneContext,
+    columnar_alone: bool = False,
+    skip_stats: bool = False,
 ) -> list[DecodeResult]:
     """:func:`decode_and_prune` of several manifests, small ones decoded together.
 
@@ -388,14 +418,15 @@ def decode_and_prune_batch(
     group the batch path refuses, decode one by one. Results are in the order of ``items``.
     ``columnar_alone``: a manifest decoded by itself takes the columnar decoder too (it
     releases the GIL while polars decodes, so the loop hands other responses over meanwhile;
-    fastavro held it); else fastavro, which needs no warm polars.
+    fastavro held it); else fastavro, which needs no warm polars. ``skip_stats``: as for
+    :func:`decode_and_prune`.
     """
     with _collector_paused(ctx):
-        return _decode_and_prune_batch(items, ctx, columnar_alone)
+        return _decode_and_prune_batch(items, ctx, columnar_alone, skip_stats)
 
 
 def _decode_and_prune_batch(
-    items: Sequence[tuple[bytes, ManifestFile]], ctx: PruneContext, columnar_alone: bool
+    items: Sequence[tuple[bytes, ManifestFile]], ctx: PruneContext, columnar_alone: bool, skip_stats: bool
 ) -> list[DecodeResult]:
     ev = ctx.evaluators()
     results: list[DecodeResult | None] = [None] * len(items)
@@ -413,16 +444,17 @@ def _decode_and_prune_batch(
             layout = layouts[i] = avro_layout(data)
             header = None if layout is None else layout.header
         if header is None:
-            results[i] = decode_and_prune(data, mf, ctx, columnar_alone)
+            results[i] = decode_and_prune(data, mf, ctx, columnar_alone, skip_stats)
             continue
         groups.setdefault((header, mf.content.value, mf.partition_spec_id), []).append(i)
     for members in groups.values():
         batch = [items[i] for i in members]
         batch_layouts = None if native else [layouts[i] for i in members]
-        decoded = _decode_group(batch, batch_layouts, ctx, ev) if len(batch) > 1 else None
+        decoded = _decode_group(batch, batch_layouts, ctx, ev, skip_stats) if len(batch) > 1 else None
         if decoded is None:
             decoded = [
-                decode_and_prune(data, mf, ctx, len(batch) > 1 or columnar_alone) for data, mf in batch
+                decode_and_prune(data, mf, ctx, len(batch) > 1 or columnar_alone, skip_stats)
+                for data, mf in batch
             ]
         for i, result in zip(members, decoded, strict=True):
             results[i] = result
@@ -434,11 +466,18 @@ def _decode_group(
     layouts: list[AvroLayout | None] | None,
     ctx: PruneContext,
     ev: _Evaluators,
+    skip_stats: bool = False,
 ) -> list[DecodeResult] | None:
     spec_id = batch[0][1].partition_spec_id
     columns = stats_columns_for(ctx, batch[0][1])
+    skip_stats = skip_stats and ctx.reads_no_stats(batch[0][1])
     cm = open_columnar_batch(
-        batch, columns_needed=None, discard_deleted=True, layouts=layouts, native=ctx.native_decoder
+        batch,
+        columns_needed=None,
+        discard_deleted=True,
+        layouts=layouts,
+        native=ctx.native_decoder,
+        skip_stats=skip_stats,
     )
     if cm is None or cm.owner is None:
         return None
@@ -482,7 +521,7 @@ def _decode_group(
             int(by_part[m]),
             int(by_metrics[m]),
             columnar=True,
-            decoded=((cm, cm.rows[live_at[m] : live_at[m + 1]]),),
+            decoded=None if skip_stats else ((cm, cm.rows[live_at[m] : live_at[m + 1]]),),
         )
         for m in range(k)
     ]
@@ -522,9 +561,7 @@ class BatchLane:
         self.columnar_alone = columnar_alone
         self.max_entries = max_entries
         self.max_manifests = max_manifests
-        self._pending: collections.deque[tuple[bytes, ManifestFile, asyncio.Future[DecodeResult]]] = (
-            collections.deque()
-        )
+        self._pending: collections.deque[_Item] = collections.deque()
         self.batches = 0  # decode calls made, for metrics and tests
         self.gather = False
         self._arrived = 0
@@ -555,16 +592,19 @@ class BatchLane:
                 item = self._pending.popleft()
             except IndexError:
                 break
-            if item[2].done():
+            if item.done.done():
                 continue
             taken.append(item)
-            entries += (item[1].added_files_count or 0) + (item[1].existing_files_count or 0)
+            entries += (item.manifest.added_files_count or 0) + (item.manifest.existing_files_count or 0)
         return taken
 
-    async def decode(self, data: bytes, manifest: ManifestFile, fetch_s: float = 0.0) -> DecodeResult:
-        """``fetch_s``: how long this manifest's fetch took (bounds the wait for the burst)."""
+    async def decode(
+        self, data: bytes, manifest: ManifestFile, fetch_s: float = 0.0, skip_stats: bool = False
+    ) -> DecodeResult:
+        """``fetch_s``: how long this manifest's fetch took (bounds the wait for the burst);
+        ``skip_stats``: as for :func:`decode_and_prune`."""
         done: asyncio.Future[DecodeResult] = asyncio.get_running_loop().create_future()
-        self._pending.append((data, manifest, done))
+        self._pending.append(_Item(data, manifest, done, skip_stats))
         self._arrived += 1
         # the burst's first arrival takes only itself: others landing meanwhile would make its
         # decode (and the plan's first task) wait for theirs
@@ -602,7 +642,20 @@ class BatchLane:
 
     def _decode(self, batch: _Batch) -> list[DecodeResult] | Exception:
         try:
-            return decode_and_prune_batch([(d, m) for d, m, _ in batch], self.ctx, self.columnar_alone())
+            alone = self.columnar_alone()
+            if all(item.skip_stats == batch[0].skip_stats for item in batch):
+                return decode_and_prune_batch(
+                    [(i.data, i.manifest) for i in batch], self.ctx, alone, batch[0].skip_stats
+                )
+            results: list[DecodeResult | None] = [None] * len(batch)
+            for skip in (False, True):
+                at = [k for k, item in enumerate(batch) if item.skip_stats == skip]
+                found = decode_and_prune_batch(
+                    [(batch[k].data, batch[k].manifest) for k in at], self.ctx, alone, skip
+                )
+                for k, result in zip(at, found, strict=True):
+                    results[k] = result
+            return [r for r in results if r is not None]
         except Exception as exc:  # each waiter raises it (a corrupt manifest, say)
             return exc
 
@@ -621,19 +674,28 @@ class BatchLane:
         return calls
 
 
-_Batch = list[tuple[bytes, ManifestFile, "asyncio.Future[DecodeResult]"]]
+class _Item(NamedTuple):
+    """A manifest waiting in a :class:`BatchLane`."""
+
+    data: bytes
+    manifest: ManifestFile
+    done: asyncio.Future[DecodeResult]
+    skip_stats: bool
+
+
+_Batch = list[_Item]
 
 
 def _resolve(batch: _Batch, outcome: list[DecodeResult] | Exception) -> None:
     """On the loop: each waiter of ``batch`` gets its result, or the batch's error."""
     if isinstance(outcome, Exception):
-        for _, _, fut in batch:
-            if not fut.done():
-                fut.set_exception(outcome)
+        for item in batch:
+            if not item.done.done():
+                item.done.set_exception(outcome)
         return
-    for (_, _, fut), result in zip(batch, outcome, strict=True):
-        if not fut.done():
-            fut.set_result(result)
+    for item, result in zip(batch, outcome, strict=True):
+        if not item.done.done():
+            item.done.set_result(result)
 
 
 def _warm() -> int:
@@ -723,14 +785,17 @@ class Decoder:
         thread_lane: anyio.CapacityLimiter,
         columnar: bool = False,
         threads: ThreadPoolExecutor | None = None,
+        skip_stats: bool = False,
     ) -> DecodeResult:
         """Decode in a worker process when the pool is warm, else in a thread of ``thread_lane``.
 
         ``columnar`` decodes in the thread (the columnar decoder releases the GIL), one of
         ``threads`` when given (a plan's decode threads, see ``Lanes.decode_threads``).
+        ``skip_stats``: as for :func:`decode_and_prune` (the columnar decoder only).
         """
         if columnar and threads is not None:
-            return await asyncio.wrap_future(threads.submit(decode_and_prune, data, manifest, ctx, True))
+            job = threads.submit(decode_and_prune, data, manifest, ctx, True, skip_stats)
+            return await asyncio.wrap_future(job)
         pool = self._pool
         if not columnar and processes and pool is not None and self._warm.is_set():
             fut = pool.submit(decode_and_prune, data, manifest, ctx, False)
@@ -741,7 +806,7 @@ class Decoder:
                 fut.cancel()
             return dataclasses.replace(result, in_worker_process=True)
         return await anyio.to_thread.run_sync(
-            decode_and_prune, data, manifest, ctx, columnar, limiter=thread_lane
+            decode_and_prune, data, manifest, ctx, columnar, columnar and skip_stats, limiter=thread_lane
         )
 
     def shutdown(self) -> None:

@@ -40,6 +40,8 @@ class PlanMetrics:
     delete_files: int = 0
     decoded_in_processes: int = 0
     decoded_columnar: int = 0
+    # decoded without their metric maps: a plan reading none, the cache keeping no more
+    decoded_without_stats: int = 0
     entries_ahead: int = 0
     time_to_first_task_s: float | None = None
     planning_time_s: float | None = None

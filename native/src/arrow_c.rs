@@ -138,6 +138,7 @@ fn format(node: &Node) -> String {
         Ty::DecBytes(p, s) | Ty::DecFixed(_, p, s) => format!("d:{p},{s}"),
         Ty::Array(..) => "+L".into(),
         Ty::Record(_) => "+s".into(),
+        Ty::Skip(inner) => format(inner), // (made the field it reads past before export)
     }
 }
 

@@ -62,6 +62,9 @@ enum Ty {
     /// Items, and the fewest bytes one takes.
     Array(Box<Node>, u64),
     Record(Vec<(String, Node)>),
+    /// An array field read past: each value kept as null or as an empty array (a plan that
+    /// reads no metrics asks for the entries without the maps' items).
+    Skip(Box<Node>),
 }
 
 #[derive(Clone)]
@@ -89,6 +92,7 @@ impl Node {
             Ty::Double => 8,
             Ty::Fixed(n) | Ty::DecFixed(n, ..) => *n as u64,
             Ty::Record(fields) => fields.iter().map(|(_, f)| f.min_size()).sum(),
+            Ty::Skip(inner) => inner.min_size(),
         }
     }
 }
@@ -349,6 +353,20 @@ impl<'a> Cur<'a> {
         }
     }
 
+    /// Past one varint, its value unread (at most ten bytes, as `long` reads).
+    #[inline]
+    fn skip_varint(&mut self) -> Res<()> {
+        let rest = self.buf.get(self.pos..).unwrap_or(&[]);
+        match rest.iter().take(10).position(|&b| b & 0x80 == 0) {
+            Some(i) => {
+                self.pos += i + 1;
+                Ok(())
+            }
+            None if rest.len() < 10 => Err("truncated varint".into()),
+            None => Err("varint too long".into()),
+        }
+    }
+
     #[inline]
     fn take(&mut self, n: usize) -> Res<&'a [u8]> {
         let end = self.pos.checked_add(n).ok_or("length out of range")?;
@@ -463,6 +481,7 @@ impl Col {
                 child: Box::new(Col::new(item)),
             },
             Ty::Record(fields) => Data::Struct(fields.iter().map(|(_, f)| Col::new(f)).collect()),
+            Ty::Skip(inner) => return Col::new(inner),
         };
         Col {
             validity: Validity::default(),
@@ -561,6 +580,9 @@ fn be_i128(b: &[u8]) -> Res<i128> {
 }
 
 fn read_value(node: &Node, col: &mut Col, cur: &mut Cur) -> Res<()> {
+    if let Ty::Skip(inner) = &node.ty {
+        return read_past(inner, col, cur);
+    }
     if let Some(null_at) = node.null_branch {
         let branch = cur.long()?;
         if branch == null_at {
@@ -658,6 +680,172 @@ fn read_value(node: &Node, col: &mut Col, cur: &mut Cur) -> Res<()> {
         _ => return Err("internal: column of another type".into()),
     }
     Ok(())
+}
+
+/// Reads past one value of `node`, keeping nothing, with the checks `read_value` makes of
+/// the encoding (union branches, varints, lengths, counts, booleans); what it makes of the
+/// values themselves (int ranges, UTF-8, decimal widths) is left to a decode that keeps them.
+fn skip_value(node: &Node, cur: &mut Cur) -> Res<()> {
+    if let Some(null_at) = node.null_branch {
+        let branch = cur.long()?;
+        if branch == null_at {
+            return Ok(());
+        }
+        if branch != 1 - null_at {
+            return Err(format!("union branch {branch} out of range"));
+        }
+    }
+    match &node.ty {
+        Ty::Bool => {
+            let v = cur.take(1)?[0];
+            if v > 1 {
+                return Err(format!("boolean byte {v}"));
+            }
+        }
+        Ty::Int(_) | Ty::Long(_) => cur.skip_varint()?,
+        Ty::Float => {
+            cur.take(4)?;
+        }
+        Ty::Double => {
+            cur.take(8)?;
+        }
+        Ty::Str | Ty::Bytes | Ty::DecBytes(..) => {
+            cur.len_prefixed()?;
+        }
+        Ty::Fixed(n) | Ty::DecFixed(n, ..) => {
+            cur.take(*n)?;
+        }
+        Ty::Array(item, min) => skip_items(item, *min, cur)?,
+        Ty::Record(fields) => {
+            for (_, f) in fields {
+                skip_value(f, cur)?;
+            }
+        }
+        Ty::Skip(inner) => skip_value(inner, cur)?,
+    }
+    Ok(())
+}
+
+/// Reads past an array's blocks of items (see `skip_value`).
+fn skip_items(item: &Node, min: u64, cur: &mut Cur) -> Res<()> {
+    loop {
+        let mut count = cur.long()?;
+        if count == 0 {
+            return Ok(());
+        }
+        if count < 0 {
+            count = count.checked_neg().ok_or("array count out of range")?;
+            if cur.long()? < 0 {
+                return Err("negative array block size".into());
+            }
+        }
+        if count as u64 > cur.remaining() as u64 / min {
+            return Err("array count beyond the block".into());
+        }
+        match (&item.ty, item.null_branch) {
+            // a map's items (key and value, neither nullable): no call per value
+            (Ty::Record(fields), None) if fields.iter().all(|(_, f)| plain(f)) => {
+                for _ in 0..count {
+                    for (_, f) in fields {
+                        match f.ty {
+                            Ty::Int(_) | Ty::Long(_) => cur.skip_varint()?,
+                            _ => {
+                                cur.len_prefixed()?;
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {
+                for _ in 0..count {
+                    skip_value(item, cur)?;
+                }
+            }
+        }
+    }
+}
+
+/// An array value of `node` read past: null stays null, any other is kept as an empty array.
+fn read_past(node: &Node, col: &mut Col, cur: &mut Cur) -> Res<()> {
+    if let Some(null_at) = node.null_branch {
+        let branch = cur.long()?;
+        if branch == null_at {
+            col.push_null();
+            return Ok(());
+        }
+        if branch != 1 - null_at {
+            return Err(format!("union branch {branch} out of range"));
+        }
+    }
+    let (Ty::Array(item, min), Data::List { offsets, child }) = (&node.ty, &mut col.data) else {
+        return Err("internal: a field read past that is not an array".into());
+    };
+    skip_items(item, *min, cur)?;
+    offsets.push(child.len() as i64);
+    col.validity.push_valid();
+    Ok(())
+}
+
+/// A value `skip_value` reads past in a tight loop: a varint or a length and its bytes.
+fn plain(node: &Node) -> bool {
+    node.null_branch.is_none() && matches!(node.ty, Ty::Int(_) | Ty::Long(_) | Ty::Bytes | Ty::Str)
+}
+
+/// `fields` with the named array fields of the top-level `record` field read past (see
+/// `read_past`); a field of another type is decoded as usual.
+fn with_skipped(fields: &[(String, Node)], record: &str, skip: &[String]) -> Vec<(String, Node)> {
+    fields
+        .iter()
+        .map(|(name, node)| match (&node.ty, name == record) {
+            (Ty::Record(inner), true) => {
+                let inner = inner
+                    .iter()
+                    .map(|(n, f)| {
+                        let f = if skip.contains(n) && matches!(f.ty, Ty::Array(..)) {
+                            Node {
+                                ty: Ty::Skip(Box::new(f.clone())),
+                                null_branch: None,
+                            }
+                        } else {
+                            f.clone()
+                        };
+                        (n.clone(), f)
+                    })
+                    .collect();
+                let ty = Ty::Record(inner);
+                (
+                    name.clone(),
+                    Node {
+                        ty,
+                        null_branch: node.null_branch,
+                    },
+                )
+            }
+            _ => (name.clone(), node.clone()),
+        })
+        .collect()
+}
+
+/// The fields as decoded: each array read past is of its own type again (its values are
+/// null or empty), at any depth.
+fn unskipped(fields: Vec<(String, Node)>) -> Vec<(String, Node)> {
+    fields
+        .into_iter()
+        .map(|(name, node)| {
+            let node = match node.ty {
+                Ty::Skip(inner) => *inner,
+                Ty::Record(inner) => Node {
+                    ty: Ty::Record(unskipped(inner)),
+                    null_branch: node.null_branch,
+                },
+                ty => Node {
+                    ty,
+                    null_branch: node.null_branch,
+                },
+            };
+            (name, node)
+        })
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -794,8 +982,9 @@ struct Plan {
     deflate: bool,
 }
 
-/// The header's plan, or (`Err` inside) what is not handled here.
-fn plan(h: &Header) -> Res<Result<Plan, String>> {
+/// The header's plan, or (`Err` inside) what is not handled here; `skip` names fields of the
+/// `data_file` record that are read past, not kept.
+fn plan(h: &Header, skip: &[String]) -> Res<Result<Plan, String>> {
     let deflate = match &h.codec {
         Codec::Null => false,
         Codec::Deflate => true,
@@ -819,7 +1008,11 @@ fn plan(h: &Header) -> Res<Result<Plan, String>> {
         return Ok(Err("records that take no bytes".into()));
     }
     Ok(Ok(Plan {
-        fields: fields.clone(),
+        fields: if skip.is_empty() {
+            fields.clone()
+        } else {
+            with_skipped(fields, "data_file", skip)
+        },
         min,
         deflate,
     }))
@@ -988,15 +1181,19 @@ fn announced_records(data: &[u8], h: &Header, plan: &Plan) -> Option<usize> {
     Some(total)
 }
 
-fn decode(data: &[u8]) -> Res<Outcome> {
+fn decode(data: &[u8], skip: &[String]) -> Res<Outcome> {
     let h = header(data)?;
-    let plan = match plan(&h)? {
+    let plan = match plan(&h, skip)? {
         Ok(plan) => plan,
         Err(what) => return Ok(Outcome::Unsupported(what)),
     };
     let mut sink = Sink::new(&plan, announced_records(data, &h, &plan));
     sink.read_blocks(&plan, data, &h)?;
-    Ok(Outcome::Columns(plan.fields, sink.cols, sink.rows))
+    Ok(Outcome::Columns(
+        unskipped(plan.fields),
+        sink.cols,
+        sink.rows,
+    ))
 }
 
 /// Several containers' records decoded into one set of columns, and how many each held.
@@ -1010,12 +1207,12 @@ enum Joined {
 /// must hold the same metadata (schema, codec, and every other key and value, in the same
 /// order), each block ends with its own container's sync marker. An error names the index of
 /// the container that is damaged.
-fn decode_joined(datas: &[&[u8]]) -> Result<Joined, (usize, String)> {
+fn decode_joined(datas: &[&[u8]], skip: &[String]) -> Result<Joined, (usize, String)> {
     let Some(first) = datas.first() else {
         return Ok(Joined::Declined("no containers".into()));
     };
     let h0 = header(first).map_err(|e| (0, e))?;
-    let plan = match plan(&h0).map_err(|e| (0, e))? {
+    let plan = match plan(&h0, skip).map_err(|e| (0, e))? {
         Ok(plan) => plan,
         Err(what) => return Ok(Joined::Declined(what)),
     };
@@ -1045,7 +1242,7 @@ fn decode_joined(datas: &[&[u8]]) -> Result<Joined, (usize, String)> {
     {
         counts.push(sink.read_blocks(&plan, data, h).map_err(|e| (i, e))?);
     }
-    Ok(Joined::Columns(plan.fields, sink.cols, counts))
+    Ok(Joined::Columns(unskipped(plan.fields), sink.cols, counts))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1056,12 +1253,15 @@ fn decode_joined(datas: &[&[u8]]) -> Result<Joined, (usize, String)> {
 /// Returns the (schema, array) PyCapsules of the Arrow C Data Interface (the Arrow PyCapsule
 /// protocol's "arrow_schema" and "arrow_array"), or a str naming the type that is not
 /// handled here; raises ValueError naming what is wrong with damaged bytes. The GIL is
-/// released while the bytes are parsed and the batch is laid out.
+/// released while the bytes are parsed and the batch is laid out. `skip` names array fields
+/// of the `data_file` record read past: each value null or empty in the batch (a plan that
+/// reads no metrics skips their maps' items: most of a manifest's bytes).
 #[pyfunction]
-fn decode_arrow(py: Python<'_>, data: &[u8]) -> PyResult<PyObject> {
+#[pyo3(signature = (data, skip = Vec::new()))]
+fn decode_arrow(py: Python<'_>, data: &[u8], skip: Vec<String>) -> PyResult<PyObject> {
     let outcome = py
         .allow_threads(|| -> Res<Result<arrow_c::Exported, String>> {
-            Ok(match decode(data)? {
+            Ok(match decode(data, &skip)? {
                 Outcome::Unsupported(what) => Err(what),
                 Outcome::Columns(fields, cols, rows) => arrow_c::export_batch(&fields, cols, rows)?
                     .ok_or_else(|| "a field name holding a NUL character".to_string()),
@@ -1088,14 +1288,17 @@ type JoinedBatch = Result<(arrow_c::Exported, Vec<usize>), String>;
 /// writer schema, codec and metadata for all; each container keeps its own sync marker).
 /// Damaged bytes raise ValueError whose message starts with "container <index>: " and whose
 /// `container` attribute is that index. The GIL is released while the bytes are parsed.
+/// `skip`: as for `decode_arrow`.
 #[pyfunction]
+#[pyo3(signature = (datas, skip = Vec::new()))]
 fn decode_arrow_joined<'py>(
     py: Python<'py>,
     datas: Vec<Bound<'py, PyBytes>>,
+    skip: Vec<String>,
 ) -> PyResult<PyObject> {
     let slices: Vec<&[u8]> = datas.iter().map(|d| d.as_bytes()).collect();
     let outcome = py.allow_threads(|| -> Result<JoinedBatch, (usize, String)> {
-        Ok(match decode_joined(&slices)? {
+        Ok(match decode_joined(&slices, &skip)? {
             Joined::Declined(what) => Err(what),
             Joined::Columns(fields, cols, counts) => {
                 let rows = counts.iter().sum();

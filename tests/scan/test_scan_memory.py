@@ -199,3 +199,43 @@ async def test_a_view_of_most_of_a_manifest_is_not_kept_as_rows(tmp_path: Path) 
     assert got == expected
     views = [v for k, v in kw["cache"]._items.items() if k[2] != "decoded"]
     assert views and all(len(v.entries) * 4 < v.entries_read for v in views)
+
+
+async def _tasks(io: FileIO, md: TableMetadata, text: str, **kw: Any) -> tuple[list[str], TableScan]:
+    """Every field of every task (its data file's whole record included), sorted."""
+    scan = TableScan(io, md, text, **kw)
+    return sorted([repr(t) async for t in scan.plan_files()]), scan
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("manifests", "entries"), [(12, 30), (3, 1200)], ids=["batched", "whole"])
+async def test_a_plan_reading_no_metrics_skips_them_only_where_the_cache_keeps_nothing(
+    tmp_path: Path, manifests: int, entries: int
+) -> None:
+    """An unfiltered plan keeps no stats on its tasks, so manifests the cache will not keep
+    are decoded without their metric maps. Its tasks are the same whatever the cache holds;
+    what the cache holds is whole (any later filter plans as from the files); and with room
+    for some manifests only, some are decoded each way."""
+    io, md = await _table(tmp_path, manifests, entries)
+    everything, big = await _tasks(io, md, "", **_caches())
+    assert len(everything) == manifests * entries and big.metrics.decoded_without_stats == 0
+    per_manifest = entries * 1200  # ~what one manifest's columns hold in the cache
+    mixed = 0
+    for max_bytes in (0, 2 * per_manifest, 5 * per_manifest):
+        kw = _caches(cache=ManifestCache(max_bytes=max_bytes))
+        got, scan = await _tasks(io, md, "", **kw)
+        m = scan.metrics
+        assert got == everything, max_bytes
+        assert 0 < m.decoded_without_stats <= m.manifests_read == manifests, max_bytes
+        if max_bytes == 0:
+            assert m.decoded_without_stats == manifests
+        mixed += m.decoded_without_stats < m.manifests_read
+        for text in ("id = 4001000", "c0 < 30", "c4 > 'y'"):
+            got, _ = await _tasks(io, md, text, **kw)
+            expected, _ = await _tasks(io, md, text, **_caches())
+            assert got == expected, (max_bytes, text)
+    assert mixed, "no cache size gave a plan that decoded some manifests each way"
+    # a plan that reads metrics (a filter, or stats kept on its tasks) decodes them all
+    for text, extra in (("c0 < 1000", {}), ("", {"include_column_stats": True})):
+        _, scan = await _tasks(io, md, text, **_caches(cache=ManifestCache(max_bytes=0)), **extra)
+        assert scan.metrics.decoded_without_stats == 0 and scan.metrics.manifests_read == manifests

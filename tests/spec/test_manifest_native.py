@@ -46,7 +46,7 @@ from aioiceberg.spec.manifest import (
     write_manifest,
     write_manifest_list,
 )
-from aioiceberg.spec.manifest.columnar import _header, _to_arrow, avro_layout, open_columnar
+from aioiceberg.spec.manifest.columnar import STAT_MAPS, _header, _to_arrow, avro_layout, open_columnar
 from aioiceberg.spec.manifest.columnar_list import read_manifest_list_columnar
 from aioiceberg.spec.manifest.native_decode import (
     decode_native,
@@ -843,3 +843,96 @@ def test_a_block_announcing_more_records_than_it_can_hold_is_an_error_not_a_cras
     )
     assert done.returncode == 0, done.stderr
     assert "refused:" in done.stdout and "block 1" in done.stdout, done.stdout
+
+
+# -- metric maps read past (a plan that reads no metrics) ------------------------------------------
+
+
+def _maps_emptied(table: pa.Table) -> list[Any]:
+    """``table``'s rows with each metric map's items dropped (a null map stays null)."""
+    rows = table.to_pylist()
+    for row in rows:
+        for name in STAT_MAPS:
+            if row["data_file"].get(name) is not None:
+                row["data_file"][name] = []
+    return rows
+
+
+def _skipped(data: bytes) -> pa.Table:
+    table = decode_native(data, LOCATION, STAT_MAPS)
+    assert table is not None
+    return table
+
+
+def assert_maps_read_past(data: bytes) -> None:
+    full, skipped = _native(data), _skipped(data)
+    assert skipped.schema == full.schema
+    assert repr(skipped.to_pylist()) == repr(_maps_emptied(full))
+
+
+@pytest.mark.parametrize("format_version", [1, 2, 3])
+@pytest.mark.parametrize("codec", ["deflate", "null"])
+def test_metric_maps_read_past_leave_every_other_value_as_decoded(format_version: int, codec: str) -> None:
+    for stats in (True, False):
+        assert_maps_read_past(_write(_spec(TRANSFORMS), format_version, codec, stats))
+    assert_maps_read_past(_write(UNPARTITIONED, format_version, codec))
+    spec = _spec([(6, "identity"), (3, "bucket[16]"), (9, "day")])
+    data = write_manifest(
+        _entries(spec, format_version, n=60),
+        spec,
+        SCHEMA,
+        format_version,
+        7,
+        codec=codec,
+        manifest_path=LOCATION,
+    )[0]  # type: ignore[arg-type]
+    for per_block in (None, 1, 7):  # one block, PyIceberg's one entry a block, Java's many
+        assert_maps_read_past(_reblocked(data, per_block))
+    first, second = data, _write(spec, format_version, codec)
+    joined = decode_native_joined([first, second], None, STAT_MAPS)
+    whole = decode_native_joined([first, second])
+    assert joined is not None and whole is not None and joined[1] == whole[1]
+    assert repr(joined[0].to_pylist()) == repr(_maps_emptied(whole[0]))
+
+
+def test_pyiceberg_manifests_read_past_their_metric_maps(
+    pyiceberg_manifests: list[tuple[int, bytes]],
+) -> None:
+    for version, data in pyiceberg_manifests:
+        if version:  # (version 0: a manifest list, which has no data_file)
+            assert_maps_read_past(data)
+
+
+@pytest.mark.parametrize("codec", ["deflate", "null"])
+def test_damaged_bytes_read_past_are_corrupt_or_as_a_whole_decode(codec: str) -> None:
+    """Every truncation point and random byte flips, decoded with the maps read past: the
+    decode is corrupt, or gives what the whole decode gives without the maps' items, or the
+    damage lies where the maps' values were only read past (the whole decode refuses a value
+    the skip does not look at: an int out of range)."""
+    rng = random.Random(37)
+    data = _write(_spec([(6, "identity"), (3, "bucket[16]"), (9, "day")]), 2, codec)
+    cases = [data[:cut] for cut in range(len(data))]
+    for _ in range(300):
+        damaged = bytearray(data)
+        for _ in range(rng.choice((1, 1, 2, 5))):
+            damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        cases.append(bytes(damaged))
+    seen: dict[str, int] = {}
+    for case in cases:
+        try:
+            got = decode_native(case, LOCATION, STAT_MAPS)
+        except CorruptFileError as e:
+            assert LOCATION in str(e)
+            verdict = "corrupt"
+        else:
+            try:
+                whole = decode_native(case, LOCATION)
+            except CorruptFileError:
+                verdict = "only the skipped values damaged"
+            else:
+                assert (got is None) == (whole is None)
+                if got is not None and whole is not None:
+                    assert repr(got.to_pylist()) == repr(_maps_emptied(whole))
+                verdict = "equal"
+        seen[verdict] = seen.get(verdict, 0) + 1
+    assert seen.get("corrupt", 0) > len(data) // 2 and seen.get("equal", 0) > 0, seen

@@ -50,6 +50,7 @@ from aioiceberg.spec.manifest.native_decode import (
 from aioiceberg.spec.manifest.writer_schema import partition_field_types
 
 __all__ = [
+    "STAT_MAPS",
     "ArrowRead",
     "AvroLayout",
     "BoundColumn",
@@ -64,6 +65,17 @@ __all__ = [
     "open_columnar",
     "open_columnar_batch",
 ]
+
+# The data file's metric maps: most of a manifest's bytes and of its decode (a 1000-entry
+# manifest with 10 columns of stats: 2.1 ms decoded, 1.2 ms with these read past).
+STAT_MAPS = (
+    "column_sizes",
+    "value_counts",
+    "null_value_counts",
+    "nan_value_counts",
+    "lower_bounds",
+    "upper_bounds",
+)
 
 
 @functools.cache
@@ -166,13 +178,17 @@ def _header(
     return writer_schema, meta, None if casts is None else list(casts)
 
 
-def _to_arrow(data: bytes, native: bool = True, location: str | None = None) -> pa.Table:
+def _to_arrow(
+    data: bytes, native: bool = True, location: str | None = None, skip_stats: bool = False
+) -> pa.Table:
     """The manifest's entries as columns: the one way from Avro bytes to them. The compiled
     decoder where installed (``native``), which reads any block size itself; polars where it is
     not, or declines the writer schema. Damaged bytes raise (``CorruptFileError`` from the
-    compiled decoder, polars' own error otherwise); callers let the fastavro reader decide."""
+    compiled decoder, polars' own error otherwise); callers let the fastavro reader decide.
+    ``skip_stats``: the compiled decoder reads the metric maps' items past (each map empty or
+    null as written; polars keeps them)."""
     if native:
-        table = decode_native(data, location)
+        table = decode_native(data, location, STAT_MAPS if skip_stats else ())
         if table is not None:
             return table
     pl = _polars()
@@ -1096,13 +1112,17 @@ def open_columnar(
     discard_deleted: bool = False,
     part: bool = False,
     native: bool = True,
+    skip_stats: bool = False,
 ) -> ColumnarManifest | None:
     """Decode a manifest into columns, or None when the fastavro reader must decide.
 
     Header problems raise exactly as :func:`read_manifest` does (it is the same check).
     ``part``: ``data`` is the header and some blocks of ``manifest``, whose whole length the
     caller has checked against the list's. ``native``: False decodes with polars even where
-    the compiled decoder is installed (see :func:`_to_arrow`).
+    the compiled decoder is installed (see :func:`_to_arrow`). ``skip_stats``: the metric maps'
+    items are read past (each map empty, or null where it was: entries trimmed to no stats are
+    as a whole decode gives them): for a plan that reads none, never for a cache that serves
+    any filter.
     """
     location = location or (manifest.manifest_path if manifest is not None else None)
     _, meta, casts = _header(data, manifest, location, native)
@@ -1113,7 +1133,7 @@ def open_columnar(
     if casts is None:
         return None
     try:
-        table = _to_arrow(data, native, location)
+        table = _to_arrow(data, native, location, skip_stats)
         needed = frozenset(columns_needed) if columns_needed is not None else None
         return ColumnarManifest(meta, table, manifest, casts, needed, discard_deleted)
     except Exception:  # the fastavro reader decides what this file is
@@ -1193,11 +1213,12 @@ def open_columnar_batch(
     discard_deleted: bool = False,
     layouts: Sequence[AvroLayout | None] | None = None,
     native: bool = True,
+    skip_stats: bool = False,
 ) -> ColumnarManifest | None:
     """Decode several manifests in one call, or None when they cannot share one.
 
     ``layouts``: the items' :func:`avro_layout`, when the caller has them already (only the
-    polars path uses them); ``native``: as for :func:`open_columnar`.
+    polars path uses them); ``native`` and ``skip_stats``: as for :func:`open_columnar`.
 
     Small manifests cost the columnar decoder more per file than per entry. Manifests whose
     headers are byte for byte the same (one schema, spec, codec and format version: what one
@@ -1226,7 +1247,7 @@ def open_columnar_batch(
     if meta.format_version == 1 or casts is None:
         return None
     try:
-        found = _joined_table(items, layouts, native)
+        found = _joined_table(items, layouts, native, skip_stats)
         if found is None:
             return None
         table, counts = found
@@ -1242,7 +1263,10 @@ def open_columnar_batch(
 
 
 def _joined_table(
-    items: Sequence[tuple[bytes, ManifestFile]], layouts: Sequence[AvroLayout | None] | None, native: bool
+    items: Sequence[tuple[bytes, ManifestFile]],
+    layouts: Sequence[AvroLayout | None] | None,
+    native: bool,
+    skip_stats: bool = False,
 ) -> tuple[pa.Table, Sequence[int]] | None:
     """The items' entries as one table and how many rows each gave, or None when their
     headers differ (or are not well formed). The compiled decoder takes the manifests as they
@@ -1256,7 +1280,11 @@ def _joined_table(
     if not all(data.startswith(prefix) for data, _ in items):
         return None  # another writer's header (a byte for byte test: cheaper than parsing it)
     if native:
-        joined = decode_native_joined([data for data, _ in items], [mf.manifest_path for _, mf in items])
+        joined = decode_native_joined(
+            [data for data, _ in items],
+            [mf.manifest_path for _, mf in items],
+            STAT_MAPS if skip_stats else (),
+        )
         if joined is not None:
             return joined  # else a type it does not decode: polars may
     if layouts is None:

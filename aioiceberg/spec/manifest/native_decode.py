@@ -27,9 +27,11 @@ from aioiceberg.errors import CorruptFileError
 class _Decoder(Protocol):
     """``aioiceberg._manifest_native`` (see its ``.pyi``)."""
 
-    def decode_arrow(self, data: bytes, /) -> tuple[object, object] | str: ...
+    def decode_arrow(self, data: bytes, skip: Sequence[str], /) -> tuple[object, object] | str: ...
 
-    def decode_arrow_joined(self, datas: Sequence[bytes], /) -> tuple[object, object, list[int]] | str: ...
+    def decode_arrow_joined(
+        self, datas: Sequence[bytes], skip: Sequence[str], /
+    ) -> tuple[object, object, list[int]] | str: ...
 
     def read_header(self, data: bytes, /) -> tuple[dict[str, str], int]: ...
 
@@ -83,14 +85,15 @@ def read_header_native(data: bytes, location: str | None = None) -> dict[str, st
     return properties
 
 
-def decode_native(data: bytes, location: str | None = None) -> pa.Table | None:
+def decode_native(data: bytes, location: str | None = None, skip: Sequence[str] = ()) -> pa.Table | None:
     """``data``'s entries as the table polars gives; None when the extension is missing or the
     writer schema holds a type it does not decode (decided from the header, before any
-    record). Damaged bytes raise :class:`CorruptFileError` naming ``location``."""
+    record). Damaged bytes raise :class:`CorruptFileError` naming ``location``. The
+    ``data_file`` array fields named in ``skip`` are read past: each value null or empty."""
     if _manifest_native is None:
         return None
     try:
-        found = _manifest_native.decode_arrow(data)
+        found = _manifest_native.decode_arrow(data, list(skip))
     except ValueError as e:
         raise CorruptFileError(f"manifest cannot be decoded: {e}", location=location) from None
     if isinstance(found, str):
@@ -102,18 +105,19 @@ def decode_native(data: bytes, location: str | None = None) -> pa.Table | None:
 
 
 def decode_native_joined(
-    datas: Sequence[bytes], locations: Sequence[str | None] | None = None
+    datas: Sequence[bytes], locations: Sequence[str | None] | None = None, skip: Sequence[str] = ()
 ) -> tuple[pa.Table, list[int]] | None:
     """The entries of several manifests, in order, as one table, and how many each holds; None
     when the extension is missing, the writer schema holds a type it does not decode, or the
     headers' metadata differ (one writer's manifests share them). One call for all: the
     blocks are read where they lie, with the GIL released, where joining them under one header
     first walked every block in Python (~1 ms for a manifest of one-entry blocks). A damaged
-    manifest raises :class:`CorruptFileError` naming its ``locations`` entry."""
+    manifest raises :class:`CorruptFileError` naming its ``locations`` entry. ``skip``: as for
+    :func:`decode_native`."""
     if _manifest_native is None:
         return None
     try:
-        found = _manifest_native.decode_arrow_joined(datas)
+        found = _manifest_native.decode_arrow_joined(datas, list(skip))
     except ValueError as e:
         index = getattr(e, "container", None)
         location = None
