@@ -226,8 +226,8 @@ class ManifestLoader:
         for the cache, whose columns serve any later filter. It skips them where the cache
         would not keep the columns: past the half of it one plan may hold (a 500 x 1000 plan
         keeps ~110 of its 500 manifests under the default 256 MB), where the maps were decoded
-        only to be dropped. They are most of a manifest's decode (10 columns of stats: 2.1 of
-        2.1 ms -> 1.2 ms per 1000 entries read past).
+        only to be dropped. They are most of a manifest's decode: a 1000-entry Java manifest
+        with 10 columns of stats took 2.0 ms whole, 1.0 ms with the maps read past.
         """
         n = _entry_count(mf)
         if n is None or not self.prune_context.reads_no_stats(mf) or not self.prune_context.native_decoder:
@@ -350,7 +350,7 @@ class ManifestLoader:
             m.decoded_in_processes += 1
         if result.columnar:
             m.decoded_columnar += 1
-            m.decoded_without_stats += skip_stats
+            m.decoded_without_stats += int(skip_stats)
         elif result.refused and mf.content == ManifestContent.DATA:
             lanes.fell_back()
         m.add_entries(result.entries_read, result.skipped_by_partition, result.skipped_by_metrics)
