@@ -21,6 +21,7 @@ import sys
 import textwrap
 import uuid
 import warnings
+import zlib
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ from aioiceberg.spec.manifest import (
     write_manifest,
     write_manifest_list,
 )
+from aioiceberg.spec.manifest.avro_blocks import read_long
 from aioiceberg.spec.manifest.columnar import STAT_MAPS, _header, _to_arrow, avro_layout, open_columnar
 from aioiceberg.spec.manifest.columnar_list import read_manifest_list_columnar
 from aioiceberg.spec.manifest.native_decode import (
@@ -936,3 +938,22 @@ def test_damaged_bytes_read_past_are_corrupt_or_as_a_whole_decode(codec: str) ->
                 verdict = "equal"
         seen[verdict] = seen.get(verdict, 0) + 1
     assert seen.get("corrupt", 0) > len(data) // 2 and seen.get("equal", 0) > 0, seen
+
+
+def test_a_block_inflating_far_beyond_its_size_decodes_whole() -> None:
+    """Entries alike compress ~100x: the inflate buffer, first sized at 8x the block, grows
+    until the block fits (and keeps that size for the next), one block or many."""
+    spec = _spec([(6, "identity")])
+    entry = _entries(spec, 2, n=1)[0]
+    data = write_manifest([entry] * 3000, spec, SCHEMA, 2, 7, manifest_path=LOCATION)[0]
+    for per_block in (None, 1000):
+        shaped = _reblocked(data, per_block)
+        layout = avro_layout(shaped)
+        assert layout is not None
+        ratios = []
+        for start, _ in layout.blocks:
+            _, at = read_long(shaped, start)
+            size, at = read_long(shaped, at)
+            ratios.append(len(zlib.decompress(shaped[at : at + size], -15)) / size)
+        assert max(ratios) > 8  # past the first guess
+        assert _plain(_native(shaped).to_pylist()) == _records(shaped)
