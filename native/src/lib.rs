@@ -579,19 +579,27 @@ fn be_i128(b: &[u8]) -> Res<i128> {
     Ok(i128::from_be_bytes(buf))
 }
 
+/// Reads a nullable value's union branch: whether it is the null one (false for a value
+/// that is not nullable, which has no branch).
+#[inline]
+fn is_null(node: &Node, cur: &mut Cur) -> Res<bool> {
+    let Some(null_at) = node.null_branch else {
+        return Ok(false);
+    };
+    let branch = cur.long()?;
+    if branch != null_at && branch != 1 - null_at {
+        return Err(format!("union branch {branch} out of range"));
+    }
+    Ok(branch == null_at)
+}
+
 fn read_value(node: &Node, col: &mut Col, cur: &mut Cur) -> Res<()> {
     if let Ty::Skip(inner) = &node.ty {
         return read_past(inner, col, cur);
     }
-    if let Some(null_at) = node.null_branch {
-        let branch = cur.long()?;
-        if branch == null_at {
-            col.push_null();
-            return Ok(());
-        }
-        if branch != 1 - null_at {
-            return Err(format!("union branch {branch} out of range"));
-        }
+    if is_null(node, cur)? {
+        col.push_null();
+        return Ok(());
     }
     col.validity.push_valid();
     match (&node.ty, &mut col.data) {
@@ -686,14 +694,8 @@ fn read_value(node: &Node, col: &mut Col, cur: &mut Cur) -> Res<()> {
 /// the encoding (union branches, varints, lengths, counts, booleans); what it makes of the
 /// values themselves (int ranges, UTF-8, decimal widths) is left to a decode that keeps them.
 fn skip_value(node: &Node, cur: &mut Cur) -> Res<()> {
-    if let Some(null_at) = node.null_branch {
-        let branch = cur.long()?;
-        if branch == null_at {
-            return Ok(());
-        }
-        if branch != 1 - null_at {
-            return Err(format!("union branch {branch} out of range"));
-        }
+    if is_null(node, cur)? {
+        return Ok(());
     }
     match &node.ty {
         Ty::Bool => {
@@ -767,15 +769,9 @@ fn skip_items(item: &Node, min: u64, cur: &mut Cur) -> Res<()> {
 
 /// An array value of `node` read past: null stays null, any other is kept as an empty array.
 fn read_past(node: &Node, col: &mut Col, cur: &mut Cur) -> Res<()> {
-    if let Some(null_at) = node.null_branch {
-        let branch = cur.long()?;
-        if branch == null_at {
-            col.push_null();
-            return Ok(());
-        }
-        if branch != 1 - null_at {
-            return Err(format!("union branch {branch} out of range"));
-        }
+    if is_null(node, cur)? {
+        col.push_null();
+        return Ok(());
     }
     let (Ty::Array(item, min), Data::List { offsets, child }) = (&node.ty, &mut col.data) else {
         return Err("internal: a field read past that is not an array".into());

@@ -48,8 +48,9 @@ from aioiceberg.spec.manifest import (
     write_manifest_list,
 )
 from aioiceberg.spec.manifest.avro_blocks import read_long
-from aioiceberg.spec.manifest.columnar import STAT_MAPS, _header, _to_arrow, avro_layout, open_columnar
+from aioiceberg.spec.manifest.columnar import _header, _to_arrow, avro_layout, open_columnar
 from aioiceberg.spec.manifest.columnar_list import read_manifest_list_columnar
+from aioiceberg.spec.manifest.entry_rows import STAT_FIELDS
 from aioiceberg.spec.manifest.native_decode import (
     decode_native,
     decode_native_joined,
@@ -854,14 +855,14 @@ def _maps_emptied(table: pa.Table) -> list[Any]:
     """``table``'s rows with each metric map's items dropped (a null map stays null)."""
     rows = table.to_pylist()
     for row in rows:
-        for name in STAT_MAPS:
+        for name in STAT_FIELDS:
             if row["data_file"].get(name) is not None:
                 row["data_file"][name] = []
     return rows
 
 
 def _skipped(data: bytes) -> pa.Table:
-    table = decode_native(data, LOCATION, STAT_MAPS)
+    table = decode_native(data, LOCATION, STAT_FIELDS)
     assert table is not None
     return table
 
@@ -891,7 +892,7 @@ def test_metric_maps_read_past_leave_every_other_value_as_decoded(format_version
     for per_block in (None, 1, 7):  # one block, PyIceberg's one entry a block, Java's many
         assert_maps_read_past(_reblocked(data, per_block))
     first, second = data, _write(spec, format_version, codec)
-    joined = decode_native_joined([first, second], None, STAT_MAPS)
+    joined = decode_native_joined([first, second], None, STAT_FIELDS)
     whole = decode_native_joined([first, second])
     assert joined is not None and whole is not None and joined[1] == whole[1]
     assert repr(joined[0].to_pylist()) == repr(_maps_emptied(whole[0]))
@@ -922,7 +923,7 @@ def test_damaged_bytes_read_past_are_corrupt_or_as_a_whole_decode(codec: str) ->
     seen: dict[str, int] = {}
     for case in cases:
         try:
-            got = decode_native(case, LOCATION, STAT_MAPS)
+            got = decode_native(case, LOCATION, STAT_FIELDS)
         except CorruptFileError as e:
             assert LOCATION in str(e)
             verdict = "corrupt"

@@ -50,7 +50,6 @@ from aioiceberg.spec.manifest.native_decode import (
 from aioiceberg.spec.manifest.writer_schema import partition_field_types
 
 __all__ = [
-    "STAT_MAPS",
     "ArrowRead",
     "AvroLayout",
     "BoundColumn",
@@ -65,17 +64,6 @@ __all__ = [
     "open_columnar",
     "open_columnar_batch",
 ]
-
-# The data file's metric maps: most of a manifest's bytes and of its decode (a 1000-entry
-# Java manifest with 10 columns of stats: 2.0 ms decoded, 1.0 ms with these read past).
-STAT_MAPS = (
-    "column_sizes",
-    "value_counts",
-    "null_value_counts",
-    "nan_value_counts",
-    "lower_bounds",
-    "upper_bounds",
-)
 
 
 @functools.cache
@@ -188,7 +176,7 @@ def _to_arrow(
     ``skip_stats``: the compiled decoder reads the metric maps' items past (each map empty or
     null as written; polars keeps them)."""
     if native:
-        table = decode_native(data, location, STAT_MAPS if skip_stats else ())
+        table = decode_native(data, location, STAT_FIELDS if skip_stats else ())
         if table is not None:
             return table
     pl = _polars()
@@ -1283,7 +1271,7 @@ def _joined_table(
         joined = decode_native_joined(
             [data for data, _ in items],
             [mf.manifest_path for _, mf in items],
-            STAT_MAPS if skip_stats else (),
+            STAT_FIELDS if skip_stats else (),
         )
         if joined is not None:
             return joined  # else a type it does not decode: polars may
