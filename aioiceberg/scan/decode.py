@@ -24,6 +24,7 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
@@ -172,9 +173,10 @@ class PruneContext:
             native_decoder,
         )
 
-    @property
+    @functools.cached_property
     def is_trivial(self) -> bool:
-        """The filter is ``true``: nothing to prune, no evaluator to build."""
+        """The filter is ``true``: nothing to prune, no evaluator to build (parsed once: the
+        loader asks it for every manifest it fetches, on the event loop)."""
         return bool(json.loads(self.filter_json) == {"type": "true"})
 
     def reads_no_stats(self, manifest: ManifestFile) -> bool:
