@@ -224,6 +224,40 @@ def test_bounds_read_in_bulk_as_one_by_one(large: bool) -> None:
     assert bound_kind(StringType()) is not None and bound_kind(StringType()).bulk is None  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("large", [False, True])
+@pytest.mark.parametrize(
+    ("kind_of", "values"),
+    [
+        (LongType(), [to_bytes(v, LongType()) for v in (5, -7, 2**40, -(2**62), 0)]),
+        (LongType(), [to_bytes(v, IntegerType()) for v in (5, -7, 2**30, 0, 1)]),  # promoted: 4 bytes
+        (IntegerType(), [to_bytes(v, IntegerType()) for v in (5, -7, 2**30, 0, 1)]),
+        (DoubleType(), [to_bytes(v, DoubleType()) for v in (1.5, -0.0, float("inf"), 2.0**60, 3.25)]),
+    ],
+)
+def test_bounds_of_one_width_read_as_one_array(kind_of: Any, values: list[bytes], large: bool) -> None:
+    """Values of one width lie end to end and are read without a gather: the same result,
+    bit for bit, as one by one, from a slice of the buffers too."""
+    kind = bound_kind(kind_of)
+    assert kind is not None and kind.bulk is not None
+    arr = _binary(values * 4, large)
+    for start, length in ((0, len(arr)), (3, 11), (7, 1)):
+        found = kind.bulk(arr.slice(start, length))
+        assert found is not None
+        ok_bulk, values_bulk = found
+        ok_one, values_one = kind.read((values * 4)[start : start + length])
+        assert ok_bulk.tolist() == ok_one.tolist() == [True] * length
+        assert values_bulk.dtype == values_one.dtype
+        assert values_bulk.tobytes() == values_one.tobytes()
+        assert values_bulk.flags.writeable  # a copy, not a view of the Arrow buffer
+    # one value of an unreadable width: the gather reads the rest
+    odd = _binary([*values, b"\x01\x02\x03", *values], large)
+    found = kind.bulk(odd)
+    assert found is not None
+    ok_one, values_one = kind.read([*values, b"\x01\x02\x03", *values])
+    assert found[0].tolist() == ok_one.tolist() and not found[0][len(values)]
+    assert found[1].tobytes() == values_one.tobytes()
+
+
 def test_counts_and_partition_groups_read_in_bulk_as_one_by_one() -> None:
     data, mf = _manifests(1, 40)[0]
     cm = open_columnar(data, mf)

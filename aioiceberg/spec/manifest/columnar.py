@@ -438,10 +438,10 @@ class ColumnarManifest:
         n = self.entries_read
         values = np.zeros(n, dtype=dtype)
         state = np.zeros(n, dtype=np.int8)
-        found = _map_items(self._df.get(name), frozenset({field_id})) if n else None
+        found = _map_values(self._df.get(name), field_id) if n else None
         if found is None:
             return BoundColumn(values, state)
-        at, _, items = found
+        at, items = found
         if len(at) == 0:
             return BoundColumn(values, state)
         state[at] = 2
@@ -995,6 +995,25 @@ def _map_items(
 ) -> tuple[np.ndarray[Any, Any], pa.Array, pa.Array] | None:
     """(row index per item as numpy, keys, values as Arrow arrays) of a map column, for the
     wanted keys (picked with numpy: a null key is never wanted)."""
+    found = _map_picked(col, keys_wanted)
+    if found is None:
+        return None
+    parents, keys, values, picked = found
+    return parents, keys if picked is None else keys.take(picked), values
+
+
+def _map_values(col: pa.Array | None, key: int) -> tuple[np.ndarray[Any, Any], pa.Array] | None:
+    """(row index per item, values) of one key's items in a map column: its keys are not
+    taken, as each is ``key`` (a bound column's read: one take fewer of four)."""
+    found = _map_picked(col, frozenset({key}))
+    return None if found is None else (found[0], found[2])
+
+
+def _map_picked(
+    col: pa.Array | None, keys_wanted: frozenset[int] | None
+) -> tuple[np.ndarray[Any, Any], pa.Array, pa.Array, pa.Array | None] | None:
+    """(parents, every key, values, where the values were picked: None for all) of the
+    wanted keys' items."""
     if col is None or len(col) == 0:
         return None
     items = pc.list_flatten(col)
@@ -1015,8 +1034,8 @@ def _map_items(
         at = np.flatnonzero(hit)
         if len(at) != len(codes):
             picked = arrow_of(at)
-            parents, keys, values = parents[at], keys.take(picked), values.take(picked)
-    return parents, keys, values
+            return parents[at], keys, values.take(picked), picked
+    return parents, keys, values, None
 
 
 def fixed_width_items(
@@ -1037,6 +1056,13 @@ def fixed_width_items(
     lengths = np.diff(offsets)
     if values.null_count:
         lengths[null_mask(values)] = -1
+    else:
+        # the usual case: every value of one width, so they lie end to end and are read as one
+        # array (a gather by byte was ~45 us for 1000 values)
+        code = widths.get(int(lengths[0]))
+        if code is not None and data_buf is not None and bool((lengths == lengths[0]).all()):
+            view = np.frombuffer(data_buf, dtype=np.dtype(code), count=len(values), offset=int(offsets[0]))
+            return np.ones(len(values), dtype=bool), view.astype(dtype)
     ok = np.isin(lengths, list(widths))
     out = np.zeros(int(ok.sum()), dtype=dtype)
     if not len(out):
