@@ -1003,8 +1003,8 @@ def _map_items(
 
 
 def _map_values(col: pa.Array | None, key: int) -> tuple[np.ndarray[Any, Any], pa.Array] | None:
-    """(row index per item, values) of one key's items in a map column: its keys are not
-    taken, as each is ``key`` (a bound column's read: one take fewer of four)."""
+    """(row index per item, values) of one key's items in a map column, for a bound column's
+    read: their keys are not taken, as each of them is ``key``."""
     found = _map_picked(col, frozenset({key}))
     return None if found is None else (found[0], found[2])
 
